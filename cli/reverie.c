@@ -1,0 +1,42 @@
+/* `reverie`: the command-line face of the engine and the service. */
+#include <stdio.h>
+#include <string.h>
+
+#include "rv_cli.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"simulate", rv_cmd_simulate, "simulate a trace (and a what-if), print a JSON report"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: reverie COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\nRun `reverie COMMAND --help` for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "reverie: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

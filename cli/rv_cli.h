@@ -1,0 +1,8 @@
+/* Subcommands of the `reverie` tool. Each takes the arguments after its own
+ * name (argv[0] is the subcommand) and returns the process exit code. */
+#ifndef RV_CLI_H
+#define RV_CLI_H
+
+int rv_cmd_simulate(int argc, char **argv);
+
+#endif

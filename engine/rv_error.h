@@ -1,0 +1,46 @@
+/* Error convention shared by every Reverie module.
+ *
+ * Fallible functions return 0 on success or a negative rv_err code. When a
+ * function also takes an rv_error pointer, it fills a human-readable message
+ * that says what went wrong and where (byte offset, event index, field). */
+#ifndef RV_ERROR_H
+#define RV_ERROR_H
+
+#include <stdint.h>
+
+typedef enum rv_err {
+    RV_OK = 0,
+    RV_ERR_NOMEM = -1,    /* an allocation failed or a cap was hit */
+    RV_ERR_IO = -2,       /* open/read/write failed */
+    RV_ERR_PARSE = -3,    /* the input is not what the format says */
+    RV_ERR_INVALID = -4,  /* well-formed input with a bad value */
+    RV_ERR_UNSUPPORTED = -5, /* valid input this code cannot use */
+    RV_ERR_LIMIT = -6,    /* a configured size or count limit was exceeded */
+    RV_ERR_NOTFOUND = -7,
+    RV_ERR_INTERNAL = -8,
+} rv_err;
+
+typedef struct rv_error {
+    int code;              /* an rv_err value */
+    int64_t offset;        /* byte offset in the (decompressed) input, or -1 */
+    int64_t event_index;   /* index of the trace event, or -1 */
+    char field[64];        /* the request field at fault, or "" */
+    char message[256];
+} rv_error;
+
+/* Resets *e to "no error" (offset and event index -1). NULL-safe. */
+void rv_error_clear(rv_error *e);
+
+/* Fills *e (when non-NULL) and returns code, so callers can write
+ * `return rv_error_set(e, RV_ERR_PARSE, off, idx, "...")`. */
+int rv_error_set(rv_error *e, int code, int64_t offset, int64_t event_index, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Like rv_error_set for request documents: names the offending field. */
+int rv_error_field(rv_error *e, int code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Short stable name of a code, e.g. "parse_error". */
+const char *rv_err_name(int code);
+
+#endif

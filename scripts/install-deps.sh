@@ -1,0 +1,32 @@
+#!/bin/sh
+# Installs the Debian packages Reverie needs to build, test and run.
+# As root it runs apt-get; otherwise it prints the exact line to run.
+# Usage: scripts/install-deps.sh [build|test]
+set -eu
+mode=${1:-build}
+pkgs="build-essential cmake pkg-config zlib1g-dev libjansson-dev libmicrohttpd-dev
+libpq-dev libcurl4-openssl-dev libcunit1-dev postgresql"
+if [ "$mode" = test ]; then
+    # The fuzz regression replays and the sanitizer build use clang's runtime.
+    pkgs="$pkgs clang libclang-rt-14-dev"
+fi
+missing=""
+for p in $pkgs; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "reverie: missing packages:$missing (install them with your package manager)" >&2
+    exit 1
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    echo "reverie: missing packages. Run:" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y$missing" >&2
+    exit 1
+fi
+echo "reverie: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing
