@@ -1,0 +1,297 @@
+#include "rv_overhead.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *rv_overhead_type_name(int type)
+{
+    static const char *names[] = {"", "T1", "T2", "T3", "T4", "T5"};
+    return type >= 1 && type <= RV_OH_NTYPES ? names[type] : "";
+}
+
+void rv_overhead_samples_free(rv_overhead_samples *s)
+{
+    if (!s)
+        return;
+    free(s->v);
+    s->v = NULL;
+    s->n = s->cap = 0;
+}
+
+static int push(rv_overhead_samples *s, int type, uint32_t name, int64_t ns)
+{
+    if (s->n == s->cap) {
+        if (s->cap >= RV_OVERHEAD_MAX_SAMPLES)
+            return RV_ERR_LIMIT;
+        size_t cap = s->cap ? s->cap * 2 : 1024;
+        rv_overhead_sample *v = realloc(s->v, cap * sizeof(*v));
+        if (!v)
+            return RV_ERR_NOMEM;
+        s->v = v;
+        s->cap = cap;
+    }
+    s->v[s->n++] = (rv_overhead_sample){.value_ns = ns, .name = name, .type = (uint8_t)type};
+    return 0;
+}
+
+static int cmp_thread(const rv_event *a, const rv_event *b)
+{
+    if (a->pid != b->pid)
+        return a->pid < b->pid ? -1 : 1;
+    if (a->tid != b->tid)
+        return a->tid < b->tid ? -1 : 1;
+    return 0;
+}
+
+/* By thread, then start, then longer first (parents before children), then
+ * input order for a total order. */
+static int cmp_ops(const void *pa, const void *pb, void *ctx)
+{
+    const rv_trace *t = ctx;
+    uint32_t ia = *(const uint32_t *)pa, ib = *(const uint32_t *)pb;
+    const rv_event *a = &t->events[ia], *b = &t->events[ib];
+    int c = cmp_thread(a, b);
+    if (c)
+        return c;
+    if (a->ts_ns != b->ts_ns)
+        return a->ts_ns < b->ts_ns ? -1 : 1;
+    if (a->dur_ns != b->dur_ns)
+        return a->dur_ns > b->dur_ns ? -1 : 1;
+    return ia < ib ? -1 : ia > ib;
+}
+
+static int cmp_i64(const void *pa, const void *pb)
+{
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return a < b ? -1 : a > b;
+}
+
+static int has_corr(const int64_t *sorted, size_t n, int64_t c)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sorted[mid] < c)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && sorted[lo] == c;
+}
+
+int rv_overhead_extract(const rv_trace *t, rv_overhead_samples *out, rv_error *err)
+{
+    int64_t *corr = NULL;
+    uint32_t *ops = NULL, *launches = NULL;
+    size_t ncorr = 0, nops = 0, nl = 0;
+    int rc = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (t->nevents > UINT32_MAX)
+        return rv_error_set(err, RV_ERR_LIMIT, -1, -1, "overheads: too many events");
+    corr = malloc((t->nevents + 1) * sizeof(*corr));
+    ops = malloc((t->nevents + 1) * sizeof(*ops));
+    launches = malloc((t->nevents + 1) * sizeof(*launches));
+    if (!corr || !ops || !launches) {
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "overheads: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < t->nevents; i++) {
+        const rv_event *e = &t->events[i];
+        if (rv_cat_is_gpu_task(e->cat) && e->correlation != RV_NONE)
+            corr[ncorr++] = e->correlation;
+        else if (e->cat == RV_CAT_CPU_OP)
+            ops[nops++] = (uint32_t)i;
+    }
+    qsort(corr, ncorr, sizeof(*corr), cmp_i64);
+    for (size_t i = 0; i < t->nevents; i++) {
+        const rv_event *e = &t->events[i];
+        if ((e->cat == RV_CAT_RUNTIME || e->cat == RV_CAT_DRIVER) && e->correlation != RV_NONE &&
+            has_corr(corr, ncorr, e->correlation))
+            launches[nl++] = (uint32_t)i;
+    }
+    /* qsort_r (glibc): the comparator needs the trace. */
+    qsort_r(ops, nops, sizeof(*ops), cmp_ops, (void *)t);
+    qsort_r(launches, nl, sizeof(*launches), cmp_ops, (void *)t);
+
+    /* T4: every launch, wherever it runs. */
+    for (size_t i = 0; i < nl && !rc; i++) {
+        const rv_event *l = &t->events[launches[i]];
+        rc = push(out, RV_OH_T4, l->name, l->dur_ns);
+    }
+
+    /* Walk ops and launches together, thread by thread. */
+    size_t li = 0;
+    const rv_event *prev_top = NULL;
+    int64_t top_end = 0;
+    for (size_t oi = 0; oi < nops && !rc; oi++) {
+        const rv_event *op = &t->events[ops[oi]];
+        int64_t end = op->ts_ns + op->dur_ns;
+        if (prev_top && cmp_thread(prev_top, op) != 0)
+            prev_top = NULL;
+        if (prev_top && op->ts_ns < top_end)
+            continue; /* nested in the current top-level op */
+        if (prev_top)
+            rc = push(out, RV_OH_T1, op->name, op->ts_ns - top_end);
+        prev_top = op;
+        top_end = end;
+
+        /* Skip launches of earlier threads or before this op. */
+        while (li < nl) {
+            const rv_event *l = &t->events[launches[li]];
+            int c = cmp_thread(l, op);
+            if (c < 0 || (c == 0 && l->ts_ns < op->ts_ns))
+                li++;
+            else
+                break;
+        }
+        const rv_event *first = NULL, *last = NULL;
+        while (li < nl && !rc) {
+            const rv_event *l = &t->events[launches[li]];
+            if (cmp_thread(l, op) != 0 || l->ts_ns > end)
+                break;
+            if (!first)
+                first = l;
+            else {
+                int64_t gap = l->ts_ns - (last->ts_ns + last->dur_ns);
+                rc = push(out, RV_OH_T5, op->name, gap > 0 ? gap : 0);
+            }
+            last = l;
+            li++;
+        }
+        if (first && !rc) {
+            rc = push(out, RV_OH_T2, op->name, first->ts_ns - op->ts_ns);
+            int64_t t3 = end - (last->ts_ns + last->dur_ns);
+            if (!rc)
+                rc = push(out, RV_OH_T3, op->name, t3 > 0 ? t3 : 0);
+        }
+    }
+    if (rc)
+        rc = rv_error_set(err, rc, -1, -1, "overheads: %s after %zu samples",
+                          rc == RV_ERR_LIMIT ? "sample cap reached" : "out of memory", out->n);
+out:
+    free(corr);
+    free(ops);
+    free(launches);
+    if (rc)
+        rv_overhead_samples_free(out);
+    return rc;
+}
+
+static int cmp_double(const void *pa, const void *pb)
+{
+    double a = *(const double *)pa, b = *(const double *)pb;
+    return a < b ? -1 : a > b;
+}
+
+/* Linear interpolation at position p * (n - 1), written as PostgreSQL's
+ * percentile_cont computes it (lo + (hi - lo) * fraction), so both agree to
+ * the last bit. v is sorted, n > 0. */
+static double quantile(const double *v, size_t n, double p)
+{
+    double pos = p * (double)(n - 1);
+    double fl = floor(pos), ce = ceil(pos);
+    double lo = v[(size_t)fl], hi = v[(size_t)ce];
+    return lo + (hi - lo) * (pos - fl);
+}
+
+void rv_overhead_stats(double *v, size_t n, rv_overhead_stat *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->samples = n;
+    if (!n)
+        return;
+    qsort(v, n, sizeof(*v), cmp_double);
+    double q1 = quantile(v, n, 0.25), q3 = quantile(v, n, 0.75);
+    double lo = q1 - 1.5 * (q3 - q1), hi = q3 + 1.5 * (q3 - q1);
+    size_t a = 0, b = n;
+    while (a < n && v[a] < lo)
+        a++;
+    while (b > a && v[b - 1] > hi)
+        b--;
+    const double *k = v + a;
+    size_t m = b - a;
+    out->count = m;
+    if (!m)
+        return;
+    double sum = 0;
+    for (size_t i = 0; i < m; i++)
+        sum += k[i];
+    double mean = sum / (double)m, ss = 0;
+    for (size_t i = 0; i < m; i++)
+        ss += (k[i] - mean) * (k[i] - mean);
+    out->mean = mean;
+    out->std = sqrt(ss / (double)m);
+    out->median = quantile(k, m, 0.5);
+    out->p90 = quantile(k, m, 0.9);
+}
+
+static int cmp_group_key(const void *pa, const void *pb)
+{
+    const rv_overhead_sample *a = pa, *b = pb;
+    if (a->type != b->type)
+        return a->type < b->type ? -1 : 1;
+    if (a->name != b->name)
+        return a->name < b->name ? -1 : 1;
+    return 0;
+}
+
+int rv_overhead_summarize(const rv_overhead_samples *s, rv_overhead_group **out, size_t *nout,
+                          rv_error *err)
+{
+    rv_overhead_sample *sorted = NULL;
+    double *vals = NULL;
+    rv_overhead_group *g = NULL;
+    size_t ng = 0;
+    int rc = 0;
+
+    *out = NULL;
+    *nout = 0;
+    if (!s->n)
+        return 0;
+    sorted = malloc(s->n * sizeof(*sorted));
+    vals = malloc(s->n * sizeof(*vals));
+    /* At most one group per sample plus one overall group per type. */
+    g = malloc((s->n + RV_OH_NTYPES) * sizeof(*g));
+    if (!sorted || !vals || !g) {
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "overheads: out of memory");
+        goto out;
+    }
+    memcpy(sorted, s->v, s->n * sizeof(*sorted));
+    qsort(sorted, s->n, sizeof(*sorted), cmp_group_key);
+    for (size_t i = 0; i < s->n;) {
+        int type = sorted[i].type;
+        size_t tend = i;
+        while (tend < s->n && sorted[tend].type == type)
+            tend++;
+        /* Overall group of this type. */
+        for (size_t j = i; j < tend; j++)
+            vals[j - i] = (double)sorted[j].value_ns / 1000.0;
+        g[ng].type = (uint8_t)type;
+        g[ng].name = RV_OH_OVERALL;
+        rv_overhead_stats(vals, tend - i, &g[ng].stat);
+        ng++;
+        for (size_t j = i; j < tend;) {
+            size_t k = j;
+            while (k < tend && sorted[k].name == sorted[j].name) {
+                vals[k - j] = (double)sorted[k].value_ns / 1000.0;
+                k++;
+            }
+            g[ng].type = (uint8_t)type;
+            g[ng].name = sorted[j].name;
+            rv_overhead_stats(vals, k - j, &g[ng].stat);
+            ng++;
+            j = k;
+        }
+        i = tend;
+    }
+    *out = g;
+    *nout = ng;
+    g = NULL;
+out:
+    free(sorted);
+    free(vals);
+    free(g);
+    return rc;
+}
