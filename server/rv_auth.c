@@ -1,0 +1,178 @@
+/* Bearer tokens: generation, SHA-256 hashing, scope checks against an
+ * in-memory copy of the token table. */
+#include "rv_auth.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+
+#include "rv_error.h"
+
+struct rv_auth {
+    int required;
+    pthread_rwlock_t lock;
+    rv_auth_token *toks;
+    size_t ntoks;
+};
+
+/* -------------------------------------------------------------- tokens */
+
+rv_auth *rv_auth_new(int required)
+{
+    rv_auth *a = calloc(1, sizeof(*a));
+
+    if (!a)
+        return NULL;
+    a->required = required;
+    pthread_rwlock_init(&a->lock, NULL);
+    return a;
+}
+
+void rv_auth_free(rv_auth *a)
+{
+    if (!a)
+        return;
+    pthread_rwlock_destroy(&a->lock);
+    free(a->toks);
+    free(a);
+}
+
+int rv_auth_required(const rv_auth *a)
+{
+    return a && a->required;
+}
+
+int rv_auth_set_tokens(rv_auth *a, const rv_auth_token *toks, size_t n)
+{
+    rv_auth_token *copy = NULL;
+
+    if (n) {
+        copy = malloc(n * sizeof(*copy));
+        if (!copy)
+            return RV_ERR_NOMEM;
+        memcpy(copy, toks, n * sizeof(*copy));
+    }
+    pthread_rwlock_wrlock(&a->lock);
+    free(a->toks);
+    a->toks = copy;
+    a->ntoks = n;
+    pthread_rwlock_unlock(&a->lock);
+    return 0;
+}
+
+static int hash_equal(const char *x, const char *y)
+{
+    unsigned char diff = 0;
+
+    for (int i = 0; i < RV_SHA256_HEX_LEN; i++)
+        diff |= (unsigned char)(x[i] ^ y[i]);
+    return diff == 0;
+}
+
+int rv_auth_check(rv_auth *a, const char *authorization, unsigned scope, char *principal,
+                  size_t principal_len)
+{
+    char hash[RV_SHA256_HEX_LEN + 1];
+    int rc = 401;
+
+    if (principal_len)
+        principal[0] = '\0';
+    if (!a || !a->required)
+        return 0;
+    if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0)
+        return 401;
+    const char *tok = authorization + 7;
+    while (*tok == ' ')
+        tok++;
+    size_t len = strcspn(tok, " \t\r\n");
+    if (len != RV_TOKEN_LEN)
+        return 401;
+    rv_sha256_hex(tok, len, hash);
+    pthread_rwlock_rdlock(&a->lock);
+    for (size_t i = 0; i < a->ntoks; i++) {
+        if (!hash_equal(hash, a->toks[i].hash_hex))
+            continue;
+        unsigned have = a->toks[i].scopes;
+        rc = (have & RV_SCOPE_ADMIN) || (have & scope) ? 0 : 403;
+        snprintf(principal, principal_len, "%s", a->toks[i].id);
+        break;
+    }
+    pthread_rwlock_unlock(&a->lock);
+    return rc;
+}
+
+int rv_auth_token_generate(char *token, char *id)
+{
+    unsigned char rnd[24];
+    size_t got = 0;
+
+    while (got < sizeof(rnd)) {
+        ssize_t n = getrandom(rnd + got, sizeof(rnd) - got, 0);
+        if (n <= 0)
+            return RV_ERR_IO;
+        got += (size_t)n;
+    }
+    char *p = token;
+    p += sprintf(p, "rvt_");
+    for (int i = 0; i < 4; i++)
+        p += sprintf(p, "%02x", rnd[i]);
+    *p++ = '_';
+    for (int i = 4; i < 24; i++)
+        p += sprintf(p, "%02x", rnd[i]);
+    memcpy(id, token + 4, RV_TOKEN_ID_LEN);
+    id[RV_TOKEN_ID_LEN] = '\0';
+    return 0;
+}
+
+void rv_auth_token_id(const char *token, char *id)
+{
+    id[0] = '\0';
+    if (token && strlen(token) == RV_TOKEN_LEN && strncmp(token, "rvt_", 4) == 0) {
+        memcpy(id, token + 4, RV_TOKEN_ID_LEN);
+        id[RV_TOKEN_ID_LEN] = '\0';
+    }
+}
+
+unsigned rv_auth_parse_scopes(const char *csv)
+{
+    unsigned bits = 0;
+    const char *p = csv;
+
+    if (!p || !*p)
+        return 0;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        if (n == 6 && strncmp(p, "ingest", 6) == 0)
+            bits |= RV_SCOPE_INGEST;
+        else if (n == 4 && strncmp(p, "read", 4) == 0)
+            bits |= RV_SCOPE_READ;
+        else if (n == 5 && strncmp(p, "admin", 5) == 0)
+            bits |= RV_SCOPE_ADMIN;
+        else
+            return 0;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return bits;
+}
+
+void rv_auth_scopes_str(unsigned scopes, char *buf, size_t len)
+{
+    static const char *names[] = {"ingest", "read", "admin"};
+    size_t off = 0;
+
+    if (len)
+        buf[0] = '\0';
+    for (int i = 0; i < 3; i++) {
+        if (!(scopes & (1u << i)))
+            continue;
+        int n = snprintf(buf + off, len - off, "%s%s", off ? "," : "", names[i]);
+        if (n < 0 || (size_t)n >= len - off)
+            return;
+        off += (size_t)n;
+    }
+}

@@ -1,0 +1,1055 @@
+/* HTTP layer: libmicrohttpd glue, routing, bodies, responses, static files.
+ *
+ * Life of a request (libmicrohttpd calls on_request several times):
+ *   1. first call, headers only: route, authenticate, check Content-Type and
+ *      Content-Length against the caps (413/415 go out here, before the body
+ *      is read), open the spool file for uploads;
+ *   2. one call per body chunk: append to the spool file or the capped JSON
+ *      buffer; past a cap the rest is read and dropped, then 413;
+ *   3. last call: inline routes run here; the others suspend the connection
+ *      and go to the worker pool, which fills the response and resumes it;
+ *   4. the call after the resume queues the response;
+ *   5. on_completed records metrics and frees the request. */
+#include "rv_http.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rv_auth.h"
+#include "rv_metrics.h"
+#include "rv_workers.h"
+
+#define MAX_KV 64          /* query parameters or headers kept per request */
+#define MAX_KV_BYTES 16384 /* total bytes of kept keys and values */
+#define MAX_RESP_HEADERS 8
+#define CONN_MEMORY_LIMIT (256u * 1024u)
+
+struct rv_http {
+    rv_http_config cfg;
+    struct MHD_Daemon *d;
+    int port;
+    pthread_mutex_t mu;
+    int inflight;  /* requests with a live context */
+    int suspended; /* requests handed to the worker pool */
+};
+
+typedef struct kv {
+    char *key, *value;
+} kv;
+
+typedef enum req_state { ST_BODY = 0, ST_WORK, ST_DONE } req_state;
+
+struct rv_req {
+    rv_http *h;
+    struct MHD_Connection *conn;
+    const rv_route *route;
+    rv_route_match match;
+    char method[8];
+    char *path;
+    kv query[MAX_KV];
+    size_t nquery;
+    kv headers[MAX_KV];
+    size_t nheaders;
+    size_t kv_bytes;
+    char principal[RV_TOKEN_ID_LEN + 8];
+    char peer[64];
+    struct timespec t0;
+    req_state state;
+    const char *metric_route;
+
+    /* Body. */
+    int body_kind;
+    char *body;
+    size_t body_len, body_cap;
+    int spool_fd;
+    char *spool_path;
+    uint64_t spool_size;
+    int spool_taken;
+    uint64_t limit;     /* cap for this body */
+    uint64_t dropped;   /* bytes read and dropped after an error */
+    int body_status;    /* non-zero: answer this error once the body is read */
+    char body_code[32];
+    char body_msg[200];
+
+    /* Response. */
+    int status;
+    char *resp_buf;
+    size_t resp_len;
+    int resp_fd;
+    uint64_t resp_fd_size;
+    char content_type[80];
+    kv resp_headers[MAX_RESP_HEADERS];
+    int nresp_headers;
+    int has_response;
+};
+
+/* ---------------------------------------------------------------- routes */
+
+/* Copies the next segment of *p (up to '/' or end) into seg; returns its
+ * length, or (size_t)-1 when longer than cap-1. Advances *p past it. */
+static size_t next_segment(const char **p, char *seg, size_t cap)
+{
+    const char *s = *p;
+    size_t n = 0;
+
+    while (s[n] && s[n] != '/')
+        n++;
+    *p = s + n;
+    if (n >= cap)
+        return (size_t)-1;
+    memcpy(seg, s, n);
+    seg[n] = '\0';
+    return n;
+}
+
+static int match_pattern(const char *pattern, const char *path, rv_route_match *m)
+{
+    const char *pp = pattern, *up = path;
+    char pseg[64], useg[RV_ROUTE_PARAM_MAX];
+
+    m->nparams = 0;
+    if (*pp != '/' || *up != '/')
+        return 0;
+    for (;;) {
+        if (*pp == '\0' && *up == '\0')
+            return 1;
+        if (*pp != '/' || *up != '/')
+            return 0;
+        pp++;
+        up++;
+        size_t pl = next_segment(&pp, pseg, sizeof(pseg));
+        size_t ul = next_segment(&up, useg, sizeof(useg));
+        if (pl == (size_t)-1 || ul == (size_t)-1)
+            return 0;
+        if (pl >= 2 && pseg[0] == '{' && pseg[pl - 1] == '}') {
+            if (ul == 0 || m->nparams >= RV_ROUTE_MAX_PARAMS)
+                return 0;
+            size_t nl = pl - 2 < sizeof(m->names[0]) - 1 ? pl - 2 : sizeof(m->names[0]) - 1;
+            memcpy(m->names[m->nparams], pseg + 1, nl);
+            m->names[m->nparams][nl] = '\0';
+            memcpy(m->values[m->nparams], useg, ul + 1);
+            m->nparams++;
+        } else if (pl != ul || memcmp(pseg, useg, pl) != 0) {
+            return 0;
+        }
+    }
+}
+
+void rv_route_find(const rv_route *routes, size_t n, const char *method, const char *path,
+                   rv_route_match *m)
+{
+    int path_seen = 0;
+    const char *meth = strcmp(method, "HEAD") == 0 ? "GET" : method;
+
+    m->index = -1;
+    m->status = 404;
+    m->nparams = 0;
+    for (size_t i = 0; i < n; i++) {
+        rv_route_match tmp;
+        if (!match_pattern(routes[i].pattern, path, &tmp))
+            continue;
+        path_seen = 1;
+        if (strcmp(routes[i].method, meth) != 0)
+            continue;
+        *m = tmp;
+        m->index = (int)i;
+        m->status = 0;
+        return;
+    }
+    m->nparams = 0;
+    m->status = path_seen ? 405 : 404;
+}
+
+/* ------------------------------------------------------------- utilities */
+
+static double elapsed_s(const struct timespec *t0)
+{
+    struct timespec t1;
+
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static char *xstrdup_capped(rv_req *r, const char *s)
+{
+    size_t n = strlen(s);
+
+    if (r->kv_bytes + n + 1 > MAX_KV_BYTES)
+        return NULL;
+    char *d = malloc(n + 1);
+    if (!d)
+        return NULL;
+    memcpy(d, s, n + 1);
+    r->kv_bytes += n + 1;
+    return d;
+}
+
+static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    rv_req *r = cls;
+
+    if (r->nquery >= MAX_KV || !key)
+        return MHD_YES;
+    char *k = xstrdup_capped(r, key);
+    char *v = xstrdup_capped(r, value ? value : "");
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return MHD_YES;
+    }
+    r->query[r->nquery++] = (kv){k, v};
+    return MHD_YES;
+}
+
+static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value)
+{
+    rv_req *r = cls;
+
+    if (r->nheaders >= MAX_KV || !key || !value)
+        return MHD_YES;
+    char *k = xstrdup_capped(r, key);
+    char *v = xstrdup_capped(r, value);
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return MHD_YES;
+    }
+    r->headers[r->nheaders++] = (kv){k, v};
+    return MHD_YES;
+}
+
+static void clear_response(rv_req *r)
+{
+    free(r->resp_buf);
+    r->resp_buf = NULL;
+    r->resp_len = 0;
+    if (r->resp_fd >= 0)
+        close(r->resp_fd);
+    r->resp_fd = -1;
+}
+
+/* Sets the error to answer once the rest of the body has been read. */
+static void body_fail(rv_req *r, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void body_fail(rv_req *r, int status, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (r->body_status)
+        return;
+    r->body_status = status;
+    snprintf(r->body_code, sizeof(r->body_code), "%s", code);
+    va_start(ap, fmt);
+    vsnprintf(r->body_msg, sizeof(r->body_msg), fmt, ap);
+    va_end(ap);
+    if (r->spool_fd >= 0) {
+        close(r->spool_fd);
+        r->spool_fd = -1;
+    }
+    if (r->spool_path) {
+        unlink(r->spool_path);
+        free(r->spool_path);
+        r->spool_path = NULL;
+    }
+    free(r->body);
+    r->body = NULL;
+    r->body_len = r->body_cap = 0;
+}
+
+static void req_free(rv_req *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->nquery; i++) {
+        free(r->query[i].key);
+        free(r->query[i].value);
+    }
+    for (size_t i = 0; i < r->nheaders; i++) {
+        free(r->headers[i].key);
+        free(r->headers[i].value);
+    }
+    for (int i = 0; i < r->nresp_headers; i++) {
+        free(r->resp_headers[i].key);
+        free(r->resp_headers[i].value);
+    }
+    if (r->spool_fd >= 0)
+        close(r->spool_fd);
+    if (r->spool_path) {
+        if (!r->spool_taken)
+            unlink(r->spool_path);
+        free(r->spool_path);
+    }
+    clear_response(r);
+    free(r->body);
+    free(r->path);
+    free(r);
+}
+
+/* Media type without parameters, lowercased, into out. */
+static void media_type(const char *ct, char *out, size_t cap)
+{
+    size_t n = 0;
+
+    if (!ct)
+        ct = "";
+    while (*ct == ' ')
+        ct++;
+    while (ct[n] && ct[n] != ';' && ct[n] != ' ' && n + 1 < cap) {
+        out[n] = (char)tolower((unsigned char)ct[n]);
+        n++;
+    }
+    out[n] = '\0';
+}
+
+/* ----------------------------------------------------- request handling */
+
+static void check_body_headers(rv_req *r)
+{
+    const rv_http_config *c = &r->h->cfg;
+    const char *cl = rv_req_header(r, "Content-Length");
+    char mt[64];
+
+    media_type(rv_req_header(r, "Content-Type"), mt, sizeof(mt));
+    r->limit = r->body_kind == RV_BODY_UPLOAD ? c->upload_cap
+               : r->body_kind == RV_BODY_JSON ? c->json_body_cap
+                                              : 64 * 1024;
+    if (cl) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(cl, &end, 10);
+        if (errno == 0 && *end == '\0' && v > r->limit) {
+            rv_req_error(r, 413, "payload_too_large", NULL,
+                         "body of %llu bytes is over the limit of %llu bytes", v,
+                         (unsigned long long)r->limit);
+            return;
+        }
+    }
+    if (r->body_kind == RV_BODY_UPLOAD) {
+        if (mt[0] && strcmp(mt, "application/json") != 0 && strcmp(mt, "application/gzip") != 0 &&
+            strcmp(mt, "application/x-gzip") != 0 && strcmp(mt, "application/octet-stream") != 0) {
+            rv_req_error(r, 415, "unsupported_media_type", "Content-Type",
+                         "Content-Type '%s' is not accepted for traces; send application/json "
+                         "(optionally with Content-Encoding: gzip) or application/gzip",
+                         mt);
+            return;
+        }
+        const char *ce = rv_req_header(r, "Content-Encoding");
+        if (ce && strcasecmp(ce, "gzip") != 0 && strcasecmp(ce, "identity") != 0) {
+            rv_req_error(r, 415, "unsupported_media_type", "Content-Encoding",
+                         "Content-Encoding '%s' is not supported; use gzip or none", ce);
+            return;
+        }
+        size_t dl = strlen(c->spool_dir);
+        r->spool_path = malloc(dl + 32);
+        if (!r->spool_path) {
+            rv_req_error(r, 503, "unavailable", NULL, "out of memory");
+            return;
+        }
+        snprintf(r->spool_path, dl + 32, "%s/upload-XXXXXX", c->spool_dir);
+        r->spool_fd = mkostemp(r->spool_path, O_CLOEXEC);
+        if (r->spool_fd < 0) {
+            free(r->spool_path);
+            r->spool_path = NULL;
+            rv_req_error(r, 503, "unavailable", NULL, "cannot create a spool file: %s",
+                         strerror(errno));
+        }
+    } else if (r->body_kind == RV_BODY_JSON) {
+        if (mt[0] && strcmp(mt, "application/json") != 0) {
+            rv_req_error(r, 415, "unsupported_media_type", "Content-Type",
+                         "Content-Type '%s' is not accepted here; send application/json", mt);
+        }
+    }
+}
+
+static void serve_static(rv_req *r)
+{
+    const char *root = r->h->cfg.web_root;
+    const char *p = r->path;
+    char file[4096];
+    struct stat st;
+
+    if (!root || (strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0) ||
+        strncmp(p, "/v1/", 4) == 0 || strcmp(p, "/v1") == 0) {
+        rv_req_error(r, 404, "not_found", NULL, "no such endpoint: %s %s", r->method, p);
+        return;
+    }
+    if (!rv_http_path_safe(p)) {
+        rv_req_error(r, 404, "not_found", NULL, "no such file");
+        return;
+    }
+    const char *rel = p + 1;
+    if (*rel == '\0' || p[strlen(p) - 1] == '/')
+        snprintf(file, sizeof(file), "%s/%sindex.html", root, rel);
+    else
+        snprintf(file, sizeof(file), "%s/%s", root, rel);
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0) {
+        /* Dashboard routes ("/traces/abc") fall back to index.html; paths that
+         * name a file (with an extension) are a plain 404. */
+        const char *last = strrchr(p, '/');
+        if (last && strchr(last, '.')) {
+            rv_req_error(r, 404, "not_found", NULL, "no such file: %s", p);
+            return;
+        }
+        snprintf(file, sizeof(file), "%s/index.html", root);
+        fd = open(file, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            if (fd >= 0)
+                close(fd);
+            rv_req_error(r, 404, "not_found", NULL, "no such file: %s", p);
+            return;
+        }
+    }
+    rv_req_respond_fd(r, 200, rv_http_mime(file), fd, (uint64_t)st.st_size);
+    rv_req_add_header(r, "Cache-Control", "no-cache");
+}
+
+/* First call: everything decided from the request line and headers. */
+static void req_begin(rv_req *r)
+{
+    rv_http *h = r->h;
+    const rv_http_config *c = &h->cfg;
+
+    rv_route_find(c->routes, c->nroutes, r->method, r->path, &r->match);
+    if (r->match.status == 405) {
+        r->metric_route = "unmatched";
+        rv_req_error(r, 405, "method_not_allowed", NULL, "%s is not allowed on %s", r->method,
+                     r->path);
+        return;
+    }
+    if (r->match.status == 404) {
+        r->metric_route = "static";
+        r->body_kind = RV_BODY_NONE;
+        serve_static(r);
+        return;
+    }
+    r->route = &c->routes[r->match.index];
+    r->metric_route = r->route->name;
+    r->body_kind = r->route->body;
+    if (r->route->scope && c->auth && rv_auth_required(c->auth)) {
+        int rc = rv_auth_check(c->auth, rv_req_header(r, "Authorization"), r->route->scope,
+                               r->principal, sizeof(r->principal));
+        if (rc == 401) {
+            rv_req_error(r, 401, "unauthorized", "Authorization",
+                         "a valid bearer token is required (Authorization: Bearer rvt_...)");
+            rv_req_add_header(r, "WWW-Authenticate", "Bearer realm=\"reverie\"");
+            return;
+        }
+        if (rc != 0) {
+            char need[48];
+            rv_auth_scopes_str(r->route->scope, need, sizeof(need));
+            rv_req_error(r, 403, "forbidden", NULL, "this token lacks the scope needed: %s",
+                         need);
+            return;
+        }
+    }
+    check_body_headers(r);
+}
+
+static void body_append(rv_req *r, const char *data, size_t n)
+{
+    if (r->body_status) {
+        r->dropped += n;
+        return;
+    }
+    if (r->body_kind == RV_BODY_UPLOAD) {
+        if (r->spool_size + n > r->limit) {
+            body_fail(r, 413, "payload_too_large", "upload is over the limit of %llu bytes",
+                      (unsigned long long)r->limit);
+            r->dropped += n;
+            return;
+        }
+        size_t off = 0;
+        while (off < n) {
+            ssize_t w = write(r->spool_fd, data + off, n - off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                body_fail(r, 503, "unavailable", "cannot write the spool file: %s",
+                          strerror(errno));
+                return;
+            }
+            off += (size_t)w;
+        }
+        r->spool_size += n;
+        return;
+    }
+    if (r->body_len + n > r->limit) {
+        body_fail(r, 413, "payload_too_large", "body is over the limit of %llu bytes",
+                  (unsigned long long)r->limit);
+        r->dropped += n;
+        return;
+    }
+    if (r->body_kind == RV_BODY_NONE) {
+        r->body_len += n; /* counted against the small cap, not kept */
+        return;
+    }
+    if (r->body_len + n + 1 > r->body_cap) {
+        size_t ncap = r->body_cap ? r->body_cap : 4096;
+        while (ncap < r->body_len + n + 1)
+            ncap *= 2;
+        char *nb = realloc(r->body, ncap);
+        if (!nb) {
+            body_fail(r, 503, "unavailable", "out of memory");
+            return;
+        }
+        r->body = nb;
+        r->body_cap = ncap;
+    }
+    memcpy(r->body + r->body_len, data, n);
+    r->body_len += n;
+    r->body[r->body_len] = '\0';
+}
+
+static enum MHD_Result queue_response(rv_req *r)
+{
+    struct MHD_Response *resp;
+
+    if (!r->has_response)
+        rv_req_error(r, 500, "internal", NULL, "the handler produced no response");
+    if (r->resp_fd >= 0) {
+        resp = MHD_create_response_from_fd64(r->resp_fd_size, r->resp_fd);
+        if (resp)
+            r->resp_fd = -1; /* MHD closes it */
+    } else {
+        resp = MHD_create_response_from_buffer(r->resp_len, r->resp_buf, MHD_RESPMEM_MUST_FREE);
+        if (resp)
+            r->resp_buf = NULL; /* MHD frees it */
+    }
+    if (!resp)
+        return MHD_NO;
+    if (r->content_type[0])
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
+    for (int i = 0; i < r->nresp_headers; i++)
+        MHD_add_response_header(resp, r->resp_headers[i].key, r->resp_headers[i].value);
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)r->status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static void run_handler(rv_req *r)
+{
+    r->route->fn(r, r->h->cfg.app);
+}
+
+static void work_main(void *arg)
+{
+    rv_req *r = arg;
+    rv_http *h = r->h;
+    struct MHD_Connection *conn = r->conn;
+
+    run_handler(r);
+    r->state = ST_DONE;
+    /* r belongs to the MHD thread again after the resume: touch only h. */
+    MHD_resume_connection(conn);
+    pthread_mutex_lock(&h->mu);
+    h->suspended--;
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void body_done(rv_req *r)
+{
+    rv_http *h = r->h;
+
+    if (r->body_status) {
+        rv_req_error(r, r->body_status, r->body_code, NULL, "%s", r->body_msg);
+        r->state = ST_DONE;
+        return;
+    }
+    if (r->spool_fd >= 0) {
+        /* Durability of the bytes is the store's job (it keeps the original);
+         * the spool only has to be complete before the worker reads it. */
+        close(r->spool_fd);
+        r->spool_fd = -1;
+    }
+    if (r->route->flags & RV_ROUTE_INLINE || !h->cfg.workers) {
+        run_handler(r);
+        r->state = ST_DONE;
+        return;
+    }
+    r->state = ST_WORK;
+    pthread_mutex_lock(&h->mu);
+    h->suspended++;
+    pthread_mutex_unlock(&h->mu);
+    MHD_suspend_connection(r->conn);
+    if (rv_workers_submit(h->cfg.workers, work_main, r) != 0) {
+        rv_metrics_add(h->cfg.metrics, RV_M_BUSY_REJECTS, 1);
+        rv_req_error(r, 503, "busy", NULL, "the server is busy; retry shortly");
+        rv_req_add_header(r, "Retry-After", "1");
+        r->state = ST_DONE;
+        MHD_resume_connection(r->conn);
+        pthread_mutex_lock(&h->mu);
+        h->suspended--;
+        pthread_mutex_unlock(&h->mu);
+    }
+    if (h->cfg.metrics && h->cfg.workers)
+        rv_metrics_set_busy(h->cfg.metrics, rv_workers_busy(h->cfg.workers));
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    rv_http *h = cls;
+    rv_req *r = *con_cls;
+
+    if (!r) {
+        r = calloc(1, sizeof(*r));
+        if (!r)
+            return MHD_NO;
+        r->h = h;
+        r->conn = conn;
+        r->spool_fd = -1;
+        r->resp_fd = -1;
+        clock_gettime(CLOCK_MONOTONIC, &r->t0);
+        snprintf(r->method, sizeof(r->method), "%s", method);
+        r->path = strdup(url ? url : "/");
+        r->metric_route = "unmatched";
+        *con_cls = r;
+        pthread_mutex_lock(&h->mu);
+        h->inflight++;
+        pthread_mutex_unlock(&h->mu);
+        if (!r->path)
+            return MHD_NO;
+        MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, r);
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, collect_header, r);
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (ci && ci->client_addr) {
+            const struct sockaddr *sa = ci->client_addr;
+            if (sa->sa_family == AF_INET)
+                inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, r->peer,
+                          sizeof(r->peer));
+            else if (sa->sa_family == AF_INET6)
+                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, r->peer,
+                          sizeof(r->peer));
+        }
+        req_begin(r);
+        if (r->has_response) {
+            r->state = ST_DONE;
+            return queue_response(r);
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (r->state == ST_BODY)
+            body_append(r, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        /* A client that keeps sending far past the cap is cut off rather
+         * than read forever. */
+        if (r->dropped > r->limit + (64u << 20))
+            return MHD_NO;
+        return MHD_YES;
+    }
+    if (r->state == ST_BODY)
+        body_done(r);
+    if (r->state == ST_DONE)
+        return queue_response(r);
+    return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    rv_http *h = cls;
+    rv_req *r = *con_cls;
+
+    if (!r)
+        return;
+    *con_cls = NULL;
+    int status = r->has_response ? r->status : 499; /* 499: the client went away */
+    rv_metrics_request(h->cfg.metrics, r->metric_route ? r->metric_route : "unmatched",
+                       r->route ? r->route->method : "OTHER", status, elapsed_s(&r->t0));
+    req_free(r);
+    pthread_mutex_lock(&h->mu);
+    h->inflight--;
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "reveried: http: ");
+    vfprintf(stderr, fmt, ap);
+}
+
+/* ------------------------------------------------------------- daemon */
+
+int rv_http_start(const rv_http_config *cfg, rv_http **out, rv_error *err)
+{
+    rv_http *h = calloc(1, sizeof(*h));
+    struct sockaddr_storage ss;
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ITC;
+
+    *out = NULL;
+    if (!h)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    h->cfg = *cfg;
+    if (!h->cfg.bind)
+        h->cfg.bind = "127.0.0.1";
+    if (!h->cfg.conn_timeout_s)
+        h->cfg.conn_timeout_s = 30;
+    if (!h->cfg.per_ip_limit)
+        h->cfg.per_ip_limit = 64;
+    if (!h->cfg.conn_limit)
+        h->cfg.conn_limit = 1000;
+    if (!h->cfg.threads) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        h->cfg.threads = n > 0 ? (unsigned)n : 2;
+    }
+    pthread_mutex_init(&h->mu, NULL);
+    memset(&ss, 0, sizeof(ss));
+    struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, h->cfg.bind, &sin->sin_addr) == 1) {
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons((uint16_t)cfg->port);
+    } else if (inet_pton(AF_INET6, h->cfg.bind, &sin6->sin6_addr) == 1) {
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port = htons((uint16_t)cfg->port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        pthread_mutex_destroy(&h->mu);
+        free(h);
+        return rv_error_set(err, RV_ERR_INVALID, -1, -1,
+                            "bind address '%s' is not an IPv4 or IPv6 literal", cfg->bind);
+    }
+    h->d = MHD_start_daemon(
+        flags, (uint16_t)cfg->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
+        mhd_log, h, MHD_OPTION_SOCK_ADDR, &ss,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)h->cfg.threads, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)h->cfg.conn_timeout_s, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)h->cfg.per_ip_limit, MHD_OPTION_CONNECTION_LIMIT, (unsigned)h->cfg.conn_limit,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_LIMIT,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
+    if (!h->d) {
+        int e = errno;
+        pthread_mutex_destroy(&h->mu);
+        free(h);
+        return rv_error_set(err, RV_ERR_IO, -1, -1, "cannot listen on %s:%d: %s", cfg->bind,
+                            cfg->port, e ? strerror(e) : "libmicrohttpd refused to start");
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = di ? di->port : cfg->port;
+    *out = h;
+    return 0;
+}
+
+int rv_http_port(const rv_http *h)
+{
+    return h->port;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+void rv_http_stop(rv_http *h, unsigned grace_ms)
+{
+    if (!h)
+        return;
+    MHD_socket ls = MHD_quiesce_daemon(h->d);
+    if (ls != MHD_INVALID_SOCKET)
+        close(ls);
+    /* Requests in flight get grace_ms; work already on the worker pool is
+     * always waited for, because stopping the daemon under a suspended
+     * connection leaks it and the worker would resume a freed connection. */
+    for (unsigned waited = 0;; waited += 10) {
+        pthread_mutex_lock(&h->mu);
+        int inflight = h->inflight, suspended = h->suspended;
+        pthread_mutex_unlock(&h->mu);
+        if (suspended == 0 && (inflight == 0 || waited >= grace_ms))
+            break;
+        sleep_ms(10);
+    }
+    MHD_stop_daemon(h->d);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}
+
+/* ------------------------------------------------------ handler helpers */
+
+const char *rv_req_method(const rv_req *r)
+{
+    return r->method;
+}
+
+const char *rv_req_path(const rv_req *r)
+{
+    return r->path;
+}
+
+const char *rv_req_param(const rv_req *r, const char *name)
+{
+    for (int i = 0; i < r->match.nparams; i++)
+        if (strcmp(r->match.names[i], name) == 0)
+            return r->match.values[i];
+    return NULL;
+}
+
+const char *rv_req_query(const rv_req *r, const char *key)
+{
+    for (size_t i = 0; i < r->nquery; i++)
+        if (strcmp(r->query[i].key, key) == 0)
+            return r->query[i].value;
+    return NULL;
+}
+
+const char *rv_req_header(const rv_req *r, const char *name)
+{
+    for (size_t i = 0; i < r->nheaders; i++)
+        if (strcasecmp(r->headers[i].key, name) == 0)
+            return r->headers[i].value;
+    return NULL;
+}
+
+const char *rv_req_principal(const rv_req *r)
+{
+    return r->principal;
+}
+
+const char *rv_req_peer(const rv_req *r)
+{
+    return r->peer;
+}
+
+json_t *rv_req_json(rv_req *r)
+{
+    json_error_t je;
+
+    if (!r->body || r->body_len == 0) {
+        rv_req_error(r, 400, "body_required", NULL, "a JSON request body is required");
+        return NULL;
+    }
+    json_t *j = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &je);
+    if (!j) {
+        rv_req_error(r, 400, "invalid_json", NULL, "invalid JSON at line %d column %d: %s",
+                     je.line, je.column, je.text);
+        return NULL;
+    }
+    return j;
+}
+
+const char *rv_req_body(const rv_req *r, size_t *len)
+{
+    *len = r->body_len;
+    return r->body ? r->body : "";
+}
+
+const char *rv_req_spool(const rv_req *r, uint64_t *size)
+{
+    *size = r->spool_size;
+    return r->spool_path;
+}
+
+void rv_req_take_spool(rv_req *r)
+{
+    r->spool_taken = 1;
+}
+
+void rv_req_respond_buf(rv_req *r, int status, const char *content_type, char *buf, size_t len)
+{
+    clear_response(r);
+    r->status = status;
+    r->resp_buf = buf;
+    r->resp_len = buf ? len : 0;
+    snprintf(r->content_type, sizeof(r->content_type), "%s", content_type ? content_type : "");
+    r->has_response = 1;
+}
+
+void rv_req_respond_fd(rv_req *r, int status, const char *content_type, int fd, uint64_t size)
+{
+    clear_response(r);
+    r->status = status;
+    r->resp_fd = fd;
+    r->resp_fd_size = size;
+    snprintf(r->content_type, sizeof(r->content_type), "%s", content_type ? content_type : "");
+    r->has_response = 1;
+}
+
+void rv_req_respond_json(rv_req *r, int status, json_t *body)
+{
+    if (!body)
+        body = json_object();
+    char *s = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    if (!s) {
+        static const char oom[] = "{\"error\":{\"code\":\"unavailable\",\"message\":\"out of "
+                                  "memory\"}}";
+        char *b = strdup(oom);
+        rv_req_respond_buf(r, 503, "application/json", b, b ? sizeof(oom) - 1 : 0);
+        return;
+    }
+    size_t n = strlen(s);
+    /* Newline-terminated so that `curl` output ends cleanly in a terminal. */
+    char *t = realloc(s, n + 2);
+    if (t) {
+        t[n++] = '\n';
+        t[n] = '\0';
+        s = t;
+    }
+    rv_req_respond_buf(r, status, "application/json", s, n);
+}
+
+void rv_req_error(rv_req *r, int status, const char *code, const char *field, const char *fmt,
+                  ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    json_t *e = json_pack("{s:s,s:s}", "code", code, "message", msg);
+    if (e && field && *field)
+        json_object_set_new(e, "field", json_string(field));
+    rv_req_respond_json(r, status, e ? json_pack("{s:o}", "error", e) : NULL);
+}
+
+void rv_req_error_rv(rv_req *r, const rv_error *e)
+{
+    int status;
+    char where[96] = "";
+
+    switch (e->code) {
+    case RV_ERR_PARSE:
+    case RV_ERR_INVALID:
+    case RV_ERR_UNSUPPORTED:
+        status = 400;
+        break;
+    case RV_ERR_LIMIT:
+        status = 413;
+        break;
+    case RV_ERR_NOTFOUND:
+        status = 404;
+        break;
+    case RV_ERR_NOMEM:
+        status = 503;
+        break;
+    default:
+        status = 500;
+        break;
+    }
+    if (e->offset >= 0 && e->event_index >= 0)
+        snprintf(where, sizeof(where), " (at byte %lld, event %lld)", (long long)e->offset,
+                 (long long)e->event_index);
+    else if (e->offset >= 0)
+        snprintf(where, sizeof(where), " (at byte %lld)", (long long)e->offset);
+    else if (e->event_index >= 0)
+        snprintf(where, sizeof(where), " (at event %lld)", (long long)e->event_index);
+    const char *msg = e->message[0] ? e->message : rv_err_name(e->code);
+    /* Internal failures keep their detail in the log, not in the answer. */
+    if (status == 500) {
+        fprintf(stderr, "reveried: %s %s: %s%s\n", r->method, r->path, msg, where);
+        rv_req_error(r, 500, "internal", NULL, "internal error; see the server log");
+        return;
+    }
+    rv_req_error(r, status, rv_err_name(e->code), e->field[0] ? e->field : NULL, "%s%s", msg,
+                 where);
+}
+
+void rv_req_add_header(rv_req *r, const char *name, const char *value)
+{
+    if (r->nresp_headers >= MAX_RESP_HEADERS)
+        return;
+    char *k = strdup(name), *v = strdup(value);
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return;
+    }
+    r->resp_headers[r->nresp_headers++] = (kv){k, v};
+}
+
+int64_t rv_req_query_int(rv_req *r, const char *key, int64_t def, int64_t max)
+{
+    const char *s = rv_req_query(r, key);
+    char *end;
+
+    if (!s)
+        return def;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno || v < 0 || v > max) {
+        rv_req_error(r, 400, "invalid_parameter", key,
+                     "'%s' must be an integer between 0 and %lld", key, (long long)max);
+        return -1;
+    }
+    return v;
+}
+
+const char *rv_http_mime(const char *path)
+{
+    static const struct {
+        const char *ext, *type;
+    } types[] = {
+        {".html", "text/html; charset=utf-8"},
+        {".htm", "text/html; charset=utf-8"},
+        {".js", "text/javascript; charset=utf-8"},
+        {".mjs", "text/javascript; charset=utf-8"},
+        {".css", "text/css; charset=utf-8"},
+        {".json", "application/json"},
+        {".svg", "image/svg+xml"},
+        {".png", "image/png"},
+        {".ico", "image/x-icon"},
+        {".txt", "text/plain; charset=utf-8"},
+        {".map", "application/json"},
+        {".wasm", "application/wasm"},
+        {".woff2", "font/woff2"},
+        {".yaml", "application/yaml"},
+    };
+    const char *dot = strrchr(path, '.');
+    const char *slash = strrchr(path, '/');
+
+    if (!dot || (slash && dot < slash))
+        return "application/octet-stream";
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        if (strcasecmp(dot, types[i].ext) == 0)
+            return types[i].type;
+    return "application/octet-stream";
+}
+
+int rv_http_path_safe(const char *path)
+{
+    const char *p = path;
+
+    if (!p || *p != '/' || strlen(p) > 1024)
+        return 0;
+    while (*p) {
+        if (*p == '\\' || (unsigned char)*p < 0x20)
+            return 0;
+        if (*p == '/') {
+            const char *s = p + 1;
+            size_t n = strcspn(s, "/");
+            /* "..", "." and hidden files never map to disk. */
+            if (n > 0 && s[0] == '.')
+                return 0;
+            if (n == 0 && s[0] == '/')
+                return 0;
+        }
+        p++;
+    }
+    return 1;
+}

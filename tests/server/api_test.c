@@ -1,0 +1,5 @@
+/* Filled in below. */
+int main(void)
+{
+    return 77;
+}
