@@ -1,0 +1,1283 @@
+/* Builds the kernel-level dependency graph from a parsed trace.
+ *
+ * CPU tasks are the runtime/driver API calls; everything else a CPU thread
+ * does (framework ops, Python, data loading) is the gap after the call
+ * before it. GPU tasks are kernels, copies and sets. See
+ * docs/internals/graph.md for the rules and why each exists. */
+#include "rv_graph.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_TASKS (64 * 1024 * 1024)
+#define MAX_EDGES (256 * 1024 * 1024)
+#define MAX_THREADS (1 << 16)
+
+/* A CPU thread that sits idle longer than this and resumes right after
+ * another thread's task is taken to be waiting for that thread. */
+#define HANDOFF_MIN_GAP_NS 20000
+/* Defaults when a trace has no sample to measure them from. */
+#define DEFAULT_LAUNCH_LAT_NS 5000
+#define DEFAULT_GPU_GAP_NS 1000
+/* An API call this long that returns just after a GPU task ends was
+ * waiting for it; the slack absorbs timestamp jitter between CPU and GPU. */
+#define BLOCKED_CALL_MIN_NS 50000
+#define BLOCKED_CALL_SLACK_NS 5000
+
+/* ---- small helpers ------------------------------------------------------ */
+
+typedef struct i64map {
+    int64_t *keys;
+    int32_t *vals;
+    size_t cap; /* power of two; 0 = empty */
+    size_t n;
+} i64map;
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static int i64map_init(i64map *m, size_t expected)
+{
+    size_t cap = 64;
+    while (cap < expected * 2)
+        cap *= 2;
+    m->keys = malloc(cap * sizeof(*m->keys));
+    m->vals = malloc(cap * sizeof(*m->vals));
+    if (!m->keys || !m->vals)
+        return RV_ERR_NOMEM;
+    for (size_t i = 0; i < cap; i++)
+        m->vals[i] = -1;
+    m->cap = cap;
+    m->n = 0;
+    return 0;
+}
+
+static void i64map_free(i64map *m)
+{
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof(*m));
+}
+
+/* Inserts key -> val unless key is present (first wins). */
+static void i64map_put(i64map *m, int64_t key, int32_t val)
+{
+    if (m->n * 2 >= m->cap)
+        return; /* sized up front; never exceeded by construction */
+    size_t i = mix64((uint64_t)key) & (m->cap - 1);
+    while (m->vals[i] >= 0) {
+        if (m->keys[i] == key)
+            return;
+        i = (i + 1) & (m->cap - 1);
+    }
+    m->keys[i] = key;
+    m->vals[i] = val;
+    m->n++;
+}
+
+static int32_t i64map_get(const i64map *m, int64_t key)
+{
+    if (!m->cap)
+        return -1;
+    size_t i = mix64((uint64_t)key) & (m->cap - 1);
+    while (m->vals[i] >= 0) {
+        if (m->keys[i] == key)
+            return m->vals[i];
+        i = (i + 1) & (m->cap - 1);
+    }
+    return -1;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int64_t median_i64(int64_t *v, size_t n, int64_t dflt)
+{
+    if (n == 0)
+        return dflt;
+    qsort(v, n, sizeof(*v), cmp_i64);
+    return v[n / 2];
+}
+
+static int starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* ---- graph containers --------------------------------------------------- */
+
+const char *rv_phase_name(int phase)
+{
+    static const char *const names[RV_PHASE_COUNT] = {"unknown", "forward", "backward",
+                                                      "optimizer", "dataloader"};
+    return (phase >= 0 && phase < RV_PHASE_COUNT) ? names[phase] : "unknown";
+}
+
+const char *rv_task_kind_name(int kind)
+{
+    switch (kind) {
+    case RV_TASK_CPU: return "cpu";
+    case RV_TASK_GPU: return "gpu";
+    case RV_TASK_COMM: return "comm";
+    case RV_TASK_DATA: return "data";
+    default: return "unknown";
+    }
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t max)
+{
+    if (need <= *cap)
+        return 0;
+    if (need > max)
+        return RV_ERR_LIMIT;
+    size_t n = *cap ? *cap : 256;
+    while (n < need)
+        n *= 2;
+    if (n > max)
+        n = max;
+    void *q = realloc(*p, n * elem);
+    if (!q)
+        return RV_ERR_NOMEM;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+int rv_graph_add_edge(rv_graph *g, int32_t src, int32_t dst, int64_t delay_ns, int kind,
+                      int from_start)
+{
+    int rc = grow((void **)&g->edges, &g->cap_edges, g->nedges + 1, sizeof(rv_edge), MAX_EDGES);
+    if (rc)
+        return rc;
+    rv_edge *e = &g->edges[g->nedges++];
+    memset(e, 0, sizeof(*e));
+    e->src = src;
+    e->dst = dst;
+    e->delay_ns = delay_ns;
+    e->kind = (uint8_t)kind;
+    e->from_start = (uint8_t)(from_start != 0);
+    return 0;
+}
+
+int32_t rv_graph_add_thread(rv_graph *g, const rv_thread *th)
+{
+    int rc = grow((void **)&g->threads, &g->cap_threads, g->nthreads + 1, sizeof(rv_thread),
+                  MAX_THREADS);
+    if (rc)
+        return rc;
+    g->threads[g->nthreads] = *th;
+    return (int32_t)g->nthreads++;
+}
+
+int64_t rv_graph_append_task(rv_graph *g, int32_t t, const rv_task *task)
+{
+    if (t < 0 || (size_t)t >= g->nthreads)
+        return RV_ERR_INVALID;
+    int rc = grow((void **)&g->tasks, &g->cap_tasks, g->ntasks + 1, sizeof(rv_task), MAX_TASKS);
+    if (rc)
+        return rc;
+    int32_t idx = (int32_t)g->ntasks++;
+    g->tasks[idx] = *task;
+    g->tasks[idx].thread = t;
+    rv_thread *th = &g->threads[t];
+    if (th->last >= 0) {
+        rc = rv_graph_add_edge(g, th->last, idx, 0, RV_EDGE_THREAD, 0);
+        if (rc) {
+            g->ntasks--;
+            return rc;
+        }
+    } else {
+        th->first = idx;
+    }
+    th->last = idx;
+    return idx;
+}
+
+void rv_graph_remove_task(rv_graph *g, int32_t task)
+{
+    if (task < 0 || (size_t)task >= g->ntasks)
+        return;
+    rv_task *t = &g->tasks[task];
+    t->flags |= RV_TF_REMOVED;
+    t->dur_ns = 0;
+    t->gap_ns = 0;
+    t->gap_dl_ns = 0;
+}
+
+void rv_graph_free(rv_graph *g)
+{
+    if (!g)
+        return;
+    free(g->tasks);
+    free(g->edges);
+    free(g->threads);
+    free(g->iters);
+    free(g->extra_names);
+    free(g);
+}
+
+rv_graph *rv_graph_clone(const rv_graph *g)
+{
+    rv_graph *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    *c = *g;
+    c->tasks = NULL;
+    c->edges = NULL;
+    c->threads = NULL;
+    c->iters = NULL;
+    c->extra_names = NULL;
+    c->tasks = malloc((g->cap_tasks ? g->cap_tasks : 1) * sizeof(rv_task));
+    c->edges = malloc((g->cap_edges ? g->cap_edges : 1) * sizeof(rv_edge));
+    c->threads = malloc((g->cap_threads ? g->cap_threads : 1) * sizeof(rv_thread));
+    c->iters = malloc((g->niters ? g->niters : 1) * sizeof(rv_iter));
+    if (!c->tasks || !c->edges || !c->threads || !c->iters) {
+        rv_graph_free(c);
+        return NULL;
+    }
+    memcpy(c->tasks, g->tasks, g->ntasks * sizeof(rv_task));
+    memcpy(c->edges, g->edges, g->nedges * sizeof(rv_edge));
+    memcpy(c->threads, g->threads, g->nthreads * sizeof(rv_thread));
+    memcpy(c->iters, g->iters, g->niters * sizeof(rv_iter));
+    return c;
+}
+
+/* ---- building ----------------------------------------------------------- */
+
+typedef struct builder {
+    const rv_trace *tr;
+    rv_graph *g;
+    rv_error *err;
+    i64map thread_keys; /* packed key -> thread index */
+    i64map corr;        /* correlation -> CPU task */
+    int64_t *launch_ts; /* per task: launch time (GPU: its launch's start, else own start) */
+} builder;
+
+static int64_t cpu_key(uint32_t pid, uint32_t tid)
+{
+    return (int64_t)(((uint64_t)pid << 32) | tid) & INT64_MAX;
+}
+
+static int64_t gpu_key(int32_t device, int32_t stream)
+{
+    /* The top bit keeps GPU keys apart from CPU keys. */
+    return (int64_t)(0x4000000000000000ULL | ((uint64_t)(uint32_t)device << 31) |
+                     (uint32_t)stream);
+}
+
+static int parse_int(const char *s, int32_t *out)
+{
+    char *end;
+    while (*s && (*s < '0' || *s > '9') && *s != '-')
+        s++; /* "stream 7" -> 7 */
+    if (!*s)
+        return -1;
+    long v = strtol(s, &end, 10);
+    if (end == s)
+        return -1;
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int32_t thread_for(builder *b, const rv_event *ev, int gpu)
+{
+    rv_graph *g = b->g;
+    rv_thread th;
+    memset(&th, 0, sizeof(th));
+    th.first = th.last = -1;
+    th.device = th.stream = -1;
+    int64_t key;
+    if (gpu) {
+        int32_t dev = ev->device, stream = ev->stream;
+        if (dev < 0 && parse_int(rv_trace_str(b->tr, ev->pid), &dev) != 0)
+            dev = 0;
+        if (stream < 0 && parse_int(rv_trace_str(b->tr, ev->tid), &stream) != 0)
+            stream = 0;
+        key = gpu_key(dev, stream);
+        th.kind = RV_THREAD_GPU;
+        th.device = dev;
+        th.stream = stream;
+    } else {
+        key = cpu_key(ev->pid, ev->tid);
+        th.kind = RV_THREAD_CPU;
+    }
+    int32_t idx = i64map_get(&b->thread_keys, key);
+    if (idx >= 0)
+        return idx;
+    th.pid = ev->pid;
+    th.tid = ev->tid;
+    idx = rv_graph_add_thread(g, &th);
+    if (idx >= 0)
+        i64map_put(&b->thread_keys, key, idx);
+    return idx;
+}
+
+static int is_cpu_task_cat(int cat)
+{
+    return cat == RV_CAT_RUNTIME || cat == RV_CAT_DRIVER;
+}
+
+static int is_nccl_name(const char *n)
+{
+    return strstr(n, "nccl") || strstr(n, "Nccl") || strstr(n, "rccl") ||
+           strstr(n, "AllReduce") || strstr(n, "AllGather") || strstr(n, "ReduceScatter");
+}
+
+/* Sort key for tasks: by thread, then measured start, then input order. */
+typedef struct task_order {
+    int32_t thread;
+    int32_t event;
+    int64_t ts;
+} task_order;
+
+static int cmp_task_order(const void *a, const void *b)
+{
+    const task_order *x = a, *y = b;
+    if (x->thread != y->thread)
+        return x->thread < y->thread ? -1 : 1;
+    if (x->ts != y->ts)
+        return x->ts < y->ts ? -1 : 1;
+    return (x->event > y->event) - (x->event < y->event);
+}
+
+/* Creates tasks and threads from the events, sorted by (thread, start). */
+static int make_tasks(builder *b)
+{
+    const rv_trace *tr = b->tr;
+    rv_graph *g = b->g;
+    size_t n = 0;
+    int64_t origin = INT64_MAX, last_end = INT64_MIN;
+    for (size_t i = 0; i < tr->nevents; i++) {
+        const rv_event *ev = &tr->events[i];
+        if (is_cpu_task_cat(ev->cat) || rv_cat_is_gpu_task(ev->cat)) {
+            if (ev->ts_ns <= 0)
+                continue; /* bogus zero timestamps (kineto#109) */
+            n++;
+            if (ev->ts_ns < origin)
+                origin = ev->ts_ns;
+            if (ev->ts_ns + ev->dur_ns > last_end)
+                last_end = ev->ts_ns + ev->dur_ns;
+        }
+    }
+    size_t ngpu = 0;
+    for (size_t i = 0; i < tr->nevents; i++)
+        if (rv_cat_is_gpu_task(tr->events[i].cat) && tr->events[i].ts_ns > 0)
+            ngpu++;
+    if (ngpu == 0) {
+        size_t ncpu = 0, nrt = 0;
+        for (size_t i = 0; i < tr->nevents; i++) {
+            if (tr->events[i].cat == RV_CAT_CPU_OP || is_cpu_task_cat(tr->events[i].cat))
+                ncpu++;
+            if (is_cpu_task_cat(tr->events[i].cat))
+                nrt++;
+        }
+        return rv_error_set(b->err, RV_ERR_UNSUPPORTED, -1, -1,
+                            "nothing to simulate: the trace has no GPU kernels, memcpy or memset "
+                            "events (%zu events kept, %zu CPU ops and API calls): %s",
+                            tr->nevents, ncpu,
+                            nrt ? "CUDA API calls without GPU activity, as in a "
+                                  "counters-only (CUPTI profiler) capture"
+                                : (ncpu ? "a CPU-only trace" : "annotations only"));
+    }
+    if (n > MAX_TASKS)
+        return rv_error_set(b->err, RV_ERR_LIMIT, -1, -1, "too many tasks (%zu)", n);
+    g->origin_ns = origin;
+    g->span_ns = last_end - origin;
+
+    task_order *ord = malloc(n * sizeof(*ord));
+    if (!ord)
+        return RV_ERR_NOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < tr->nevents; i++) {
+        const rv_event *ev = &tr->events[i];
+        int gpu = rv_cat_is_gpu_task(ev->cat);
+        if (!(gpu || is_cpu_task_cat(ev->cat)) || ev->ts_ns <= 0)
+            continue;
+        int32_t t = thread_for(b, ev, gpu);
+        if (t < 0) {
+            free(ord);
+            return rv_error_set(b->err, t, -1, (int64_t)i, "too many threads/streams");
+        }
+        ord[k].thread = t;
+        ord[k].event = (int32_t)i;
+        ord[k].ts = ev->ts_ns;
+        k++;
+    }
+    qsort(ord, k, sizeof(*ord), cmp_task_order);
+
+    g->tasks = calloc(k ? k : 1, sizeof(rv_task));
+    if (!g->tasks) {
+        free(ord);
+        return RV_ERR_NOMEM;
+    }
+    g->cap_tasks = k ? k : 1;
+    g->ntasks = k;
+    for (size_t i = 0; i < k; i++) {
+        const rv_event *ev = &tr->events[ord[i].event];
+        rv_task *t = &g->tasks[i];
+        int gpu = rv_cat_is_gpu_task(ev->cat);
+        t->kind = gpu ? RV_TASK_GPU : RV_TASK_CPU;
+        t->cat = ev->cat;
+        t->thread = ord[i].thread;
+        t->event = ord[i].event;
+        t->launch = -1;
+        t->iteration = -1;
+        t->name = ev->name;
+        t->meas_start_ns = ev->ts_ns - origin;
+        t->meas_dur_ns = ev->dur_ns;
+        t->dur_ns = ev->dur_ns;
+        t->bytes = ev->bytes;
+        if (gpu && ev->cat == RV_CAT_KERNEL && is_nccl_name(rv_trace_str(tr, ev->name))) {
+            t->flags |= RV_TF_NCCL;
+            t->kind = RV_TASK_COMM;
+        }
+        rv_thread *th = &g->threads[t->thread];
+        if (th->first < 0)
+            th->first = (int32_t)i;
+        th->last = (int32_t)i;
+        th->norig++;
+    }
+    free(ord);
+    g->ngpu_tasks = ngpu;
+    return 0;
+}
+
+static void label_threads(builder *b)
+{
+    rv_graph *g = b->g;
+    rv_strtab *st = (rv_strtab *)&b->tr->strings; /* labels are interned once */
+    char buf[160];
+    for (size_t i = 0; i < g->nthreads; i++) {
+        rv_thread *th = &g->threads[i];
+        if (th->kind == RV_THREAD_GPU)
+            snprintf(buf, sizeof(buf), "GPU %d stream %d", th->device, th->stream);
+        else
+            snprintf(buf, sizeof(buf), "CPU %s/%s", rv_strtab_get(st, th->pid),
+                     rv_strtab_get(st, th->tid));
+        uint32_t id = rv_strtab_intern(st, buf, strlen(buf));
+        th->label = id == UINT32_MAX ? 0 : id;
+    }
+}
+
+/* CPU ops and annotations of one thread, for nesting. */
+typedef struct span {
+    int64_t start, end;
+    uint32_t name;
+    uint8_t phase;     /* phase this op implies, RV_PHASE_UNKNOWN if none */
+    uint8_t is_step;
+} span;
+
+static int cmp_span(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    /* Longer first so that parents come before their children. */
+    return (x->end < y->end) - (x->end > y->end);
+}
+
+static int parse_step(const char *name, int64_t *step)
+{
+    if (!starts_with(name, "ProfilerStep#"))
+        return 0;
+    *step = strtoll(name + 13, NULL, 10);
+    return 1;
+}
+
+static uint8_t phase_of_op(const char *n)
+{
+    if (starts_with(n, "Optimizer.") || strstr(n, "optimizer.step") || strstr(n, "Optimizer#"))
+        return RV_PHASE_OPTIMIZER;
+    if (strstr(n, "enumerate(DataLoader)") || strstr(n, "DataLoader"))
+        return RV_PHASE_DATALOADER;
+    if (strstr(n, "Backward") || strstr(n, "backward") || starts_with(n, "autograd::engine"))
+        return RV_PHASE_BACKWARD;
+    return RV_PHASE_UNKNOWN;
+}
+
+static void iter_task_ranges(rv_graph *g)
+{
+    for (size_t i = 0; i < g->niters; i++) {
+        rv_iter *it = &g->iters[i];
+        const rv_thread *th = &g->threads[it->thread];
+        it->first_task = it->last_task = -1;
+        for (int32_t k = th->first; k < th->first + th->norig; k++) {
+            int64_t s = g->tasks[k].meas_start_ns;
+            if (s >= it->start_ns && s < it->end_ns) {
+                if (it->first_task < 0)
+                    it->first_task = k;
+                it->last_task = k;
+            }
+        }
+    }
+}
+
+/* Without ProfilerStep annotations, a step runs from one optimizer
+ * annotation to the next of the same name (zero_grad preferred: it opens
+ * a step). The last one has no end and is not a step. */
+static int find_marker_iterations(builder *b)
+{
+    static const char *const prefixes[] = {"Optimizer.zero_grad#", "Optimizer.step#"};
+    const rv_trace *tr = b->tr;
+    rv_graph *g = b->g;
+    for (size_t p = 0; p < sizeof(prefixes) / sizeof(prefixes[0]); p++) {
+        size_t n = 0;
+        for (size_t i = 0; i < tr->nevents; i++) {
+            const rv_event *ev = &tr->events[i];
+            if ((ev->cat == RV_CAT_CPU_OP || ev->cat == RV_CAT_USER_ANNOTATION) &&
+                starts_with(rv_trace_str(tr, ev->name), prefixes[p]) &&
+                i64map_get(&b->thread_keys, cpu_key(ev->pid, ev->tid)) >= 0)
+                n++;
+        }
+        if (n < 3)
+            continue;
+        int64_t *starts = malloc(n * sizeof(int64_t));
+        int32_t *threads = malloc(n * sizeof(int32_t));
+        g->iters = calloc(n, sizeof(rv_iter));
+        if (!starts || !threads || !g->iters) {
+            free(starts);
+            free(threads);
+            return RV_ERR_NOMEM;
+        }
+        size_t k = 0;
+        for (size_t i = 0; i < tr->nevents; i++) {
+            const rv_event *ev = &tr->events[i];
+            if (!((ev->cat == RV_CAT_CPU_OP || ev->cat == RV_CAT_USER_ANNOTATION) &&
+                  starts_with(rv_trace_str(tr, ev->name), prefixes[p])))
+                continue;
+            int32_t t = i64map_get(&b->thread_keys, cpu_key(ev->pid, ev->tid));
+            if (t < 0)
+                continue;
+            starts[k] = ev->ts_ns - g->origin_ns;
+            threads[k] = t;
+            k++;
+        }
+        /* Annotations arrive in time order per thread; sort to be sure. */
+        for (size_t i = 1; i < k; i++) {
+            int64_t x = starts[i];
+            int32_t y = threads[i];
+            size_t j = i;
+            while (j > 0 && starts[j - 1] > x) {
+                starts[j] = starts[j - 1];
+                threads[j] = threads[j - 1];
+                j--;
+            }
+            starts[j] = x;
+            threads[j] = y;
+        }
+        for (size_t i = 0; i + 1 < k; i++) {
+            rv_iter *it = &g->iters[g->niters];
+            it->step = (int64_t)g->niters;
+            it->start_ns = starts[i];
+            it->end_ns = starts[i + 1];
+            it->thread = threads[i];
+            g->niters++;
+        }
+        free(starts);
+        free(threads);
+        iter_task_ranges(g);
+        return 0;
+    }
+    return 0;
+}
+
+/* Collects steps from the ProfilerStep annotations. */
+static int find_iterations(builder *b)
+{
+    const rv_trace *tr = b->tr;
+    rv_graph *g = b->g;
+    size_t n = 0;
+    int64_t step;
+    for (size_t i = 0; i < tr->nevents; i++) {
+        const rv_event *ev = &tr->events[i];
+        if ((ev->cat == RV_CAT_CPU_OP || ev->cat == RV_CAT_USER_ANNOTATION) &&
+            parse_step(rv_trace_str(tr, ev->name), &step))
+            n++;
+    }
+    if (n == 0)
+        return find_marker_iterations(b);
+    g->iters = calloc(n, sizeof(rv_iter));
+    if (!g->iters)
+        return RV_ERR_NOMEM;
+    for (size_t i = 0; i < tr->nevents; i++) {
+        const rv_event *ev = &tr->events[i];
+        if (!((ev->cat == RV_CAT_CPU_OP || ev->cat == RV_CAT_USER_ANNOTATION) &&
+              parse_step(rv_trace_str(tr, ev->name), &step)))
+            continue;
+        int32_t t = i64map_get(&b->thread_keys, cpu_key(ev->pid, ev->tid));
+        if (t < 0)
+            continue; /* an annotation on a thread that launched nothing */
+        rv_iter *it = &g->iters[g->niters++];
+        it->step = step;
+        it->start_ns = ev->ts_ns - g->origin_ns;
+        it->end_ns = it->start_ns + ev->dur_ns;
+        it->thread = t;
+        it->first_task = it->last_task = -1;
+    }
+    /* Sort by start; duplicates of one step number (nested or repeated
+     * annotations) keep the first. */
+    for (size_t i = 1; i < g->niters; i++) {
+        rv_iter x = g->iters[i];
+        size_t j = i;
+        while (j > 0 && g->iters[j - 1].start_ns > x.start_ns) {
+            g->iters[j] = g->iters[j - 1];
+            j--;
+        }
+        g->iters[j] = x;
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < g->niters; i++) {
+        if (w > 0 && g->iters[i].start_ns < g->iters[w - 1].end_ns)
+            continue;
+        g->iters[w++] = g->iters[i];
+    }
+    g->niters = w;
+    iter_task_ranges(g);
+    return 0;
+}
+
+static int32_t iteration_at(const rv_graph *g, int64_t t)
+{
+    /* Steps are few; binary search anyway. */
+    size_t lo = 0, hi = g->niters;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (g->iters[mid].start_ns <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return -1;
+    const rv_iter *it = &g->iters[lo - 1];
+    return t < it->end_ns ? (int32_t)(lo - 1) : -1;
+}
+
+/* Walks each CPU thread's ops alongside its tasks: innermost op, layer,
+ * phase, and the data-loading share of each gap. */
+static int annotate_cpu_threads(builder *b)
+{
+    const rv_trace *tr = b->tr;
+    rv_graph *g = b->g;
+    int rc = 0;
+    span *spans = NULL;
+    size_t nspans = 0, cap = 0;
+    span **stack = NULL;
+
+    for (size_t ti = 0; ti < g->nthreads; ti++) {
+        rv_thread *th = &g->threads[ti];
+        if (th->kind != RV_THREAD_CPU || th->norig == 0)
+            continue;
+        nspans = 0;
+        for (size_t i = 0; i < tr->nevents; i++) {
+            const rv_event *ev = &tr->events[i];
+            if (ev->cat != RV_CAT_CPU_OP && ev->cat != RV_CAT_USER_ANNOTATION)
+                continue;
+            if (ev->pid != th->pid || ev->tid != th->tid)
+                continue;
+            if (nspans == cap) {
+                size_t ncap = cap ? cap * 2 : 1024;
+                span *s = realloc(spans, ncap * sizeof(*s));
+                if (!s) {
+                    rc = RV_ERR_NOMEM;
+                    goto out;
+                }
+                spans = s;
+                cap = ncap;
+            }
+            span *s = &spans[nspans++];
+            const char *nm = rv_trace_str(tr, ev->name);
+            int64_t step;
+            s->start = ev->ts_ns - g->origin_ns;
+            s->end = s->start + ev->dur_ns;
+            s->name = ev->name;
+            s->is_step = (uint8_t)parse_step(nm, &step);
+            s->phase = phase_of_op(nm);
+        }
+        qsort(spans, nspans, sizeof(*spans), cmp_span);
+        free(stack);
+        stack = malloc((nspans + 1) * sizeof(*stack));
+        if (!stack) {
+            rc = RV_ERR_NOMEM;
+            goto out;
+        }
+        size_t depth = 0, si = 0;
+        /* Data-loading intervals (outermost only) for the gap split. */
+        size_t dl = 0;
+        for (int32_t k = th->first; k < th->first + th->norig; k++) {
+            rv_task *t = &g->tasks[k];
+            int64_t ts = t->meas_start_ns;
+            while (si < nspans && spans[si].start <= ts) {
+                while (depth > 0 && stack[depth - 1]->end <= spans[si].start)
+                    depth--;
+                stack[depth++] = &spans[si++];
+            }
+            while (depth > 0 && stack[depth - 1]->end <= ts)
+                depth--;
+            uint8_t phase = RV_PHASE_UNKNOWN;
+            int in_step = 0;
+            t->op = 0;
+            t->layer = 0;
+            for (size_t d = 0; d < depth; d++) {
+                const span *s = stack[d];
+                if (s->end < ts)
+                    continue;
+                if (s->is_step) {
+                    in_step = 1;
+                    continue;
+                }
+                if (!t->layer)
+                    t->layer = s->name;
+                t->op = s->name;
+                if (s->phase != RV_PHASE_UNKNOWN && phase == RV_PHASE_UNKNOWN)
+                    phase = s->phase;
+            }
+            if (phase == RV_PHASE_UNKNOWN && in_step)
+                phase = RV_PHASE_FORWARD;
+            t->phase = phase;
+            t->iteration = iteration_at(g, ts);
+
+            /* Gap: to the next task on this thread. */
+            if (k + 1 < th->first + th->norig) {
+                const rv_task *nx = &g->tasks[k + 1];
+                int64_t gs = ts + t->meas_dur_ns, ge = nx->meas_start_ns;
+                t->gap_ns = ge > gs ? ge - gs : 0;
+                t->gap_dl_ns = 0;
+                if (t->gap_ns > 0) {
+                    while (dl < nspans &&
+                           (spans[dl].phase != RV_PHASE_DATALOADER || spans[dl].end <= gs))
+                        dl++;
+                    for (size_t d = dl; d < nspans && spans[d].start < ge; d++) {
+                        if (spans[d].phase != RV_PHASE_DATALOADER)
+                            continue;
+                        int64_t a = spans[d].start > gs ? spans[d].start : gs;
+                        int64_t e = spans[d].end < ge ? spans[d].end : ge;
+                        if (e > a)
+                            t->gap_dl_ns += e - a;
+                    }
+                    if (t->gap_dl_ns > t->gap_ns)
+                        t->gap_dl_ns = t->gap_ns;
+                }
+            }
+        }
+        /* A thread whose ops are mostly backward ops is the autograd thread:
+         * its unlabeled calls are backward too. */
+        size_t nb = 0, nl = 0;
+        for (int32_t k = th->first; k < th->first + th->norig; k++) {
+            if (g->tasks[k].phase != RV_PHASE_UNKNOWN)
+                nl++;
+            if (g->tasks[k].phase == RV_PHASE_BACKWARD)
+                nb++;
+        }
+        if (nl > 0 && nb * 2 > nl)
+            for (int32_t k = th->first; k < th->first + th->norig; k++)
+                if (g->tasks[k].phase == RV_PHASE_UNKNOWN ||
+                    g->tasks[k].phase == RV_PHASE_FORWARD)
+                    g->tasks[k].phase = RV_PHASE_BACKWARD;
+    }
+out:
+    free(spans);
+    free(stack);
+    return rc;
+}
+
+static int link_launches(builder *b)
+{
+    rv_graph *g = b->g;
+    const rv_trace *tr = b->tr;
+    int rc = i64map_init(&b->corr, g->ntasks);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < g->ntasks; i++) {
+        const rv_task *t = &g->tasks[i];
+        const rv_event *ev = &tr->events[t->event];
+        if (t->kind == RV_TASK_CPU && ev->correlation != RV_NONE)
+            i64map_put(&b->corr, ev->correlation, (int32_t)i);
+    }
+    b->launch_ts = malloc(g->ntasks * sizeof(int64_t));
+    if (!b->launch_ts)
+        return RV_ERR_NOMEM;
+    for (size_t i = 0; i < g->ntasks; i++) {
+        rv_task *t = &g->tasks[i];
+        b->launch_ts[i] = t->meas_start_ns;
+        if (t->kind == RV_TASK_CPU)
+            continue;
+        const rv_event *ev = &tr->events[t->event];
+        int32_t l = ev->correlation != RV_NONE ? i64map_get(&b->corr, ev->correlation) : -1;
+        if (l < 0) {
+            g->uncorrelated_gpu++;
+            t->iteration = iteration_at(g, t->meas_start_ns);
+            continue;
+        }
+        t->launch = l;
+        rv_task *lt = &g->tasks[l];
+        lt->flags |= RV_TF_LAUNCH;
+        t->op = lt->op;
+        t->layer = lt->layer;
+        t->phase = lt->phase;
+        t->iteration = lt->iteration >= 0 ? lt->iteration : iteration_at(g, t->meas_start_ns);
+        b->launch_ts[i] = lt->meas_start_ns;
+    }
+    /* Several CPU threads may feed one stream and their calls overlap, so
+     * launch times along a stream need not be sorted. A running maximum
+     * makes "launched before t" a prefix and never admits a task launched
+     * after t, which keeps sync edges pointing forward in time (no cycles). */
+    for (size_t ti = 0; ti < g->nthreads; ti++) {
+        const rv_thread *th = &g->threads[ti];
+        if (th->kind != RV_THREAD_GPU)
+            continue;
+        for (int32_t k = th->first + 1; k < th->first + th->norig; k++)
+            if (b->launch_ts[k] < b->launch_ts[k - 1])
+                b->launch_ts[k] = b->launch_ts[k - 1];
+    }
+    return 0;
+}
+
+/* Typical launch latency (kernel start after the call's start, stream idle)
+ * and queued gap (between back-to-back tasks on a stream). */
+static int measure_gpu_constants(builder *b)
+{
+    rv_graph *g = b->g;
+    int64_t *lat = malloc((g->ntasks + 1) * sizeof(int64_t));
+    int64_t *gap = malloc((g->ntasks + 1) * sizeof(int64_t));
+    size_t nl = 0, ng = 0;
+    if (!lat || !gap) {
+        free(lat);
+        free(gap);
+        return RV_ERR_NOMEM;
+    }
+    for (size_t ti = 0; ti < g->nthreads; ti++) {
+        const rv_thread *th = &g->threads[ti];
+        if (th->kind != RV_THREAD_GPU)
+            continue;
+        for (int32_t k = th->first; k < th->first + th->norig; k++) {
+            const rv_task *t = &g->tasks[k];
+            int64_t prev_end = k > th->first
+                                   ? g->tasks[k - 1].meas_start_ns + g->tasks[k - 1].meas_dur_ns
+                                   : INT64_MIN;
+            if (t->launch < 0)
+                continue;
+            int64_t ls = g->tasks[t->launch].meas_start_ns;
+            if (prev_end <= ls) {
+                if (t->meas_start_ns >= ls)
+                    lat[nl++] = t->meas_start_ns - ls;
+            } else if (t->meas_start_ns >= prev_end) {
+                gap[ng++] = t->meas_start_ns - prev_end;
+            }
+        }
+    }
+    g->launch_lat_ns = median_i64(lat, nl, DEFAULT_LAUNCH_LAT_NS);
+    g->gpu_gap_ns = median_i64(gap, ng, DEFAULT_GPU_GAP_NS);
+    free(lat);
+    free(gap);
+    return 0;
+}
+
+static int is_sync_call(const char *n)
+{
+    static const char *const names[] = {
+        "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+        "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
+        "cudaFree", "cudaFreeHost", "cuCtxSynchronize", "cuStreamSynchronize",
+        "cuEventSynchronize", "hipDeviceSynchronize", "hipStreamSynchronize",
+        "hipEventSynchronize", "hipMemcpy", "hipFree",
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(n, names[i]) == 0)
+            return 1;
+    return starts_with(n, "cuMemcpyDtoH") && !strstr(n, "Async");
+}
+
+/* Last task on GPU thread ti launched strictly before time t, or -1
+ * (launch_ts is non-decreasing along a stream, see link_launches). */
+static int32_t last_launched_before(const builder *b, const rv_thread *th, int64_t t)
+{
+    int32_t lo = th->first, hi = th->first + th->norig;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (b->launch_ts[mid] < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo > th->first ? lo - 1 : -1;
+}
+
+static int32_t gpu_thread_of_stream(const rv_graph *g, int32_t device, int32_t stream)
+{
+    for (size_t i = 0; i < g->nthreads; i++) {
+        const rv_thread *th = &g->threads[i];
+        if (th->kind == RV_THREAD_GPU && th->stream == stream &&
+            (device < 0 || th->device == device))
+            return (int32_t)i;
+    }
+    return -1;
+}
+
+/* The GPU task a sync call waits for: the latest-ending one among those
+ * launched before the call on the given stream (or any stream). */
+static int32_t sync_target(const builder *b, int32_t only_thread, int64_t before)
+{
+    const rv_graph *g = b->g;
+    int32_t best = -1;
+    int64_t best_end = INT64_MIN;
+    for (size_t ti = 0; ti < g->nthreads; ti++) {
+        const rv_thread *th = &g->threads[ti];
+        if (th->kind != RV_THREAD_GPU || th->norig == 0)
+            continue;
+        if (only_thread >= 0 && (int32_t)ti != only_thread)
+            continue;
+        int32_t k = last_launched_before(b, th, before);
+        if (k < 0)
+            continue;
+        int64_t e = g->tasks[k].meas_start_ns + g->tasks[k].meas_dur_ns;
+        if (e > best_end) {
+            best_end = e;
+            best = k;
+        }
+    }
+    return best;
+}
+
+static int add_sync_edge(rv_graph *g, int32_t gpu_task, int32_t cpu_task)
+{
+    rv_task *c = &g->tasks[cpu_task];
+    const rv_task *s = &g->tasks[gpu_task];
+    int64_t gend = s->meas_start_ns + s->meas_dur_ns;
+    int64_t cend = c->meas_start_ns + c->meas_dur_ns;
+    c->flags |= RV_TF_SYNC;
+    if (s->launch == cpu_task) {
+        /* A call that waits for the copy it launched: an edge into the call
+         * would be a cycle, so the call keeps the part before the copy
+         * began and the wait holds back the next call on its thread. */
+        const rv_thread *th = &g->threads[c->thread];
+        int32_t next = cpu_task + 1;
+        if (next >= th->first + th->norig)
+            return 0;
+        int64_t before = s->meas_start_ns - c->meas_start_ns;
+        c->dur_ns = before < 0 ? 0 : (before < c->meas_dur_ns ? before : c->meas_dur_ns);
+        int64_t tail = cend > gend ? cend - gend : 0;
+        return rv_graph_add_edge(g, gpu_task, next, tail + c->gap_ns, RV_EDGE_SYNC, 0);
+    }
+    /* The call's own cost is what remains after the wait ends. */
+    if (gend > c->meas_start_ns)
+        c->dur_ns = cend > gend ? cend - gend : 0;
+    return rv_graph_add_edge(g, gpu_task, cpu_task, 0, RV_EDGE_SYNC, 0);
+}
+
+static int link_syncs(builder *b)
+{
+    rv_graph *g = b->g;
+    const rv_trace *tr = b->tr;
+    i64map sync_info; /* correlation -> cuda_sync event index */
+    size_t nsync = 0;
+    for (size_t i = 0; i < tr->nevents; i++)
+        if (tr->events[i].cat == RV_CAT_CUDA_SYNC)
+            nsync++;
+    int rc = i64map_init(&sync_info, nsync + 1);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < tr->nevents; i++) {
+        const rv_event *ev = &tr->events[i];
+        if (ev->cat == RV_CAT_CUDA_SYNC && ev->correlation != RV_NONE)
+            i64map_put(&sync_info, ev->correlation, (int32_t)i);
+    }
+
+    for (size_t i = 0; i < g->ntasks && rc == 0; i++) {
+        rv_task *c = &g->tasks[i];
+        if (c->kind != RV_TASK_CPU)
+            continue;
+        const rv_event *ev = &tr->events[c->event];
+        const char *name = rv_trace_str(tr, c->name);
+        int32_t si = ev->correlation != RV_NONE ? i64map_get(&sync_info, ev->correlation) : -1;
+        const rv_event *se = si >= 0 ? &tr->events[si] : NULL;
+
+        if (se && se->sync_kind == RV_SYNC_WAIT_EVENT) {
+            /* A stream waits for an event: GPU-side edge from the event's
+             * last task to the next task on the waiting stream. */
+            int32_t rec = se->wait_event_corr != RV_NONE
+                              ? i64map_get(&b->corr, se->wait_event_corr)
+                              : -1;
+            int32_t src_th = gpu_thread_of_stream(g, se->device, se->wait_stream);
+            int32_t dst_th = gpu_thread_of_stream(g, se->device, se->stream);
+            if (rec < 0 || src_th < 0 || dst_th < 0 || src_th == dst_th)
+                continue;
+            int32_t src = last_launched_before(b, &g->threads[src_th],
+                                               g->tasks[rec].meas_start_ns);
+            int32_t after = last_launched_before(b, &g->threads[dst_th], c->meas_start_ns);
+            int32_t dst = after + 1;
+            if (after < 0)
+                dst = g->threads[dst_th].first;
+            if (src < 0 || dst >= g->threads[dst_th].first + g->threads[dst_th].norig)
+                continue;
+            rc = rv_graph_add_edge(g, src, dst, g->gpu_gap_ns, RV_EDGE_EVENT, 0);
+            continue;
+        }
+
+        int32_t target = -1;
+        if (se && se->sync_kind == RV_SYNC_EVENT && se->wait_event_corr != RV_NONE) {
+            int32_t rec = i64map_get(&b->corr, se->wait_event_corr);
+            int32_t th = gpu_thread_of_stream(g, se->device, se->wait_stream);
+            if (rec >= 0 && th >= 0)
+                target = last_launched_before(b, &g->threads[th], g->tasks[rec].meas_start_ns);
+        } else if (se && se->sync_kind == RV_SYNC_STREAM && se->stream >= 0) {
+            int32_t th = gpu_thread_of_stream(g, se->device, se->stream);
+            if (th >= 0)
+                target = last_launched_before(b, &g->threads[th], c->meas_start_ns);
+        } else if (se || is_sync_call(name)) {
+            /* A synchronous copy's own copy is linked by
+             * link_blocking_copies; this covers the work queued before it. */
+            target = sync_target(b, -1, c->meas_start_ns);
+        }
+        if (target >= 0)
+            rc = add_sync_edge(g, target, (int32_t)i);
+    }
+    i64map_free(&sync_info);
+    return rc;
+}
+
+/* A launch call that ends after the GPU task it launched has finished, and
+ * lasted much longer than a launch, blocked on that task (synchronous or
+ * pageable copies). */
+static int link_blocking_copies(builder *b)
+{
+    rv_graph *g = b->g;
+    int rc = 0;
+    for (size_t i = 0; i < g->ntasks && rc == 0; i++) {
+        const rv_task *t = &g->tasks[i];
+        if (t->kind == RV_TASK_CPU || t->launch < 0 || t->cat != RV_CAT_MEMCPY)
+            continue;
+        rv_task *c = &g->tasks[t->launch];
+        if (c->flags & RV_TF_SYNC)
+            continue;
+        int64_t gend = t->meas_start_ns + t->meas_dur_ns;
+        int64_t cend = c->meas_start_ns + c->meas_dur_ns;
+        if (gend <= cend && c->meas_dur_ns > 4 * g->launch_lat_ns + t->meas_dur_ns / 2)
+            rc = add_sync_edge(g, (int32_t)i, t->launch);
+    }
+    return rc;
+}
+
+/* Last task on GPU thread th, among those launched before `before`, that
+ * ended by `by`; -1 if none. Ends grow along a stream. */
+static int32_t last_ended_by(const builder *b, const rv_thread *th, int64_t before, int64_t by)
+{
+    int32_t k = last_launched_before(b, th, before);
+    int32_t lo = th->first, hi = k + 1;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        const rv_task *t = &b->g->tasks[mid];
+        if (t->meas_start_ns + t->meas_dur_ns <= by)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo > th->first ? lo - 1 : -1;
+}
+
+/* Any other API call that ran long and returned right after a GPU task it
+ * did not launch finished was blocked by the GPU: a full launch queue,
+ * an implicit synchronization in cudaFree or cudaMalloc, a pageable copy.
+ * Modeling it as a wait keeps the CPU in step with a faster or slower GPU. */
+static int link_blocking_calls(builder *b)
+{
+    rv_graph *g = b->g;
+    int rc = 0;
+    for (size_t i = 0; i < g->ntasks && rc == 0; i++) {
+        const rv_task *c = &g->tasks[i];
+        if (c->kind != RV_TASK_CPU || (c->flags & RV_TF_SYNC) ||
+            c->meas_dur_ns < BLOCKED_CALL_MIN_NS)
+            continue;
+        int64_t cend = c->meas_start_ns + c->meas_dur_ns;
+        int32_t best = -1;
+        int64_t best_end = INT64_MIN;
+        for (size_t ti = 0; ti < g->nthreads; ti++) {
+            const rv_thread *th = &g->threads[ti];
+            if (th->kind != RV_THREAD_GPU || th->norig == 0)
+                continue;
+            int32_t k = last_ended_by(b, th, c->meas_start_ns, cend + BLOCKED_CALL_SLACK_NS);
+            if (k < 0)
+                continue;
+            int64_t e = g->tasks[k].meas_start_ns + g->tasks[k].meas_dur_ns;
+            if (e > best_end) {
+                best_end = e;
+                best = k;
+            }
+        }
+        /* It must have ended late in the call, or the call was slow for
+         * reasons of its own. */
+        if (best >= 0 && best_end >= c->meas_start_ns + c->meas_dur_ns / 2)
+            rc = add_sync_edge(g, best, (int32_t)i);
+    }
+    return rc;
+}
+
+static int add_structural_edges(builder *b)
+{
+    rv_graph *g = b->g;
+    int rc = 0;
+    for (size_t ti = 0; ti < g->nthreads && rc == 0; ti++) {
+        const rv_thread *th = &g->threads[ti];
+        for (int32_t k = th->first + 1; k < th->first + th->norig && rc == 0; k++)
+            rc = rv_graph_add_edge(g, k - 1, k, 0, RV_EDGE_THREAD, 0);
+        if (th->kind == RV_THREAD_GPU)
+            for (int32_t k = th->first; k < th->first + th->norig; k++)
+                g->tasks[k].gap_ns = g->gpu_gap_ns;
+    }
+    for (size_t i = 0; i < g->ntasks && rc == 0; i++) {
+        const rv_task *t = &g->tasks[i];
+        if (t->launch >= 0)
+            rc = rv_graph_add_edge(g, t->launch, (int32_t)i, g->launch_lat_ns, RV_EDGE_LAUNCH, 1);
+    }
+    return rc;
+}
+
+typedef struct cpu_end {
+    int64_t end;
+    int32_t task;
+    int32_t thread;
+} cpu_end;
+
+static int cmp_cpu_end(const void *a, const void *b)
+{
+    const cpu_end *x = a, *y = b;
+    if (x->end != y->end)
+        return x->end < y->end ? -1 : 1;
+    return (x->task > y->task) - (x->task < y->task);
+}
+
+/* A CPU thread idle for a while that resumes right after another thread's
+ * call ended is taken to wait for it (the autograd thread handing back to
+ * the main thread, and the main thread starting backward). */
+static int add_handoff_edges(builder *b)
+{
+    rv_graph *g = b->g;
+    size_t ncpu_threads = 0, n = 0;
+    for (size_t ti = 0; ti < g->nthreads; ti++)
+        if (g->threads[ti].kind == RV_THREAD_CPU && g->threads[ti].norig > 0)
+            ncpu_threads++;
+    if (ncpu_threads < 2)
+        return 0;
+    for (size_t i = 0; i < g->ntasks; i++)
+        if (g->tasks[i].kind == RV_TASK_CPU)
+            n++;
+    cpu_end *ends = malloc(n * sizeof(*ends));
+    if (!ends)
+        return RV_ERR_NOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < g->ntasks; i++) {
+        const rv_task *t = &g->tasks[i];
+        if (t->kind != RV_TASK_CPU)
+            continue;
+        ends[k].end = t->meas_start_ns + t->meas_dur_ns;
+        ends[k].task = (int32_t)i;
+        ends[k].thread = t->thread;
+        k++;
+    }
+    qsort(ends, n, sizeof(*ends), cmp_cpu_end);
+    int rc = 0;
+    for (size_t ti = 0; ti < g->nthreads && rc == 0; ti++) {
+        const rv_thread *th = &g->threads[ti];
+        if (th->kind != RV_THREAD_CPU)
+            continue;
+        for (int32_t x = th->first + 1; x < th->first + th->norig && rc == 0; x++) {
+            rv_task *p = &g->tasks[x - 1];
+            const rv_task *xt = &g->tasks[x];
+            int64_t pend = p->meas_start_ns + p->meas_dur_ns;
+            if (xt->meas_start_ns - pend < HANDOFF_MIN_GAP_NS)
+                continue;
+            /* Latest call on another thread that ended inside the gap. */
+            size_t lo = 0, hi = n;
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (ends[mid].end <= xt->meas_start_ns)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            int32_t y = -1;
+            for (size_t j = lo, steps = 0; j > 0 && steps < 256; j--, steps++) {
+                const cpu_end *c = &ends[j - 1];
+                if (c->end < pend)
+                    break;
+                if (c->thread != (int32_t)ti) {
+                    y = c->task;
+                    break;
+                }
+            }
+            if (y < 0)
+                continue;
+            const rv_task *yt = &g->tasks[y];
+            int64_t d = xt->meas_start_ns - (yt->meas_start_ns + yt->meas_dur_ns);
+            rc = rv_graph_add_edge(g, y, x, d, RV_EDGE_HANDOFF, 0);
+            /* The wait is no longer this thread's own work. */
+            if (p->gap_ns > d) {
+                int64_t cut = p->gap_ns - d;
+                p->gap_dl_ns = p->gap_dl_ns > cut ? p->gap_dl_ns - cut : 0;
+                p->gap_ns = d;
+            }
+        }
+    }
+    free(ends);
+    return rc;
+}
+
+int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **out,
+                   rv_error *err)
+{
+    (void)opts;
+    builder b;
+    memset(&b, 0, sizeof(b));
+    *out = NULL;
+    int rc;
+    rv_graph *g = calloc(1, sizeof(*g));
+    if (!g)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    g->trace = trace;
+    b.tr = trace;
+    b.g = g;
+    b.err = err;
+    if ((rc = i64map_init(&b.thread_keys, 1024)) != 0)
+        goto out;
+    if ((rc = make_tasks(&b)) != 0)
+        goto out;
+    label_threads(&b);
+    if ((rc = find_iterations(&b)) != 0)
+        goto out;
+    if ((rc = annotate_cpu_threads(&b)) != 0)
+        goto out;
+    if ((rc = link_launches(&b)) != 0)
+        goto out;
+    if ((rc = measure_gpu_constants(&b)) != 0)
+        goto out;
+    if ((rc = add_structural_edges(&b)) != 0)
+        goto out;
+    if ((rc = link_syncs(&b)) != 0)
+        goto out;
+    if ((rc = link_blocking_copies(&b)) != 0)
+        goto out;
+    if ((rc = link_blocking_calls(&b)) != 0)
+        goto out;
+    if ((rc = add_handoff_edges(&b)) != 0)
+        goto out;
+    *out = g;
+    g = NULL;
+out:
+    if (rc && err && err->code == 0)
+        rv_error_set(err, rc, -1, -1, "building the dependency graph failed: %s",
+                     rv_err_name(rc));
+    i64map_free(&b.thread_keys);
+    i64map_free(&b.corr);
+    free(b.launch_ts);
+    rv_graph_free(g);
+    return rc;
+}

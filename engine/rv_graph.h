@@ -1,0 +1,162 @@
+/* The kernel-level dependency graph (Daydream section 4, generalized).
+ *
+ * Tasks run on execution threads (CPU threads, GPU streams, communication
+ * channels). Every task has a duration and a gap: the time its thread stays
+ * busy after it before the next task on that thread may start (Daydream's
+ * non-CUDA CPU time; on GPU streams the launch-queue turnaround). Edges say
+ * "child may start no earlier than parent's end (or start) plus delay".
+ *
+ * The graph is mutable so that what-if transforms can scale, remove and
+ * insert tasks. A removed task keeps its place with zero duration and gap so
+ * that the dependencies through it still hold. */
+#ifndef RV_GRAPH_H
+#define RV_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rv_error.h"
+#include "rv_trace.h"
+
+typedef enum rv_task_kind {
+    RV_TASK_CPU = 0, /* runtime / driver API call on a CPU thread */
+    RV_TASK_GPU,     /* kernel, memcpy or memset on a GPU stream */
+    RV_TASK_COMM,    /* collective or send/recv (NCCL kernels, inserted comm) */
+    RV_TASK_DATA,    /* data loading (inserted by models; loads are gaps otherwise) */
+} rv_task_kind;
+
+typedef enum rv_thread_kind {
+    RV_THREAD_CPU = 0,
+    RV_THREAD_GPU,  /* a GPU stream */
+    RV_THREAD_COMM, /* a communication channel */
+} rv_thread_kind;
+
+typedef enum rv_phase {
+    RV_PHASE_UNKNOWN = 0,
+    RV_PHASE_FORWARD,
+    RV_PHASE_BACKWARD,
+    RV_PHASE_OPTIMIZER,
+    RV_PHASE_DATALOADER,
+    RV_PHASE_COUNT
+} rv_phase;
+
+typedef enum rv_edge_kind {
+    RV_EDGE_THREAD = 0, /* consecutive tasks on one thread (Daydream 1, 2) */
+    RV_EDGE_LAUNCH,     /* API call -> its GPU task, by correlation id (3) */
+    RV_EDGE_SYNC,       /* GPU task -> the CPU call that waits for it (4) */
+    RV_EDGE_COMM,       /* gradient ready -> communication and back (5) */
+    RV_EDGE_EVENT,      /* cudaEventRecord + cudaStreamWaitEvent across streams */
+    RV_EDGE_HANDOFF,    /* one CPU thread resumes after another's work */
+    RV_EDGE_OTHER,      /* inserted by a transform */
+    RV_EDGE_KIND_COUNT
+} rv_edge_kind;
+
+/* Task flags. */
+#define RV_TF_REMOVED 0x01  /* removed by a transform: zero time, deps kept */
+#define RV_TF_SYNC 0x02     /* CPU call that blocks until a GPU task ends */
+#define RV_TF_INSERTED 0x04 /* created by a transform (no measured times) */
+#define RV_TF_LAUNCH 0x08   /* CPU call that launches GPU work */
+#define RV_TF_NCCL 0x10     /* GPU kernel that is a collective (NCCL/RCCL) */
+
+typedef struct rv_task {
+    int64_t dur_ns;        /* simulated duration (transforms change it) */
+    int64_t gap_ns;        /* thread stays busy this long after the task */
+    int64_t gap_dl_ns;     /* part of gap_ns spent inside data-loading ops */
+    int64_t meas_start_ns; /* measured start relative to the graph origin; -1 if inserted */
+    int64_t meas_dur_ns;   /* measured duration (before any sync re-timing) */
+    int64_t bytes;         /* memcpy/memset/comm bytes; -1 unknown */
+    int32_t thread;        /* index into rv_graph.threads */
+    int32_t event;         /* index into trace events; -1 if inserted */
+    int32_t launch;        /* GPU task: index of the CPU task that launched it; else -1 */
+    int32_t iteration;     /* index into rv_graph.iters; -1 outside every step */
+    uint32_t name;         /* string id in the trace's string table */
+    uint32_t op;           /* innermost CPU op enclosing the launch; 0 if none */
+    uint32_t layer;        /* outermost op below the step annotation; 0 if none */
+    int32_t priority;      /* for the priority schedule; lower runs first */
+    uint8_t kind;          /* rv_task_kind */
+    uint8_t cat;           /* rv_cat of the source event */
+    uint8_t phase;         /* rv_phase */
+    uint8_t flags;         /* RV_TF_* */
+} rv_task;
+
+typedef struct rv_edge {
+    int32_t src, dst;
+    int64_t delay_ns; /* added to the parent's end (or start, see from_start) */
+    uint8_t kind;     /* rv_edge_kind */
+    uint8_t from_start; /* 1: child.start >= parent.start + delay */
+    uint8_t pad[6];
+} rv_edge;
+
+typedef struct rv_thread {
+    uint8_t kind;     /* rv_thread_kind */
+    int32_t device;   /* GPU threads: device; CPU threads: -1 */
+    int32_t stream;   /* GPU threads: stream id; -1 otherwise */
+    uint32_t pid, tid; /* string ids as in the trace */
+    uint32_t label;   /* string id, e.g. "CPU 25738" or "GPU 0 stream 7" */
+    int32_t first, last; /* first and last task on the thread, -1 if empty */
+    int32_t norig;       /* tasks [first, first + norig) came from the trace, in time order */
+} rv_thread;
+
+/* One training step (ProfilerStep#N or a collector step marker). */
+typedef struct rv_iter {
+    int64_t step;        /* N of ProfilerStep#N, or the ordinal */
+    int64_t start_ns;    /* measured, relative to the graph origin */
+    int64_t end_ns;
+    int32_t thread;      /* CPU thread of the annotation */
+    int32_t first_task, last_task; /* task index range (inclusive) of that thread */
+} rv_iter;
+
+typedef struct rv_graph {
+    const rv_trace *trace; /* borrowed: names, devices; must outlive the graph */
+    rv_task *tasks;
+    size_t ntasks, cap_tasks;
+    rv_edge *edges;
+    size_t nedges, cap_edges;
+    rv_thread *threads;
+    size_t nthreads, cap_threads;
+    rv_iter *iters;
+    size_t niters;
+    int64_t origin_ns;      /* absolute time of graph time 0 */
+    int64_t span_ns;        /* measured first start to last end */
+    int64_t launch_lat_ns;  /* typical launch -> kernel start on an idle stream */
+    int64_t gpu_gap_ns;     /* typical gap between queued tasks on a stream */
+    size_t ngpu_tasks;
+    size_t uncorrelated_gpu; /* GPU tasks without a launching call */
+    uint32_t *extra_names;  /* reserved */
+} rv_graph;
+
+typedef struct rv_graph_opts {
+    int keep_cpu_ops; /* reserved: ops stay as gaps and layer labels */
+} rv_graph_opts;
+
+/* Builds the graph from a parsed trace (borrowed; must outlive the graph).
+ * Fails with RV_ERR_UNSUPPORTED and a clear message when the trace has
+ * nothing to simulate (no GPU tasks: CPU-only or counters-only traces).
+ * Returns 0 and *out (new; free with rv_graph_free). */
+int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **out,
+                   rv_error *err);
+
+/* Deep copy for what-ifs (the trace stays borrowed). NULL on OOM. */
+rv_graph *rv_graph_clone(const rv_graph *g);
+
+void rv_graph_free(rv_graph *g);
+
+/* Appends a task to thread t after its current last task, with a thread
+ * edge; returns the new index or a negative rv_err. The caller fills the
+ * rest of *task (thread is set from t). */
+int64_t rv_graph_append_task(rv_graph *g, int32_t t, const rv_task *task);
+
+/* Adds an edge; 0 or RV_ERR_NOMEM / RV_ERR_LIMIT. */
+int rv_graph_add_edge(rv_graph *g, int32_t src, int32_t dst, int64_t delay_ns, int kind,
+                      int from_start);
+
+/* Adds a thread (copied); returns its index or a negative rv_err. */
+int32_t rv_graph_add_thread(rv_graph *g, const rv_thread *th);
+
+/* Marks a task removed (zero duration and gap, dependencies kept). */
+void rv_graph_remove_task(rv_graph *g, int32_t task);
+
+const char *rv_phase_name(int phase);
+const char *rv_task_kind_name(int kind);
+
+#endif

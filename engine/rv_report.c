@@ -1,0 +1,540 @@
+/* Iteration figures, breakdowns, top kernels, critical path, timeline. */
+#include "rv_report.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double us(int64_t ns)
+{
+    return (double)ns / 1000.0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median that for an even count takes the mean of the middle pair. */
+static double median(double *v, size_t n)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int rv_report_iteration(const rv_graph *g, const rv_sim *s, int64_t iteration,
+                        rv_iter_figures *out, rv_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    out->iter = -1;
+    if (g->niters == 0) {
+        out->measured_us = us(g->span_ns);
+        out->simulated_us = us(s->makespan_ns);
+        return 0;
+    }
+    if (iteration != RV_ITER_MEDIAN) {
+        for (size_t i = 0; i < g->niters; i++) {
+            if (g->iters[i].step != iteration)
+                continue;
+            out->iter = (int32_t)i;
+            out->measured_us = us(g->iters[i].end_ns - g->iters[i].start_ns);
+            out->simulated_us = us(rv_sim_iter_ns(g, s, i));
+            return 0;
+        }
+        return rv_error_set(err, RV_ERR_NOTFOUND, -1, -1,
+                            "no step %" PRId64 " in the trace (steps %" PRId64 "..%" PRId64 ")",
+                            iteration, g->iters[0].step, g->iters[g->niters - 1].step);
+    }
+    double *m = malloc(g->niters * sizeof(double));
+    double *v = malloc(g->niters * sizeof(double));
+    if (!m || !v) {
+        free(m);
+        free(v);
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    }
+    for (size_t i = 0; i < g->niters; i++) {
+        m[i] = us(g->iters[i].end_ns - g->iters[i].start_ns);
+        v[i] = us(rv_sim_iter_ns(g, s, i));
+    }
+    out->measured_us = median(m, g->niters);
+    out->simulated_us = median(v, g->niters);
+    free(m);
+    free(v);
+    return 0;
+}
+
+json_t *rv_report_iterations(const rv_graph *g, const rv_sim *s)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < g->niters; i++) {
+        const rv_iter *it = &g->iters[i];
+        json_array_append_new(arr, json_pack("{s:I, s:f, s:f}", "step", (json_int_t)it->step,
+                                             "measured_us", us(it->end_ns - it->start_ns),
+                                             "simulated_us", us(rv_sim_iter_ns(g, s, i))));
+    }
+    return arr;
+}
+
+rv_window rv_report_window(const rv_graph *g, const rv_sim *s, int32_t iter_index)
+{
+    rv_window w;
+    memset(&w, 0, sizeof(w));
+    w.iter = iter_index;
+    w.per = 1;
+    w.end_thread = -1;
+    if (g->niters == 0) {
+        w.t0_ns = s->first_start_ns;
+        w.t1_ns = s->last_end_ns;
+        return w;
+    }
+    size_t a = iter_index >= 0 ? (size_t)iter_index : 0;
+    size_t b = iter_index >= 0 ? (size_t)iter_index : g->niters - 1;
+    w.t0_ns = rv_sim_map_time(g, s, g->iters[a].thread, g->iters[a].start_ns);
+    w.t1_ns = rv_sim_map_time(g, s, g->iters[b].thread, g->iters[b].end_ns);
+    w.end_thread = g->iters[b].thread;
+    w.per = iter_index >= 0 ? 1 : (double)g->niters;
+    return w;
+}
+
+/* ---- interval unions ---------------------------------------------------- */
+
+typedef struct ival {
+    int64_t a, b;
+} ival;
+
+typedef struct ivals {
+    ival *v;
+    size_t n, cap;
+} ivals;
+
+static void ivals_add(ivals *s, int64_t a, int64_t b, const rv_window *w)
+{
+    if (a < w->t0_ns)
+        a = w->t0_ns;
+    if (b > w->t1_ns)
+        b = w->t1_ns;
+    if (b <= a)
+        return;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 1024;
+        ival *v = realloc(s->v, cap * sizeof(*v));
+        if (!v)
+            return; /* a report on OOM undercounts rather than crash */
+        s->v = v;
+        s->cap = cap;
+    }
+    s->v[s->n].a = a;
+    s->v[s->n].b = b;
+    s->n++;
+}
+
+static int cmp_ival(const void *x, const void *y)
+{
+    const ival *p = x, *q = y;
+    return (p->a > q->a) - (p->a < q->a);
+}
+
+/* Length of the union; sorts in place. */
+static int64_t ivals_union(ivals *s)
+{
+    if (s->n == 0)
+        return 0;
+    qsort(s->v, s->n, sizeof(ival), cmp_ival);
+    int64_t total = 0, ca = s->v[0].a, cb = s->v[0].b;
+    for (size_t i = 1; i < s->n; i++) {
+        if (s->v[i].a > cb) {
+            total += cb - ca;
+            ca = s->v[i].a;
+            cb = s->v[i].b;
+        } else if (s->v[i].b > cb) {
+            cb = s->v[i].b;
+        }
+    }
+    return total + (cb - ca);
+}
+
+/* Union of two sets without disturbing them. */
+static int64_t ivals_union2(const ivals *x, const ivals *y)
+{
+    ivals u = {0};
+    u.cap = x->n + y->n + 1;
+    u.v = malloc(u.cap * sizeof(ival));
+    if (!u.v)
+        return 0;
+    memcpy(u.v, x->v, x->n * sizeof(ival));
+    memcpy(u.v + x->n, y->v, y->n * sizeof(ival));
+    u.n = x->n + y->n;
+    int64_t r = ivals_union(&u);
+    free(u.v);
+    return r;
+}
+
+static int task_counts(const rv_task *t)
+{
+    return !(t->flags & RV_TF_REMOVED);
+}
+
+json_t *rv_report_breakdown(const rv_graph *g, const rv_sim *s, const rv_window *w)
+{
+    ivals cpu = {0}, gpu = {0}, comp = {0}, comm = {0}, mcp = {0}, mst = {0};
+    double phase_gpu[RV_PHASE_COUNT] = {0}, phase_cpu[RV_PHASE_COUNT] = {0};
+    for (size_t i = 0; i < g->ntasks; i++) {
+        const rv_task *t = &g->tasks[i];
+        if (!task_counts(t))
+            continue;
+        int64_t a = s->start_ns[i], b = s->end_ns[i];
+        if (b <= w->t0_ns || a >= w->t1_ns) {
+            if (!(t->kind == RV_TASK_CPU && b + t->gap_ns > w->t0_ns && a < w->t1_ns))
+                continue;
+        }
+        int64_t ca = a > w->t0_ns ? a : w->t0_ns, cb = b < w->t1_ns ? b : w->t1_ns;
+        double clipped = cb > ca ? (double)(cb - ca) : 0;
+        switch (t->kind) {
+        case RV_TASK_CPU:
+        case RV_TASK_DATA:
+            /* The gap is CPU work too (framework, Python, data loading). */
+            ivals_add(&cpu, a, b + t->gap_ns, w);
+            phase_cpu[t->phase] += clipped;
+            break;
+        case RV_TASK_COMM:
+            ivals_add(&gpu, a, b, w);
+            ivals_add(&comm, a, b, w);
+            phase_gpu[t->phase] += clipped;
+            break;
+        default:
+            ivals_add(&gpu, a, b, w);
+            if (t->cat == RV_CAT_MEMCPY)
+                ivals_add(&mcp, a, b, w);
+            else if (t->cat == RV_CAT_MEMSET)
+                ivals_add(&mst, a, b, w);
+            else
+                ivals_add(&comp, a, b, w);
+            phase_gpu[t->phase] += clipped;
+            break;
+        }
+    }
+    double per = w->per > 0 ? w->per : 1;
+    int64_t win = w->t1_ns - w->t0_ns;
+    int64_t u_cpu = ivals_union(&cpu), u_gpu = ivals_union(&gpu);
+    int64_t u_both = ivals_union2(&cpu, &gpu);
+    int64_t u_comp = ivals_union(&comp), u_comm = ivals_union(&comm);
+    int64_t u_comp_comm = ivals_union2(&comp, &comm);
+    int64_t u_mcp = ivals_union(&mcp), u_mst = ivals_union(&mst);
+#define PER(x) (us(x) / per)
+    json_t *daydream = json_pack(
+        "{s:f, s:f, s:f, s:f}", "cpu_only_us", PER(u_both - u_gpu), "gpu_only_us",
+        PER(u_both - u_cpu), "parallel_us", PER(u_cpu + u_gpu - u_both), "idle_us",
+        PER(win - u_both > 0 ? win - u_both : 0));
+    json_t *gpuj = json_pack(
+        "{s:f, s:f, s:f, s:f, s:f, s:f}", "compute_us", PER(u_comp), "communication_us",
+        PER(u_comm), "exposed_communication_us", PER(u_comp_comm - u_comp), "memcpy_us",
+        PER(u_mcp), "memset_us", PER(u_mst), "idle_us", PER(win - u_gpu > 0 ? win - u_gpu : 0));
+    json_t *phases = json_object();
+    for (int p = 0; p < RV_PHASE_COUNT; p++) {
+        if (phase_gpu[p] == 0 && phase_cpu[p] == 0)
+            continue;
+        json_object_set_new(phases, rv_phase_name(p),
+                            json_pack("{s:f, s:f}", "gpu_us", phase_gpu[p] / 1000.0 / per,
+                                      "cpu_us", phase_cpu[p] / 1000.0 / per));
+    }
+    json_t *out = json_pack("{s:f, s:f, s:o, s:o, s:o}", "window_us", PER(win),
+                            "gpu_utilization", win > 0 ? (double)u_gpu / (double)win : 0.0,
+                            "cpu_gpu", daydream, "gpu", gpuj, "phases", phases);
+#undef PER
+    free(cpu.v);
+    free(gpu.v);
+    free(comp.v);
+    free(comm.v);
+    free(mcp.v);
+    free(mst.v);
+    return out;
+}
+
+/* ---- top kernels -------------------------------------------------------- */
+
+typedef struct kstat {
+    uint32_t name;
+    int64_t total, count, max;
+} kstat;
+
+static int cmp_kstat_name(const void *a, const void *b)
+{
+    const kstat *x = a, *y = b;
+    return (x->name > y->name) - (x->name < y->name);
+}
+
+static int cmp_kstat_total(const void *a, const void *b)
+{
+    const kstat *x = a, *y = b;
+    if (x->total != y->total)
+        return x->total < y->total ? 1 : -1;
+    return (x->name > y->name) - (x->name < y->name);
+}
+
+json_t *rv_report_top_kernels(const rv_graph *g, const rv_sim *s, const rv_window *w, int k)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g->ntasks; i++)
+        if (g->tasks[i].kind != RV_TASK_CPU && g->tasks[i].kind != RV_TASK_DATA)
+            n++;
+    kstat *v = malloc((n + 1) * sizeof(*v));
+    json_t *arr = json_array();
+    if (!v)
+        return arr;
+    size_t m = 0;
+    int64_t all = 0;
+    for (size_t i = 0; i < g->ntasks; i++) {
+        const rv_task *t = &g->tasks[i];
+        if (t->kind == RV_TASK_CPU || t->kind == RV_TASK_DATA || !task_counts(t))
+            continue;
+        if (s->start_ns[i] < w->t0_ns || s->start_ns[i] >= w->t1_ns)
+            continue;
+        v[m].name = t->name;
+        v[m].total = t->dur_ns;
+        v[m].count = 1;
+        v[m].max = t->dur_ns;
+        all += t->dur_ns;
+        m++;
+    }
+    qsort(v, m, sizeof(*v), cmp_kstat_name);
+    size_t u = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (u > 0 && v[u - 1].name == v[i].name) {
+            v[u - 1].total += v[i].total;
+            v[u - 1].count += v[i].count;
+            if (v[i].max > v[u - 1].max)
+                v[u - 1].max = v[i].max;
+        } else {
+            v[u++] = v[i];
+        }
+    }
+    qsort(v, u, sizeof(*v), cmp_kstat_total);
+    double per = w->per > 0 ? w->per : 1;
+    for (size_t i = 0; i < u && (int)i < k; i++) {
+        json_array_append_new(
+            arr, json_pack("{s:s, s:f, s:f, s:f, s:f, s:f}", "name",
+                           rv_trace_str(g->trace, v[i].name), "total_us", us(v[i].total) / per,
+                           "count", (double)v[i].count / per, "mean_us",
+                           us(v[i].total) / (double)v[i].count, "max_us", us(v[i].max), "share",
+                           all > 0 ? (double)v[i].total / (double)all : 0.0));
+    }
+    free(v);
+    return arr;
+}
+
+/* ---- critical path ------------------------------------------------------ */
+
+/* The task whose end closes the window: the last one on the marker's thread
+ * that started before the window's end, else the last to end overall. */
+static int32_t window_sink(const rv_graph *g, const rv_sim *s, const rv_window *w)
+{
+    int32_t best = -1;
+    if (w->end_thread >= 0) {
+        const rv_thread *th = &g->threads[w->end_thread];
+        for (int32_t k = th->first; k >= 0 && k < th->first + th->norig; k++)
+            if (s->start_ns[k] < w->t1_ns)
+                best = k;
+        if (best >= 0)
+            return best;
+    }
+    for (size_t i = 0; i < g->ntasks; i++)
+        if (s->end_ns[i] <= w->t1_ns && (best < 0 || s->end_ns[i] > s->end_ns[best]))
+            best = (int32_t)i;
+    return best;
+}
+
+size_t rv_report_critical_tasks(const rv_graph *g, const rv_sim *s, const rv_window *w,
+                                uint8_t *out)
+{
+    memset(out, 0, g->ntasks);
+    size_t n = 0;
+    for (int32_t u = window_sink(g, s, w); u >= 0 && n < g->ntasks; u = s->binder[u]) {
+        if (s->end_ns[u] < w->t0_ns || out[u])
+            break;
+        out[u] = 1;
+        n++;
+    }
+    return n;
+}
+
+static const char *resource_kind(const rv_graph *g, const rv_task *t)
+{
+    if (t->kind == RV_TASK_COMM)
+        return "comm";
+    return g->threads[t->thread].kind == RV_THREAD_CPU ? "cpu" : "gpu";
+}
+
+json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_window *w,
+                                int max_stretches)
+{
+    /* Walk back from the sink along binders, then emit stretches of
+     * consecutive path tasks on one thread, oldest first. */
+    int32_t *path = malloc((g->ntasks + 1) * sizeof(int32_t));
+    json_t *out = json_object();
+    if (!path)
+        return out;
+    size_t n = 0;
+    uint8_t *seen = calloc(g->ntasks + 1, 1);
+    if (!seen) {
+        free(path);
+        return out;
+    }
+    for (int32_t u = window_sink(g, s, w); u >= 0 && n < g->ntasks; u = s->binder[u]) {
+        if (s->end_ns[u] < w->t0_ns || seen[u])
+            break;
+        seen[u] = 1;
+        path[n++] = u;
+    }
+    free(seen);
+    double busy[3] = {0, 0, 0}; /* cpu, gpu, comm */
+    double cpu_gap = 0, waits = 0;
+    json_t *stretches = json_array();
+    size_t nstretch = 0;
+    for (size_t i = n; i-- > 0;) {
+        int32_t u = path[i];
+        const rv_task *t = &g->tasks[u];
+        const char *rk = resource_kind(g, t);
+        int ri = rk[0] == 'c' && rk[1] == 'p' ? 0 : (rk[0] == 'g' ? 1 : 2);
+        int64_t a = s->start_ns[u] > w->t0_ns ? s->start_ns[u] : w->t0_ns;
+        int64_t b = s->end_ns[u];
+        busy[ri] += b > a ? (double)(b - a) : 0;
+        /* What separates this task from the next one on the path. */
+        if (i > 0) {
+            int32_t nx = path[i - 1];
+            int64_t d = s->start_ns[nx] - s->end_ns[u];
+            if (g->tasks[nx].thread == t->thread && ri == 0)
+                cpu_gap += d > 0 ? (double)d : 0;
+            else
+                waits += d > 0 ? (double)d : 0;
+        }
+        int new_stretch = 1;
+        if (nstretch > 0) {
+            json_t *last = json_array_get(stretches, nstretch - 1);
+            if (json_integer_value(json_object_get(last, "thread")) == t->thread) {
+                new_stretch = 0;
+                json_object_set_new(last, "end_us", json_real(us(s->end_ns[u] - w->t0_ns)));
+                json_object_set_new(
+                    last, "tasks",
+                    json_integer(json_integer_value(json_object_get(last, "tasks")) + 1));
+            }
+        }
+        if (new_stretch) {
+            json_array_append_new(
+                stretches,
+                json_pack("{s:s, s:s, s:i, s:f, s:f, s:i, s:s}", "resource",
+                          rv_trace_str(g->trace, g->threads[t->thread].label), "kind", rk,
+                          "thread", t->thread, "start_us", us(a - w->t0_ns), "end_us",
+                          us(s->end_ns[u] - w->t0_ns), "tasks", 1, "first_task",
+                          rv_trace_str(g->trace, t->name)));
+            nstretch++;
+        }
+    }
+    free(path);
+    /* Keep the output bounded: the longest stretches, in time order. */
+    if (max_stretches > 0 && nstretch > (size_t)max_stretches) {
+        double *lens = malloc(nstretch * sizeof(double));
+        if (lens) {
+            for (size_t i = 0; i < nstretch; i++) {
+                json_t *st = json_array_get(stretches, i);
+                lens[i] = json_real_value(json_object_get(st, "end_us")) -
+                          json_real_value(json_object_get(st, "start_us"));
+            }
+            double *sorted = malloc(nstretch * sizeof(double));
+            if (sorted) {
+                memcpy(sorted, lens, nstretch * sizeof(double));
+                qsort(sorted, nstretch, sizeof(double), cmp_double);
+                double cut = sorted[nstretch - (size_t)max_stretches];
+                json_t *kept = json_array();
+                size_t nk = 0;
+                for (size_t i = 0; i < nstretch && nk < (size_t)max_stretches; i++)
+                    if (lens[i] >= cut) {
+                        json_array_append(kept, json_array_get(stretches, i));
+                        nk++;
+                    }
+                json_decref(stretches);
+                stretches = kept;
+                free(sorted);
+            }
+            free(lens);
+        }
+    }
+    double total = busy[0] + busy[1] + busy[2] + cpu_gap + waits;
+    const char *bound = "cpu";
+    if (busy[1] >= busy[0] + cpu_gap && busy[1] >= busy[2])
+        bound = "gpu";
+    else if (busy[2] > busy[0] + cpu_gap && busy[2] > busy[1])
+        bound = "comm";
+    double per = w->per > 0 ? w->per : 1;
+    json_object_set_new(out, "tasks", json_integer((json_int_t)n));
+    json_object_set_new(out, "length_us", json_real(total / 1000.0 / per));
+    json_object_set_new(out, "cpu_us", json_real(busy[0] / 1000.0 / per));
+    json_object_set_new(out, "cpu_gap_us", json_real(cpu_gap / 1000.0 / per));
+    json_object_set_new(out, "gpu_us", json_real(busy[1] / 1000.0 / per));
+    json_object_set_new(out, "comm_us", json_real(busy[2] / 1000.0 / per));
+    json_object_set_new(out, "wait_us", json_real(waits / 1000.0 / per));
+    json_object_set_new(out, "bound_by", json_string(bound));
+    json_object_set_new(out, "stretches", stretches);
+    return out;
+}
+
+/* ---- Chrome trace ------------------------------------------------------- */
+
+static void json_str_out(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+int rv_report_timeline_chrome(const rv_graph *g, const rv_sim *s, const rv_window *w, FILE *f)
+{
+    uint8_t *crit = calloc(g->ntasks + 1, 1);
+    if (w && crit)
+        rv_report_critical_tasks(g, s, w, crit);
+    int64_t t0 = w ? w->t0_ns : s->first_start_ns;
+    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+    int first = 1;
+    for (size_t i = 0; i < g->nthreads; i++) {
+        const rv_thread *th = &g->threads[i];
+        fprintf(f, "%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%zu,\"args\":{"
+                   "\"name\":",
+                first ? "" : ",\n", th->kind == RV_THREAD_CPU ? 0 : 1, i);
+        json_str_out(f, rv_trace_str(g->trace, th->label));
+        fprintf(f, "}}");
+        first = 0;
+    }
+    fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":0,\"args\":{\"name\":\"CPU\"}}"
+               ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"GPU\"}}");
+    for (size_t i = 0; i < g->ntasks; i++) {
+        const rv_task *t = &g->tasks[i];
+        if (t->flags & RV_TF_REMOVED)
+            continue;
+        if (w && (s->end_ns[i] < w->t0_ns || s->start_ns[i] >= w->t1_ns))
+            continue;
+        const rv_thread *th = &g->threads[t->thread];
+        fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", rv_cat_name(t->cat));
+        json_str_out(f, rv_trace_str(g->trace, t->name));
+        fprintf(f,
+                ",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"task\":%zu,"
+                "\"phase\":\"%s\",\"critical\":%d,\"layer\":",
+                th->kind == RV_THREAD_CPU ? 0 : 1, t->thread, us(s->start_ns[i] - t0),
+                us(t->dur_ns), i, rv_phase_name(t->phase), crit ? crit[i] : 0);
+        json_str_out(f, rv_trace_str(g->trace, t->layer));
+        fprintf(f, "}}");
+    }
+    fprintf(f, "\n]}\n");
+    free(crit);
+    return ferror(f) ? RV_ERR_IO : 0;
+}

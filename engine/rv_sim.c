@@ -1,0 +1,287 @@
+/* Daydream Algorithm 1 with a pluggable schedule. See rv_sim.h. */
+#include "rv_sim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct heap_item {
+    int64_t key1; /* priority (or 0) */
+    int64_t key2; /* earliest possible start */
+    int32_t task;
+} heap_item;
+
+typedef struct heap {
+    heap_item *v;
+    size_t n, cap;
+} heap;
+
+static int item_less(const heap_item *a, const heap_item *b)
+{
+    if (a->key1 != b->key1)
+        return a->key1 < b->key1;
+    if (a->key2 != b->key2)
+        return a->key2 < b->key2;
+    return a->task < b->task;
+}
+
+static int heap_push(heap *h, heap_item it)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 1024;
+        heap_item *v = realloc(h->v, cap * sizeof(*v));
+        if (!v)
+            return RV_ERR_NOMEM;
+        h->v = v;
+        h->cap = cap;
+    }
+    size_t i = h->n++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!item_less(&it, &h->v[p]))
+            break;
+        h->v[i] = h->v[p];
+        i = p;
+    }
+    h->v[i] = it;
+    return 0;
+}
+
+static heap_item heap_pop(heap *h)
+{
+    heap_item top = h->v[0];
+    heap_item last = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        const heap_item *best = &last;
+        if (l < h->n && item_less(&h->v[l], best)) {
+            m = l;
+            best = &h->v[l];
+        }
+        if (r < h->n && item_less(&h->v[r], best))
+            m = r;
+        if (m == i)
+            break;
+        h->v[i] = h->v[m];
+        i = m;
+    }
+    if (h->n)
+        h->v[i] = last;
+    return top;
+}
+
+int rv_schedule_parse(const char *s)
+{
+    if (!s || strcmp(s, "earliest_start") == 0)
+        return RV_SCHED_EARLIEST_START;
+    if (strcmp(s, "fifo") == 0)
+        return RV_SCHED_FIFO;
+    if (strcmp(s, "priority") == 0)
+        return RV_SCHED_PRIORITY;
+    return -1;
+}
+
+const char *rv_schedule_name(int policy)
+{
+    switch (policy) {
+    case RV_SCHED_FIFO: return "fifo";
+    case RV_SCHED_PRIORITY: return "priority";
+    default: return "earliest_start";
+    }
+}
+
+void rv_sim_free(rv_sim *s)
+{
+    if (!s)
+        return;
+    free(s->start_ns);
+    free(s->end_ns);
+    free(s->binder);
+    free(s);
+}
+
+int rv_sim_run(const rv_graph *g, rv_schedule policy, rv_sim **out, rv_error *err)
+{
+    size_t n = g->ntasks;
+    int rc = 0;
+    rv_sim *s = calloc(1, sizeof(*s));
+    int32_t *head = NULL, *next = NULL, *indeg = NULL, *last_on = NULL, *fifo = NULL;
+    int64_t *ready = NULL, *progress = NULL;
+    heap h = {0};
+    *out = NULL;
+    if (!s)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    s->ntasks = n;
+    s->start_ns = malloc((n + 1) * sizeof(int64_t));
+    s->end_ns = malloc((n + 1) * sizeof(int64_t));
+    s->binder = malloc((n + 1) * sizeof(int32_t));
+    head = malloc((n + 1) * sizeof(int32_t));
+    next = malloc((g->nedges + 1) * sizeof(int32_t));
+    indeg = calloc(n + 1, sizeof(int32_t));
+    ready = malloc((n + 1) * sizeof(int64_t));
+    progress = calloc(g->nthreads + 1, sizeof(int64_t));
+    last_on = malloc((g->nthreads + 1) * sizeof(int32_t));
+    if (policy == RV_SCHED_FIFO)
+        fifo = malloc((n + 1) * sizeof(int32_t));
+    if (!s->start_ns || !s->end_ns || !s->binder || !head || !next || !indeg || !ready ||
+        !progress || !last_on || (policy == RV_SCHED_FIFO && !fifo)) {
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory simulating %zu tasks", n);
+        goto out;
+    }
+    /* Out-edges as linked lists threaded through next[] (no sort needed). */
+    for (size_t i = 0; i < n; i++) {
+        head[i] = -1;
+        s->binder[i] = -1;
+        /* Roots start no earlier than they did: whatever held them back
+         * (process start, the profiler's window) is outside the graph. */
+        ready[i] = g->tasks[i].meas_start_ns > 0 ? g->tasks[i].meas_start_ns : 0;
+    }
+    for (size_t e = g->nedges; e-- > 0;) {
+        const rv_edge *ed = &g->edges[e];
+        if (ed->src < 0 || (size_t)ed->src >= n || ed->dst < 0 || (size_t)ed->dst >= n) {
+            rc = rv_error_set(err, RV_ERR_INVALID, -1, -1, "edge %zu points outside the graph",
+                              e);
+            goto out;
+        }
+        next[e] = head[ed->src];
+        head[ed->src] = (int32_t)e;
+        if (indeg[ed->dst]++ == 0)
+            ready[ed->dst] = INT64_MIN; /* set by its parents from now on */
+    }
+    for (size_t t = 0; t < g->nthreads; t++)
+        last_on[t] = -1;
+
+    size_t fhead = 0, ftail = 0, done = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (indeg[i] != 0)
+            continue;
+        if (fifo) {
+            fifo[ftail++] = (int32_t)i;
+        } else {
+            heap_item it = {policy == RV_SCHED_PRIORITY ? g->tasks[i].priority : 0, ready[i],
+                            (int32_t)i};
+            if ((rc = heap_push(&h, it)) != 0)
+                goto out;
+        }
+    }
+    int64_t first = INT64_MAX, last = INT64_MIN;
+    while (fifo ? fhead < ftail : h.n > 0) {
+        int32_t u;
+        if (fifo) {
+            u = fifo[fhead++];
+        } else {
+            heap_item it = heap_pop(&h);
+            u = it.task;
+            /* Thread progress may have moved since the item was queued; a
+             * stale key goes back with its real start (keys only grow). */
+            int32_t th = g->tasks[u].thread;
+            int64_t real = ready[u] > progress[th] ? ready[u] : progress[th];
+            if (policy == RV_SCHED_EARLIEST_START && real > it.key2 && last_on[th] >= 0) {
+                it.key2 = real;
+                if ((rc = heap_push(&h, it)) != 0)
+                    goto out;
+                continue;
+            }
+        }
+        const rv_task *t = &g->tasks[u];
+        int32_t th = t->thread;
+        int64_t start = ready[u];
+        if (last_on[th] >= 0 && progress[th] > start) {
+            start = progress[th];
+            s->binder[u] = last_on[th];
+        }
+        s->start_ns[u] = start;
+        s->end_ns[u] = start + t->dur_ns;
+        progress[th] = s->end_ns[u] + t->gap_ns;
+        last_on[th] = u;
+        if (start < first)
+            first = start;
+        if (s->end_ns[u] > last)
+            last = s->end_ns[u];
+        done++;
+        for (int32_t e = head[u]; e >= 0; e = next[e]) {
+            const rv_edge *ed = &g->edges[e];
+            int64_t c = (ed->from_start ? start : s->end_ns[u]) + ed->delay_ns;
+            if (ed->kind == RV_EDGE_THREAD)
+                c += t->gap_ns;
+            int32_t v = ed->dst;
+            if (c > ready[v]) {
+                ready[v] = c;
+                s->binder[v] = u;
+            }
+            if (--indeg[v] == 0) {
+                if (fifo) {
+                    fifo[ftail++] = v;
+                } else {
+                    heap_item it = {policy == RV_SCHED_PRIORITY ? g->tasks[v].priority : 0,
+                                    ready[v], v};
+                    if ((rc = heap_push(&h, it)) != 0)
+                        goto out;
+                }
+            }
+        }
+    }
+    if (done != n) {
+        rc = rv_error_set(err, RV_ERR_INVALID, -1, -1,
+                          "the dependency graph has a cycle: %zu of %zu tasks never became ready",
+                          n - done, n);
+        goto out;
+    }
+    s->first_start_ns = n ? first : 0;
+    s->last_end_ns = n ? last : 0;
+    s->makespan_ns = n ? last - first : 0;
+    *out = s;
+    s = NULL;
+out:
+    rv_sim_free(s);
+    free(head);
+    free(next);
+    free(indeg);
+    free(ready);
+    free(progress);
+    free(last_on);
+    free(fifo);
+    free(h.v);
+    return rc;
+}
+
+int64_t rv_sim_map_time(const rv_graph *g, const rv_sim *s, int32_t thread, int64_t meas)
+{
+    const rv_thread *th = &g->threads[thread];
+    if (th->norig == 0)
+        return meas;
+    int32_t lo = th->first, hi = th->first + th->norig;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (g->tasks[mid].meas_start_ns <= meas)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int32_t p = lo - 1;
+    if (p < th->first) {
+        const rv_task *f = &g->tasks[th->first];
+        return s->start_ns[th->first] - (f->meas_start_ns - meas);
+    }
+    const rv_task *t = &g->tasks[p];
+    int64_t meas_end = t->meas_start_ns + t->meas_dur_ns;
+    if (meas < meas_end) {
+        /* Inside the call: a sync call's wait is before its simulated start. */
+        int64_t into = meas - t->meas_start_ns - (t->meas_dur_ns - t->dur_ns);
+        if (into < 0)
+            into = 0;
+        return s->start_ns[p] + into;
+    }
+    int64_t v = s->end_ns[p] + (meas - meas_end);
+    if (p + 1 < th->first + th->norig && v > s->start_ns[p + 1])
+        v = s->start_ns[p + 1];
+    return v;
+}
+
+int64_t rv_sim_iter_ns(const rv_graph *g, const rv_sim *s, size_t i)
+{
+    const rv_iter *it = &g->iters[i];
+    int64_t a = rv_sim_map_time(g, s, it->thread, it->start_ns);
+    int64_t b = rv_sim_map_time(g, s, it->thread, it->end_ns);
+    return b - a;
+}

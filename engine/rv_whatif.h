@@ -1,0 +1,49 @@
+/* The what-if request document: parse, validate, apply to a graph.
+ *
+ * One JSON document composes optimizations, a distributed setup, a power
+ * limit and a schedule policy; the same document serves the CLI (--whatif)
+ * and the API. Parsing rejects unknown kinds and out-of-range values with an
+ * rv_error that names the field (e.g. "optimizations[1].factor"). */
+#ifndef RV_WHATIF_H
+#define RV_WHATIF_H
+
+#include <jansson.h>
+
+#include "rv_error.h"
+#include "rv_graph.h"
+#include "rv_sim.h"
+
+typedef struct rv_whatif rv_whatif;
+
+/* Parses and validates doc (borrowed). {} is valid and changes nothing.
+ * Returns 0 and *out (new; rv_whatif_free), or RV_ERR_INVALID with err->field. */
+int rv_whatif_parse(const json_t *doc, rv_whatif **out, rv_error *err);
+
+/* Convenience: parses a JSON text (or "@path" to read a file). */
+int rv_whatif_parse_text(const char *text, rv_whatif **out, rv_error *err);
+
+void rv_whatif_free(rv_whatif *w);
+
+/* True when the document changes nothing (no optimizations, no distributed
+ * setup, no power limit, default schedule). */
+int rv_whatif_is_empty(const rv_whatif *w);
+
+/* Rewrites g in place in the documented order. *applied (new reference,
+ * may be NULL on error) lists what each model changed: tasks scaled,
+ * removed, inserted, and its parameters. */
+int rv_whatif_apply(const rv_whatif *w, rv_graph *g, json_t **applied, rv_error *err);
+
+/* The schedule policy the document asks for (RV_SCHED_EARLIEST_START default). */
+int rv_whatif_schedule(const rv_whatif *w);
+
+/* Energy of the simulated window [t0, t1) of g. w may be NULL (the baseline:
+ * the cap the trace ran at). */
+typedef struct rv_energy {
+    double energy_j;
+    double avg_power_w;
+    double power_limit_w; /* the cap the figure assumes */
+} rv_energy;
+int rv_whatif_energy(const rv_whatif *w, const rv_graph *g, const rv_sim *s, int64_t t0_ns,
+                     int64_t t1_ns, rv_energy *out);
+
+#endif
