@@ -42,8 +42,19 @@ typedef struct rv_energy {
     double energy_j;
     double avg_power_w;
     double power_limit_w; /* the cap the figure assumes */
+    /* Added by the what-if models: energy_j and avg_power_w cover every GPU
+     * the prediction stands for (the trace's devices times the workers of a
+     * data-parallel what-if); these give the per-GPU view. */
+    int ngpus;
+    double energy_per_gpu_j;
+    double avg_power_per_gpu_w;
+    double samples_per_j; /* batch_size * workers / energy_j; 0 when batch_size unknown */
 } rv_energy;
 int rv_whatif_energy(const rv_whatif *w, const rv_graph *g, const rv_sim *s, int64_t t0_ns,
                      int64_t t1_ns, rv_energy *out);
+
+/* The GPU power limit the trace ran at: its metadata, else the default
+ * limit of its GPU in the hardware table (w may be NULL). 0 when unknown. */
+double rv_whatif_trace_cap(const rv_whatif *w, const rv_graph *g);
 
 #endif

@@ -1,0 +1,60 @@
+/* Collective-communication cost models (../shared/MODELS.md section B).
+ *
+ * Bandwidths are in bytes per second per direction, latencies in seconds,
+ * sizes in bytes; results are seconds. Pure functions. */
+#ifndef RV_COLL_H
+#define RV_COLL_H
+
+typedef enum rv_coll_op {
+    RV_COLL_ALLREDUCE = 0,
+    RV_COLL_REDUCE_SCATTER,
+    RV_COLL_ALLGATHER,
+    RV_COLL_BROADCAST,
+    RV_COLL_ALLTOALL,
+} rv_coll_op;
+
+typedef enum rv_coll_algo {
+    RV_ALGO_RING = 0,
+    RV_ALGO_TREE,
+    RV_ALGO_HIERARCHICAL,
+    RV_ALGO_PS,
+} rv_coll_algo;
+
+typedef struct rv_net {
+    int n;             /* ranks */
+    int g;             /* GPUs per node (ranks per node) */
+    double intra_bps;  /* per-GPU intra-node bandwidth, bytes/s one direction */
+    double inter_bps;  /* per-node network bandwidth, bytes/s one direction */
+    double alpha_s;    /* per-step latency */
+    double efficiency; /* achieved share of link bandwidth (0, 1] */
+    int ps_servers;    /* parameter servers; 0 = colocated (one per worker) */
+    double ps_part_bytes; /* PS partition size (BytePS 4,096,000) */
+} rv_net;
+
+/* Nodes: ceil(n / g). */
+int rv_net_nodes(const rv_net *net);
+
+/* NCCL bus-bandwidth factor F (busbw = algbw * F) for op over n ranks. */
+double rv_coll_busbw_factor(int op, int n);
+
+/* Bottleneck bandwidth a flat ring sees: intra-node on one node, else the
+ * lower of intra and the node's NIC. Scaled by efficiency. */
+double rv_coll_ring_bw(const rv_net *net);
+
+/* Time of one collective of `bytes` (full array). algo applies to
+ * allreduce; other ops use the ring. n <= 1 gives 0. */
+double rv_coll_time(const rv_net *net, int op, int algo, double bytes);
+
+/* BlueConnect: reduce-scatter then all-gather per hierarchy level (2 levels:
+ * g inside a node, m across nodes); each level's part, seconds. *intra and
+ * *inter receive the intra-node (RS + AG) and inter-node (allreduce of S/g)
+ * shares so callers can put them on separate channels. */
+double rv_coll_blueconnect(const rv_net *net, double bytes, double *intra, double *inter);
+
+/* DGC: sparse all-gather of 8 * density * P bytes per rank, P = bytes / 4. */
+double rv_coll_dgc(const rv_net *net, double bytes, double density);
+
+/* Parameter server push + pull of `bytes` (MODELS.md B8). */
+double rv_coll_ps(const rv_net *net, double bytes);
+
+#endif

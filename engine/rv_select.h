@@ -1,0 +1,71 @@
+/* Task selection (Daydream section 4.4 "Select") and kernel classification.
+ *
+ * A selector is the JSON object {"kind", "name", "layer", "phase", "stream"}
+ * that what-if optimizations take: every present field must match. name and
+ * layer are POSIX extended regular expressions searched anywhere in the task
+ * name and the task's layer (outermost framework op) name. */
+#ifndef RV_SELECT_H
+#define RV_SELECT_H
+
+#include <regex.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "rv_error.h"
+#include "rv_graph.h"
+
+typedef enum rv_sel_kind {
+    RV_SEL_ANY = -1,
+    RV_SEL_KERNEL = 0, /* GPU kernel, collectives excluded */
+    RV_SEL_CPU,        /* CPU task (runtime/driver call) */
+    RV_SEL_MEMCPY,     /* memcpy or memset on a GPU stream */
+    RV_SEL_COMM,       /* collective kernel or inserted communication */
+    RV_SEL_DATA,       /* inserted data-loading task */
+} rv_sel_kind;
+
+typedef struct rv_select {
+    int kind;          /* rv_sel_kind */
+    int phase;         /* rv_phase, -1 = any */
+    int64_t stream;    /* GPU stream id, -1 = any */
+    int has_name, has_layer;
+    regex_t name_re, layer_re;
+} rv_select;
+
+/* Parses a selector object (borrowed). field names the object in errors
+ * ("optimizations[2].select"). NULL obj gives "everything". Returns 0 or
+ * RV_ERR_INVALID with err->field set to the offending member. */
+int rv_select_parse(const json_t *obj, const char *field, rv_select *out, rv_error *err);
+
+/* Frees the compiled patterns. NULL-safe; idempotent. */
+void rv_select_clear(rv_select *s);
+
+/* True when task i of g matches. */
+int rv_select_match(const rv_select *s, const rv_graph *g, size_t i);
+
+/* What a GPU kernel computes, from its name (cuDNN/cuBLAS/CUTLASS/ATen
+ * conventions). Drives AMP, the power model and fusion. */
+typedef enum rv_kclass {
+    RV_KC_OTHER = 0,   /* unknown: treated as memory-bound */
+    RV_KC_GEMM,        /* GEMM / convolution / attention: tensor-core eligible */
+    RV_KC_MEMBOUND,    /* elementwise, normalization, reduction, copy, pooling */
+    RV_KC_OPTIMIZER,   /* optimizer update kernels (adam, sgd, multi_tensor_apply) */
+    RV_KC_COMM,        /* NCCL / RCCL collective */
+    RV_KC_MEMCPY,      /* memcpy / memset */
+    RV_KC_COUNT
+} rv_kclass;
+
+int rv_kclass_of_name(const char *name);
+/* Class of task i (uses its category and flags too); CPU tasks -> RV_KC_OTHER. */
+int rv_kclass_of_task(const rv_graph *g, size_t i);
+const char *rv_kclass_name(int kc);
+
+/* The precision a kernel ran in, from name markers (h884/hmma/half/fp16 ->
+ * fp16, bf16, e4m3/fp8, tf32/s1688 -> tf32); -1 when the name says nothing
+ * (assume fp32). */
+int rv_kernel_dtype(const char *name);
+
+/* Task name (borrowed from the trace's string table; "" when none). */
+const char *rv_task_name(const rv_graph *g, size_t i);
+
+#endif
