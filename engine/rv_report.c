@@ -67,6 +67,28 @@ int rv_report_iteration(const rv_graph *g, const rv_sim *s, int64_t iteration,
     return 0;
 }
 
+static int64_t steps_span(const rv_graph *g, const rv_sim *s)
+{
+    const rv_iter *a = &g->iters[0], *b = &g->iters[g->niters - 1];
+    return rv_sim_map_time(g, s, b->thread, b->end_ns) -
+           rv_sim_map_time(g, s, a->thread, a->start_ns);
+}
+
+int rv_report_compare(const rv_graph *bg, const rv_sim *bs, const rv_graph *pg,
+                      const rv_sim *ps, int64_t iteration, rv_iter_figures *base,
+                      rv_iter_figures *pred, rv_error *err)
+{
+    int rc = rv_report_iteration(bg, bs, iteration, base, err);
+    if (rc != 0)
+        return rc;
+    if (iteration != RV_ITER_MEDIAN || bg->niters < 2 || pg->niters != bg->niters)
+        return rv_report_iteration(pg, ps, iteration, pred, err);
+    *pred = *base;
+    int64_t b = steps_span(bg, bs), p = steps_span(pg, ps);
+    pred->simulated_us = b > 0 ? base->simulated_us * (double)p / (double)b : 0;
+    return 0;
+}
+
 json_t *rv_report_iterations(const rv_graph *g, const rv_sim *s)
 {
     json_t *arr = json_array();
@@ -165,8 +187,10 @@ static int64_t ivals_union2(const ivals *x, const ivals *y)
     u.v = malloc(u.cap * sizeof(ival));
     if (!u.v)
         return 0;
-    memcpy(u.v, x->v, x->n * sizeof(ival));
-    memcpy(u.v + x->n, y->v, y->n * sizeof(ival));
+    if (x->n)
+        memcpy(u.v, x->v, x->n * sizeof(ival));
+    if (y->n)
+        memcpy(u.v + x->n, y->v, y->n * sizeof(ival));
     u.n = x->n + y->n;
     int64_t r = ivals_union(&u);
     free(u.v);

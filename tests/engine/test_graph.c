@@ -1,0 +1,414 @@
+/* Tests for the graph builder, the simulator and the reports.
+ *
+ * Hand-built traces check the rules with figures worked out by hand; the
+ * golden table checks real public traces: task and step counts and the
+ * measured median step were computed independently from the raw JSON with
+ * python3 (json + gzip + statistics.median over the ProfilerStep#N "dur"),
+ * see tests/data/golden/README.md. */
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rv_graph.h"
+#include "rv_kineto.h"
+#include "rv_report.h"
+#include "rv_sim.h"
+
+static const char *g_shared;
+
+/* ---- hand-built traces --------------------------------------------------- */
+
+static uint32_t S(rv_trace *t, const char *s)
+{
+    return rv_strtab_intern(&t->strings, s, strlen(s));
+}
+
+static void push(rv_trace *t, int cat, const char *name, const char *pid, const char *tid,
+                 int64_t ts_us, int64_t dur_us, int64_t corr, int32_t stream)
+{
+    rv_event ev;
+    rv_event_init(&ev);
+    ev.cat = (uint8_t)cat;
+    ev.name = S(t, name);
+    ev.pid = S(t, pid);
+    ev.tid = S(t, tid);
+    ev.ts_ns = 1000000000 + ts_us * 1000;
+    ev.dur_ns = dur_us * 1000;
+    ev.correlation = corr;
+    if (rv_cat_is_gpu_task(cat)) {
+        ev.device = 0;
+        ev.stream = stream;
+    }
+    CU_ASSERT_FATAL(rv_trace_push(t, &ev) >= 0);
+}
+
+/* One CPU thread launches A and B, then synchronizes. A runs 100 us, B
+ * 50 us, back to back; the sync returns 2 us after B ends. */
+static rv_trace *small_trace(void)
+{
+    rv_trace *t = rv_trace_new();
+    push(t, RV_CAT_USER_ANNOTATION, "ProfilerStep#1", "1", "1", 0, 170, -1, -1);
+    push(t, RV_CAT_RUNTIME, "cudaLaunchKernel", "1", "1", 0, 5, 10, -1);
+    push(t, RV_CAT_RUNTIME, "cudaLaunchKernel", "1", "1", 10, 5, 11, -1);
+    push(t, RV_CAT_RUNTIME, "cudaDeviceSynchronize", "1", "1", 20, 140, 12, -1);
+    push(t, RV_CAT_RUNTIME, "cudaLaunchKernel", "1", "1", 165, 3, 13, -1);
+    push(t, RV_CAT_KERNEL, "kernel_A", "0", "7", 8, 100, 10, 7);
+    push(t, RV_CAT_KERNEL, "kernel_B", "0", "7", 108, 50, 11, 7);
+    push(t, RV_CAT_KERNEL, "kernel_C", "0", "7", 176, 4, 13, 7);
+    return t;
+}
+
+static int32_t find_task(const rv_graph *g, const char *name)
+{
+    for (size_t i = 0; i < g->ntasks; i++)
+        if (strcmp(rv_trace_str(g->trace, g->tasks[i].name), name) == 0)
+            return (int32_t)i;
+    return -1;
+}
+
+static void test_small_replay(void)
+{
+    rv_trace *t = small_trace();
+    rv_graph *g = NULL;
+    rv_sim *s = NULL;
+    rv_error err;
+    CU_ASSERT_EQUAL_FATAL(rv_graph_build(t, NULL, &g, &err), 0);
+    CU_ASSERT_EQUAL(g->ntasks, 7);
+    CU_ASSERT_EQUAL(g->niters, 1);
+    /* Launch latency from the only kernel that met an idle stream (A: 8 us;
+     * C: 11 us after its launch): the median of {8, 11} picks 11. */
+    CU_ASSERT_EQUAL(g->launch_lat_ns, 11000);
+    CU_ASSERT_EQUAL_FATAL(rv_sim_run(g, RV_SCHED_EARLIEST_START, &s, &err), 0);
+    int32_t a = find_task(g, "kernel_A"), b = find_task(g, "kernel_B");
+    int32_t sync = find_task(g, "cudaDeviceSynchronize");
+    CU_ASSERT_TRUE(g->tasks[sync].flags & RV_TF_SYNC);
+    /* A: launch at 0 + 11 us; B queued behind A with the 0 us queue gap. */
+    CU_ASSERT_EQUAL(s->start_ns[a] - g->origin_ns * 0, 11000);
+    CU_ASSERT_EQUAL(s->start_ns[b], 111000);
+    /* The sync waits for B (ends 161) and keeps its 2 us tail. */
+    CU_ASSERT_EQUAL(s->end_ns[sync], 163000);
+    CU_ASSERT_EQUAL(s->binder[sync], b);
+    rv_sim_free(s);
+    rv_graph_free(g);
+    rv_trace_free(t);
+}
+
+/* Halving kernel A must move the sync and everything after it by 50 us. */
+static void test_small_whatif_direction(void)
+{
+    rv_trace *t = small_trace();
+    rv_graph *g = NULL;
+    rv_sim *s0 = NULL, *s1 = NULL;
+    rv_error err;
+    CU_ASSERT_EQUAL_FATAL(rv_graph_build(t, NULL, &g, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_sim_run(g, RV_SCHED_EARLIEST_START, &s0, &err), 0);
+    rv_graph *h = rv_graph_clone(g);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    h->tasks[find_task(h, "kernel_A")].dur_ns /= 2;
+    CU_ASSERT_EQUAL_FATAL(rv_sim_run(h, RV_SCHED_EARLIEST_START, &s1, &err), 0);
+    int32_t sync = find_task(g, "cudaDeviceSynchronize");
+    CU_ASSERT_EQUAL(s0->end_ns[sync] - s1->end_ns[sync], 50000);
+    CU_ASSERT_EQUAL(rv_sim_iter_ns(g, s0, 0) - rv_sim_iter_ns(h, s1, 0), 50000);
+    /* Removing B frees the sync from B: it now waits for A only. */
+    rv_sim_free(s1);
+    rv_graph_remove_task(h, find_task(h, "kernel_B"));
+    CU_ASSERT_EQUAL_FATAL(rv_sim_run(h, RV_SCHED_FIFO, &s1, &err), 0);
+    CU_ASSERT_EQUAL(s1->end_ns[sync], 11000 + 50000 + 2000);
+    rv_sim_free(s0);
+    rv_sim_free(s1);
+    rv_graph_free(h);
+    rv_graph_free(g);
+    rv_trace_free(t);
+}
+
+static void test_cycle_is_an_error(void)
+{
+    rv_trace *t = small_trace();
+    rv_graph *g = NULL;
+    rv_sim *s = NULL;
+    rv_error err;
+    CU_ASSERT_EQUAL_FATAL(rv_graph_build(t, NULL, &g, &err), 0);
+    /* kernel_B -> first launch closes a loop. */
+    CU_ASSERT_EQUAL(rv_graph_add_edge(g, find_task(g, "kernel_B"), 0, 0, RV_EDGE_OTHER, 0), 0);
+    rv_error_clear(&err);
+    CU_ASSERT_EQUAL(rv_sim_run(g, RV_SCHED_EARLIEST_START, &s, &err), RV_ERR_INVALID);
+    CU_ASSERT_PTR_NULL(s);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.message, "cycle"));
+    rv_graph_free(g);
+    rv_trace_free(t);
+}
+
+/* Priority schedule: two ready kernels on two streams never wait for each
+ * other, but one CPU thread with inserted independent tasks runs them in
+ * priority order. */
+static void test_priority_schedule(void)
+{
+    rv_trace *t = small_trace();
+    rv_graph *g = NULL;
+    rv_sim *s = NULL;
+    rv_error err;
+    CU_ASSERT_EQUAL_FATAL(rv_graph_build(t, NULL, &g, &err), 0);
+    rv_thread th;
+    memset(&th, 0, sizeof(th));
+    th.kind = RV_THREAD_COMM;
+    th.first = th.last = -1;
+    int32_t ct = rv_graph_add_thread(g, &th);
+    CU_ASSERT_FATAL(ct >= 0);
+    rv_task x;
+    memset(&x, 0, sizeof(x));
+    x.kind = RV_TASK_COMM;
+    x.meas_start_ns = -1;
+    x.event = -1;
+    x.launch = -1;
+    x.dur_ns = 10000;
+    /* Two tasks on one channel without a thread edge between them. */
+    int64_t p = rv_graph_append_task(g, ct, &x);
+    g->threads[ct].last = -1;
+    x.priority = -5;
+    int64_t q = rv_graph_append_task(g, ct, &x);
+    g->tasks[p].priority = 5;
+    CU_ASSERT_EQUAL_FATAL(rv_sim_run(g, RV_SCHED_PRIORITY, &s, &err), 0);
+    CU_ASSERT_EQUAL(s->start_ns[q], 0);
+    CU_ASSERT_EQUAL(s->start_ns[p], 10000);
+    rv_sim_free(s);
+    rv_graph_free(g);
+    rv_trace_free(t);
+}
+
+/* ---- real traces ---------------------------------------------------------- */
+
+typedef struct golden {
+    const char *file;
+    size_t tasks;
+    size_t steps;
+    double measured_us; /* median ProfilerStep dur (python3), 0 = whole trace */
+} golden;
+
+/* Training traces with steps (the replay-error target applies to these). */
+static const golden goldens[] = {
+    {"kineto/resnet50-v100-workers0.pt.trace.json.gz", 21019, 6, 176273.0},
+    {"kineto/resnet50-v100-workers4.pt.trace.json.gz", 21343, 6, 126548.0},
+    {"hta/v100-1rank-ns-resolution.json.gz", 21424, 5, 95551.087},
+    {"hta/a100-2rank-nccl.json.gz", 12514, 3, 222442.191},
+    {"hta/a100-rank0-of-16-five-streams.json.gz", 41671, 5, 216119.0},
+    {"param/dlrm-8rank/worker0.kineto.json.gz", 786, 1, 14455.0},
+    {"param/dlrm-8rank/worker1.kineto.json.gz", 853, 1, 19901.0},
+    {"param/dlrm-8rank/worker3.kineto.json.gz", 878, 1, 19313.0},
+    {"param/dlrm-8rank/worker7.kineto.json.gz", 766, 1, 12509.0},
+    /* No ProfilerStep: steps from Optimizer.zero_grad# to the next. */
+    {"param/linear-2080ti.kineto.json.gz", 24871, 39, 0},
+    {"tracelens/h100-bert-small-forward.json.gz", 193, 1, 4426.114},
+    {"hta/edge/amd-mi250-rocm62.json.gz", 37, 2, 4668.682},
+};
+
+static int load(const char *rel, rv_trace **t, rv_graph **g, rv_sim **s, rv_error *err)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", g_shared, rel);
+    *t = NULL;
+    *g = NULL;
+    *s = NULL;
+    int rc = rv_kineto_read_file(path, NULL, t, err);
+    if (rc == 0)
+        rc = rv_graph_build(*t, NULL, g, err);
+    if (rc == 0)
+        rc = rv_sim_run(*g, RV_SCHED_EARLIEST_START, s, err);
+    return rc;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_golden_replay(void)
+{
+    if (!g_shared)
+        return;
+    size_t n = sizeof(goldens) / sizeof(goldens[0]);
+    double errs[sizeof(goldens) / sizeof(goldens[0])];
+    for (size_t i = 0; i < n; i++) {
+        rv_trace *t;
+        rv_graph *g;
+        rv_sim *s;
+        rv_error err;
+        rv_error_clear(&err);
+        int rc = load(goldens[i].file, &t, &g, &s, &err);
+        if (rc != 0)
+            fprintf(stderr, "\n%s: %s\n", goldens[i].file, err.message);
+        CU_ASSERT_EQUAL_FATAL(rc, 0);
+        CU_ASSERT_EQUAL(g->ntasks, goldens[i].tasks);
+        CU_ASSERT_EQUAL(g->niters, goldens[i].steps);
+        rv_iter_figures f;
+        CU_ASSERT_EQUAL(rv_report_iteration(g, s, RV_ITER_MEDIAN, &f, &err), 0);
+        if (goldens[i].measured_us > 0)
+            CU_ASSERT_DOUBLE_EQUAL(f.measured_us, goldens[i].measured_us, 0.01);
+        errs[i] = fabs(f.simulated_us - f.measured_us) / f.measured_us;
+        printf("\n  %-48s replay error %.4f%%", goldens[i].file, 100 * errs[i]);
+        CU_ASSERT(errs[i] <= 0.05); /* max target */
+        rv_sim_free(s);
+        rv_graph_free(g);
+        rv_trace_free(t);
+    }
+    qsort(errs, n, sizeof(double), cmp_d);
+    CU_ASSERT(errs[n / 2] <= 0.02); /* median target */
+}
+
+/* The linear model's step is ~24.8 ms per the traces' manifest. */
+static void test_marker_steps(void)
+{
+    if (!g_shared)
+        return;
+    rv_trace *t;
+    rv_graph *g;
+    rv_sim *s;
+    rv_error err;
+    CU_ASSERT_EQUAL_FATAL(load("param/linear-2080ti.kineto.json.gz", &t, &g, &s, &err), 0);
+    rv_iter_figures f;
+    CU_ASSERT_EQUAL(rv_report_iteration(g, s, RV_ITER_MEDIAN, &f, &err), 0);
+    CU_ASSERT(fabs(f.measured_us - 24800) < 500);
+    rv_sim_free(s);
+    rv_graph_free(g);
+    rv_trace_free(t);
+}
+
+static void test_rejections(void)
+{
+    if (!g_shared)
+        return;
+    static const struct {
+        const char *file;
+        const char *says;
+    } cases[] = {
+        {"hta/edge/cpu-only.json.gz", "CPU-only"},
+        {"hta/edge/cupti-counters-no-kernels.json.gz", "counters-only"},
+        {"hta/edge/rank-non-gpu.json.gz", "no GPU kernels"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        rv_trace *t;
+        rv_graph *g;
+        rv_sim *s;
+        rv_error err;
+        rv_error_clear(&err);
+        CU_ASSERT_EQUAL(load(cases[i].file, &t, &g, &s, &err), RV_ERR_UNSUPPORTED);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.message, cases[i].says));
+        rv_trace_free(t);
+    }
+}
+
+/* Direction and magnitude on a real CPU-bound trace: ResNet-50 on V100 with
+ * a single-process data loader keeps the GPU 56% busy, so halving every GPU
+ * task barely helps while halving the CPU's own time (gaps and calls)
+ * helps a lot. */
+static void test_resnet_sensitivity(void)
+{
+    if (!g_shared)
+        return;
+    rv_trace *t;
+    rv_graph *g;
+    rv_sim *s, *sg, *sc;
+    rv_error err;
+    CU_ASSERT_EQUAL_FATAL(
+        load("kineto/resnet50-v100-workers0.pt.trace.json.gz", &t, &g, &s, &err), 0);
+    rv_graph *gg = rv_graph_clone(g), *gc = rv_graph_clone(g);
+    for (size_t i = 0; i < g->ntasks; i++) {
+        if (gg->tasks[i].kind != RV_TASK_CPU)
+            gg->tasks[i].dur_ns /= 2;
+        else {
+            gc->tasks[i].gap_ns /= 2;
+            gc->tasks[i].dur_ns /= 2;
+        }
+    }
+    CU_ASSERT_EQUAL_FATAL(rv_sim_run(gg, RV_SCHED_EARLIEST_START, &sg, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_sim_run(gc, RV_SCHED_EARLIEST_START, &sc, &err), 0);
+    rv_iter_figures b, fg, fc;
+    CU_ASSERT_EQUAL(rv_report_compare(g, s, gg, sg, RV_ITER_MEDIAN, &b, &fg, &err), 0);
+    CU_ASSERT_EQUAL(rv_report_compare(g, s, gc, sc, RV_ITER_MEDIAN, &b, &fc, &err), 0);
+    double speed_gpu = b.simulated_us / fg.simulated_us;
+    double speed_cpu = b.simulated_us / fc.simulated_us;
+    printf("\n  resnet50 v100: GPU x0.5 -> %.3fx, CPU x0.5 -> %.3fx", speed_gpu, speed_cpu);
+    CU_ASSERT(speed_gpu >= 1.0 && speed_gpu < 1.15);
+    CU_ASSERT(speed_cpu > 1.5 && speed_cpu <= 2.0);
+
+    /* GPU compute per step is the kernels' time: ~98 ms per the manifest. */
+    rv_window w = rv_report_window(g, s, -1);
+    json_t *bd = rv_report_breakdown(g, s, &w);
+    double compute = json_real_value(json_object_get(json_object_get(bd, "gpu"), "compute_us"));
+    CU_ASSERT(compute > 90000 && compute < 105000);
+    json_decref(bd);
+    rv_sim_free(sg);
+    rv_sim_free(sc);
+    rv_sim_free(s);
+    rv_graph_free(gg);
+    rv_graph_free(gc);
+    rv_graph_free(g);
+    rv_trace_free(t);
+}
+
+/* A GPU-bound trace (V100, GPU 98% busy, the launch queue fills up): the
+ * opposite: GPU time drives the step, CPU time does not. */
+static void test_gpu_bound_sensitivity(void)
+{
+    if (!g_shared)
+        return;
+    rv_trace *t;
+    rv_graph *g;
+    rv_sim *s, *sg;
+    rv_error err;
+    CU_ASSERT_EQUAL_FATAL(load("hta/v100-1rank-ns-resolution.json.gz", &t, &g, &s, &err), 0);
+    rv_graph *gg = rv_graph_clone(g);
+    for (size_t i = 0; i < g->ntasks; i++)
+        if (gg->tasks[i].kind != RV_TASK_CPU)
+            gg->tasks[i].dur_ns = gg->tasks[i].dur_ns * 3 / 4;
+    CU_ASSERT_EQUAL_FATAL(rv_sim_run(gg, RV_SCHED_EARLIEST_START, &sg, &err), 0);
+    rv_iter_figures b, f;
+    CU_ASSERT_EQUAL(rv_report_compare(g, s, gg, sg, RV_ITER_MEDIAN, &b, &f, &err), 0);
+    double speed = b.simulated_us / f.simulated_us;
+    printf("\n  v100 gpu-bound: GPU x0.75 -> %.3fx", speed);
+    CU_ASSERT(speed > 1.15 && speed < 1.34);
+    rv_window w = rv_report_window(g, s, -1);
+    json_t *cp = rv_report_critical_path(g, s, &w, 10);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(cp, "bound_by")), "gpu");
+    json_decref(cp);
+    rv_sim_free(sg);
+    rv_sim_free(s);
+    rv_graph_free(gg);
+    rv_graph_free(g);
+    rv_trace_free(t);
+}
+
+int main(void)
+{
+    g_shared = getenv("RV_SHARED_TRACES");
+    char probe[4096];
+    if (g_shared) {
+        snprintf(probe, sizeof(probe), "%s/README.md", g_shared);
+        FILE *f = fopen(probe, "r");
+        if (f)
+            fclose(f);
+        else
+            g_shared = NULL;
+    }
+    if (!g_shared)
+        printf("public traces not found (RV_SHARED_TRACES): real-trace cases skipped\n");
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s = CU_add_suite("graph", NULL, NULL);
+    CU_add_test(s, "small trace replays exactly", test_small_replay);
+    CU_add_test(s, "what-if moves the sync", test_small_whatif_direction);
+    CU_add_test(s, "cycle is an error", test_cycle_is_an_error);
+    CU_add_test(s, "priority schedule", test_priority_schedule);
+    CU_add_test(s, "golden replay on real traces", test_golden_replay);
+    CU_add_test(s, "steps from optimizer markers", test_marker_steps);
+    CU_add_test(s, "CPU-only and counters-only rejected", test_rejections);
+    CU_add_test(s, "CPU-bound resnet sensitivity", test_resnet_sensitivity);
+    CU_add_test(s, "GPU-bound sensitivity", test_gpu_bound_sensitivity);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned fails = CU_get_number_of_failures();
+    CU_cleanup_registry();
+    return fails ? 1 : 0;
+}
