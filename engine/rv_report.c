@@ -552,9 +552,10 @@ int rv_report_timeline_chrome(const rv_graph *g, const rv_sim *s, const rv_windo
         json_str_out(f, rv_trace_str(g->trace, t->name));
         fprintf(f,
                 ",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"task\":%zu,"
-                "\"phase\":\"%s\",\"critical\":%d,\"layer\":",
+                "\"phase\":\"%s\",\"critical\":%d,\"measured_ts\":%.3f,\"layer\":",
                 th->kind == RV_THREAD_CPU ? 0 : 1, t->thread, us(s->start_ns[i] - t0),
-                us(t->dur_ns), i, rv_phase_name(t->phase), crit ? crit[i] : 0);
+                us(t->dur_ns), i, rv_phase_name(t->phase), crit ? crit[i] : 0,
+                t->meas_start_ns >= 0 ? us(t->meas_start_ns + g->origin_ns) : -1.0);
         json_str_out(f, rv_trace_str(g->trace, t->layer));
         fprintf(f, "}}");
     }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "rv_graph.h"
 #include "rv_kineto.h"
@@ -380,6 +381,76 @@ static void test_gpu_bound_sensitivity(void)
     rv_trace_free(t);
 }
 
+/* HTA's critical path for the simple-add benchmark, overlaid on the trace
+ * (args.critical = 1), against ours on the same API calls and GPU tasks
+ * matched by name and measured start. */
+static void test_critical_path_vs_hta(void)
+{
+    if (!g_shared)
+        return;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/hta/critical-path-simple-add.reference-overlay.json.gz",
+             g_shared);
+    gzFile z = gzopen(path, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(z);
+    size_t cap = 1 << 20, n = 0;
+    char *buf = malloc(cap);
+    int got;
+    while ((got = gzread(z, buf + n, (unsigned)(cap - n - 1))) > 0) {
+        n += (size_t)got;
+        if (n + 1 == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    gzclose(z);
+    buf[n] = 0;
+    json_t *ref = json_loads(buf, 0, NULL);
+    free(buf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+
+    rv_trace *t;
+    rv_graph *g;
+    rv_sim *s;
+    rv_error err;
+    CU_ASSERT_EQUAL_FATAL(load("hta/critical-path-simple-add.json.gz", &t, &g, &s, &err), 0);
+    rv_window w = rv_report_window(g, s, -1);
+    uint8_t *crit = calloc(g->ntasks, 1);
+    size_t ours = rv_report_critical_tasks(g, s, &w, crit);
+    size_t theirs = 0, both = 0;
+    json_t *ev, *evs = json_object_get(ref, "traceEvents");
+    size_t i;
+    json_array_foreach(evs, i, ev)
+    {
+        const char *cat = json_string_value(json_object_get(ev, "cat"));
+        json_t *c = json_object_get(json_object_get(ev, "args"), "critical");
+        if (!cat || !c || json_integer_value(c) != 1)
+            continue;
+        if (strcmp(cat, "kernel") && strcmp(cat, "cuda_runtime") && strcmp(cat, "gpu_memcpy") &&
+            strcmp(cat, "gpu_memset"))
+            continue;
+        theirs++;
+        /* Microseconds near 1.7e15 keep ~0.25 us in a double: compare in us. */
+        double ts = json_number_value(json_object_get(ev, "ts"));
+        const char *name = json_string_value(json_object_get(ev, "name"));
+        for (size_t k = 0; k < g->ntasks; k++)
+            if (crit[k] &&
+                fabs((double)(g->tasks[k].meas_start_ns + g->origin_ns) / 1000.0 - ts) < 0.5 &&
+                strcmp(rv_trace_str(t, g->tasks[k].name), name) == 0) {
+                both++;
+                break;
+            }
+    }
+    printf("\n  critical path vs HTA: ours %zu, HTA %zu, both %zu (recall %.2f, precision %.2f)",
+           ours, theirs, both, (double)both / (double)theirs, (double)both / (double)ours);
+    CU_ASSERT(theirs > 200);
+    CU_ASSERT((double)both / (double)theirs >= 0.85);
+    CU_ASSERT((double)both / (double)ours >= 0.70);
+    free(crit);
+    json_decref(ref);
+    rv_sim_free(s);
+    rv_graph_free(g);
+    rv_trace_free(t);
+}
+
 int main(void)
 {
     g_shared = getenv("RV_SHARED_TRACES");
@@ -406,6 +477,7 @@ int main(void)
     CU_add_test(s, "CPU-only and counters-only rejected", test_rejections);
     CU_add_test(s, "CPU-bound resnet sensitivity", test_resnet_sensitivity);
     CU_add_test(s, "GPU-bound sensitivity", test_gpu_bound_sensitivity);
+    CU_add_test(s, "critical path vs HTA reference", test_critical_path_vs_hta);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures();

@@ -1,0 +1,99 @@
+/* Simulator and what-if benchmark: bench_sim TRACE [RUNS] [WHATIF_JSON]
+ *
+ * Reads the trace once, then times graph building, the baseline simulation
+ * (tasks/s), and a what-if end to end after parsing (clone, apply, simulate,
+ * iteration figures, breakdown). Prints one JSON line. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "rv_graph.h"
+#include "rv_kineto.h"
+#include "rv_report.h"
+#include "rv_sim.h"
+#include "rv_whatif.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_sim TRACE [RUNS] [WHATIF_JSON]\n");
+        return 2;
+    }
+    int runs = argc > 2 ? atoi(argv[2]) : 20;
+    const char *doc = argc > 3 ? argv[3]
+                               : "{\"optimizations\":[{\"kind\":\"scale\",\"select\":"
+                                 "{\"kind\":\"kernel\"},\"factor\":0.5}]}";
+    rv_trace *t = NULL;
+    rv_graph *g = NULL;
+    rv_whatif *w = NULL;
+    rv_error err;
+    rv_error_clear(&err);
+    double t0 = now_s();
+    if (rv_kineto_read_file(argv[1], NULL, &t, &err) != 0) {
+        fprintf(stderr, "bench_sim: %s\n", err.message);
+        return 1;
+    }
+    double t1 = now_s();
+    if (rv_graph_build(t, NULL, &g, &err) != 0) {
+        fprintf(stderr, "bench_sim: %s\n", err.message);
+        return 1;
+    }
+    double t2 = now_s();
+    double sim_best = 1e9;
+    for (int i = 0; i < runs; i++) {
+        rv_sim *s = NULL;
+        double a = now_s();
+        if (rv_sim_run(g, RV_SCHED_EARLIEST_START, &s, &err) != 0) {
+            fprintf(stderr, "bench_sim: %s\n", err.message);
+            return 1;
+        }
+        double b = now_s() - a;
+        if (b < sim_best)
+            sim_best = b;
+        rv_sim_free(s);
+    }
+    if (rv_whatif_parse_text(doc, &w, &err) != 0) {
+        fprintf(stderr, "bench_sim: what-if: %s\n", err.message);
+        return 1;
+    }
+    rv_sim *bs = NULL;
+    rv_sim_run(g, RV_SCHED_EARLIEST_START, &bs, &err);
+    double wi_best = 1e9;
+    for (int i = 0; i < runs; i++) {
+        double a = now_s();
+        rv_graph *pg = rv_graph_clone(g);
+        json_t *applied = NULL;
+        rv_sim *ps = NULL;
+        rv_iter_figures base, pred;
+        if (!pg || rv_whatif_apply(w, pg, &applied, &err) != 0 ||
+            rv_sim_run(pg, rv_whatif_schedule(w), &ps, &err) != 0 ||
+            rv_report_compare(g, bs, pg, ps, RV_ITER_MEDIAN, &base, &pred, &err) != 0) {
+            fprintf(stderr, "bench_sim: what-if failed: %s\n", err.message);
+            return 1;
+        }
+        rv_window win = rv_report_window(pg, ps, -1);
+        json_decref(rv_report_breakdown(pg, ps, &win));
+        double b = now_s() - a;
+        if (b < wi_best)
+            wi_best = b;
+        json_decref(applied);
+        rv_sim_free(ps);
+        rv_graph_free(pg);
+    }
+    printf("{\"file\":\"%s\",\"tasks\":%zu,\"edges\":%zu,\"parse_ms\":%.1f,\"build_ms\":%.1f,"
+           "\"sim_ms\":%.2f,\"sim_tasks_per_s\":%.0f,\"whatif_ms\":%.2f}\n",
+           argv[1], g->ntasks, g->nedges, (t1 - t0) * 1e3, (t2 - t1) * 1e3, sim_best * 1e3,
+           (double)g->ntasks / sim_best, wi_best * 1e3);
+    rv_sim_free(bs);
+    rv_whatif_free(w);
+    rv_graph_free(g);
+    rv_trace_free(t);
+    return 0;
+}
