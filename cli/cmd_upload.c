@@ -13,7 +13,7 @@
 #include "rv_spool.h"
 #include "rv_upload.h"
 
-int rv_cmd_upload(int argc, char **argv);
+
 
 #define UPLOAD_MAX_BYTES ((size_t)4 << 30)
 

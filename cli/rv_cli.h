@@ -4,5 +4,6 @@
 #define RV_CLI_H
 
 int rv_cmd_simulate(int argc, char **argv);
+int rv_cmd_upload(int argc, char **argv);
 
 #endif
