@@ -52,7 +52,7 @@ int tc_do(const tc_req *q, tc_resp *out)
     curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    hdrs = curl_slist_append(hdrs, "Expect:");
+    hdrs = curl_slist_append(hdrs, q->expect_continue ? "Expect: 100-continue" : "Expect:");
     if (q->ctype) {
         snprintf(line, sizeof(line), "Content-Type: %s", q->ctype);
         hdrs = curl_slist_append(hdrs, line);

@@ -19,6 +19,7 @@ typedef struct tc_req {
     size_t len;
     const char *file;     /* upload this file instead of body */
     const char *headers[8]; /* extra "Name: value" lines, NULL-terminated */
+    int expect_continue;  /* send Expect: 100-continue (default: never) */
     int chunked;          /* send Transfer-Encoding: chunked (no Content-Length) */
 } tc_req;
 

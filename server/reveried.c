@@ -1,0 +1,253 @@
+/* reveried: the Reverie HTTP JSON API server.
+ *
+ * Configuration comes from flags, then environment variables, then defaults
+ * (flags win). Startup: REVERIE_HOME folders, the database (an embedded
+ * PostgreSQL under REVERIE_HOME when no URL is given), migrations, worker
+ * pool, HTTP daemon, background threads (token refresh, fleet jobs). SIGTERM
+ * or SIGINT: stop accepting, finish requests in flight, stop the workers,
+ * stop the embedded database. */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rv_api.h"
+#include "rv_auth.h"
+#include "rv_http.h"
+#include "rv_metrics.h"
+#include "rv_server.h"
+#include "rv_workers.h"
+
+#define VERSION "0.1.0"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+        "usage: reveried [OPTIONS]\n"
+        "\n"
+        "The Reverie API server. Every option also reads an environment variable;\n"
+        "a flag wins over the variable, the variable over the default.\n"
+        "\n"
+        "  -p, --port N            REVERIE_PORT            TCP port (default 8080; 0 = any free port)\n"
+        "  -b, --bind ADDR         REVERIE_BIND            IPv4/IPv6 literal to listen on\n"
+        "                                                  (default 127.0.0.1)\n"
+        "  -d, --database URL      REVERIE_DATABASE_URL    PostgreSQL URL; when unset, reveried\n"
+        "                                                  starts its own PostgreSQL under\n"
+        "                                                  REVERIE_HOME/pg (initdb on first run)\n"
+        "  -H, --home DIR          REVERIE_HOME            state folder: spool, embedded\n"
+        "                                                  database, logs (default ./var)\n"
+        "      --web DIR           REVERIE_WEB             dashboard files served at /\n"
+        "                                                  (default ./web when it exists)\n"
+        "      --upload-cap MIB    REVERIE_UPLOAD_CAP_MB   max trace upload as sent (default 512)\n"
+        "      --max-trace MIB     REVERIE_MAX_TRACE_MB    max decompressed trace (default 4096)\n"
+        "      --json-cap KIB      REVERIE_JSON_CAP_KB     max JSON request body (default 1024)\n"
+        "      --timeout S         REVERIE_TIMEOUT_S       idle connection timeout (default 30)\n"
+        "      --per-ip N          REVERIE_PER_IP_LIMIT    connections per client IP (default 64)\n"
+        "      --max-conn N        REVERIE_MAX_CONNECTIONS connections in all (default 1000)\n"
+        "      --http-threads N    REVERIE_HTTP_THREADS    HTTP event-loop threads (default: CPUs)\n"
+        "      --workers N         REVERIE_WORKERS         worker threads for parsing, database\n"
+        "                                                  and simulation (default: 2 x CPUs)\n"
+        "      --queue N           REVERIE_QUEUE           pending requests before 503 (default 256)\n"
+        "      --whatif-budget MS  REVERIE_WHATIF_BUDGET_MS  time budget of one what-if (default 10000)\n"
+        "      --fleet-inline N    REVERIE_FLEET_INLINE    traces x scenarios a fleet what-if\n"
+        "                                                  answers inline; more becomes a job\n"
+        "                                                  (default 16)\n"
+        "      --fleet-workers N   REVERIE_FLEET_WORKERS   threads taking fleet jobs (default 1)\n"
+        "      --require-auth      REVERIE_REQUIRE_AUTH=1  require bearer tokens even on loopback\n"
+        "      --insecure-no-auth  REVERIE_INSECURE_NO_AUTH=1  serve a non-loopback address\n"
+        "                                                  without tokens (not recommended)\n"
+        "      --migrate-only      apply database migrations and exit\n"
+        "  -h, --help              this text\n"
+        "      --version           print the version\n"
+        "\n"
+        "Authentication: on a loopback address (127.0.0.1, ::1) no token is needed\n"
+        "by default. On any other address every /v1 request needs\n"
+        "`Authorization: Bearer TOKEN` with the right scope (ingest, read, admin),\n"
+        "unless --insecure-no-auth. Create tokens with `reverie token create`.\n"
+        "/healthz, /readyz, /metrics and the dashboard files are always public.\n"
+        "\n"
+        "Signals: SIGTERM/SIGINT stop accepting connections, finish the requests in\n"
+        "flight, stop the workers and the embedded database, and exit 0.\n");
+}
+
+static int env_or(const char *name, const char *flag, const char **out)
+{
+    if (flag) {
+        *out = flag;
+        return 1;
+    }
+    const char *v = getenv(name);
+    if (v && *v) {
+        *out = v;
+        return 1;
+    }
+    return 0;
+}
+
+/* Parses a non-negative integer setting; exits with a message when bad. */
+static unsigned long long num_setting(const char *name, const char *flag, const char *env,
+                                      unsigned long long def, unsigned long long max)
+{
+    const char *s;
+    char *end;
+
+    if (!env_or(env, flag, &s))
+        return def;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || !*s || *end || v > max || s[0] == '-') {
+        fprintf(stderr, "reveried: %s '%s' must be an integer between 0 and %llu\n", name, s,
+                max);
+        exit(2);
+    }
+    return v;
+}
+
+static int truthy(const char *env)
+{
+    const char *v = getenv(env);
+    return v && (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0);
+}
+
+static int is_loopback(const char *bind)
+{
+    return strcmp(bind, "127.0.0.1") == 0 || strncmp(bind, "127.", 4) == 0 ||
+           strcmp(bind, "::1") == 0 || strcmp(bind, "localhost") == 0;
+}
+
+int main(int argc, char **argv)
+{
+    enum {
+        O_WEB = 256, O_UPLOAD, O_MAXTRACE, O_JSON, O_TIMEOUT, O_PERIP, O_MAXCONN, O_HTHREADS,
+        O_WORKERS, O_QUEUE, O_BUDGET, O_FLEET_INLINE, O_FLEET_WORKERS, O_REQAUTH, O_NOAUTH,
+        O_MIGRATE, O_VERSION
+    };
+    static const struct option opts[] = {
+        {"port", required_argument, NULL, 'p'},
+        {"bind", required_argument, NULL, 'b'},
+        {"database", required_argument, NULL, 'd'},
+        {"home", required_argument, NULL, 'H'},
+        {"web", required_argument, NULL, O_WEB},
+        {"upload-cap", required_argument, NULL, O_UPLOAD},
+        {"max-trace", required_argument, NULL, O_MAXTRACE},
+        {"json-cap", required_argument, NULL, O_JSON},
+        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"per-ip", required_argument, NULL, O_PERIP},
+        {"max-conn", required_argument, NULL, O_MAXCONN},
+        {"http-threads", required_argument, NULL, O_HTHREADS},
+        {"workers", required_argument, NULL, O_WORKERS},
+        {"queue", required_argument, NULL, O_QUEUE},
+        {"whatif-budget", required_argument, NULL, O_BUDGET},
+        {"fleet-inline", required_argument, NULL, O_FLEET_INLINE},
+        {"fleet-workers", required_argument, NULL, O_FLEET_WORKERS},
+        {"require-auth", no_argument, NULL, O_REQAUTH},
+        {"insecure-no-auth", no_argument, NULL, O_NOAUTH},
+        {"migrate-only", no_argument, NULL, O_MIGRATE},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, O_VERSION},
+        {NULL, 0, NULL, 0},
+    };
+    const char *f_port = NULL, *f_bind = NULL, *f_db = NULL, *f_home = NULL, *f_web = NULL;
+    const char *f_upload = NULL, *f_maxtrace = NULL, *f_json = NULL, *f_timeout = NULL;
+    const char *f_perip = NULL, *f_maxconn = NULL, *f_hthreads = NULL, *f_workers = NULL;
+    const char *f_queue = NULL, *f_budget = NULL, *f_finline = NULL, *f_fworkers = NULL;
+    int require_auth = truthy("REVERIE_REQUIRE_AUTH");
+    int no_auth = truthy("REVERIE_INSECURE_NO_AUTH");
+    int migrate_only = 0;
+    int c;
+
+    while ((c = getopt_long(argc, argv, "p:b:d:H:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p': f_port = optarg; break;
+        case 'b': f_bind = optarg; break;
+        case 'd': f_db = optarg; break;
+        case 'H': f_home = optarg; break;
+        case O_WEB: f_web = optarg; break;
+        case O_UPLOAD: f_upload = optarg; break;
+        case O_MAXTRACE: f_maxtrace = optarg; break;
+        case O_JSON: f_json = optarg; break;
+        case O_TIMEOUT: f_timeout = optarg; break;
+        case O_PERIP: f_perip = optarg; break;
+        case O_MAXCONN: f_maxconn = optarg; break;
+        case O_HTHREADS: f_hthreads = optarg; break;
+        case O_WORKERS: f_workers = optarg; break;
+        case O_QUEUE: f_queue = optarg; break;
+        case O_BUDGET: f_budget = optarg; break;
+        case O_FLEET_INLINE: f_finline = optarg; break;
+        case O_FLEET_WORKERS: f_fworkers = optarg; break;
+        case O_REQAUTH: require_auth = 1; break;
+        case O_NOAUTH: no_auth = 1; break;
+        case O_MIGRATE: migrate_only = 1; break;
+        case 'h': usage(stdout); return 0;
+        case O_VERSION: printf("reveried %s\n", VERSION); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "reveried: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpu < 1)
+        ncpu = 2;
+    rv_server_config sc = {0};
+    sc.port = (int)num_setting("port", f_port, "REVERIE_PORT", 8080, 65535);
+    sc.bind = "127.0.0.1";
+    env_or("REVERIE_BIND", f_bind, &sc.bind);
+    sc.database_url = NULL;
+    env_or("REVERIE_DATABASE_URL", f_db, &sc.database_url);
+    sc.home = "./var";
+    env_or("REVERIE_HOME", f_home, &sc.home);
+    sc.web_root = NULL;
+    if (!env_or("REVERIE_WEB", f_web, &sc.web_root)) {
+        struct stat st;
+        if (stat("web", &st) == 0 && S_ISDIR(st.st_mode))
+            sc.web_root = "web";
+    }
+    sc.upload_cap = num_setting("upload cap", f_upload, "REVERIE_UPLOAD_CAP_MB", 512, 65536) << 20;
+    sc.max_trace_bytes = num_setting("max trace", f_maxtrace, "REVERIE_MAX_TRACE_MB", 4096,
+                                     1 << 20) << 20;
+    sc.json_body_cap = (size_t)num_setting("json cap", f_json, "REVERIE_JSON_CAP_KB", 1024,
+                                           1 << 20) << 10;
+    sc.conn_timeout_s = (unsigned)num_setting("timeout", f_timeout, "REVERIE_TIMEOUT_S", 30,
+                                              86400);
+    sc.per_ip_limit = (unsigned)num_setting("per-ip limit", f_perip, "REVERIE_PER_IP_LIMIT", 64,
+                                            100000);
+    sc.conn_limit = (unsigned)num_setting("max connections", f_maxconn,
+                                          "REVERIE_MAX_CONNECTIONS", 1000, 100000);
+    sc.http_threads = (unsigned)num_setting("http threads", f_hthreads, "REVERIE_HTTP_THREADS",
+                                            (unsigned long long)ncpu, 256);
+    sc.workers = (unsigned)num_setting("workers", f_workers, "REVERIE_WORKERS",
+                                       (unsigned long long)(2 * ncpu), 1024);
+    sc.queue = (unsigned)num_setting("queue", f_queue, "REVERIE_QUEUE", 256, 1000000);
+    sc.whatif_budget_ms = (unsigned)num_setting("what-if budget", f_budget,
+                                                "REVERIE_WHATIF_BUDGET_MS", 10000, 3600000);
+    sc.fleet_inline_max = (unsigned)num_setting("fleet inline", f_finline, "REVERIE_FLEET_INLINE",
+                                                16, 1000000);
+    sc.fleet_workers = (unsigned)num_setting("fleet workers", f_fworkers,
+                                             "REVERIE_FLEET_WORKERS", 1, 64);
+    if (sc.http_threads == 0 || sc.workers == 0 || sc.queue == 0 || sc.upload_cap == 0 ||
+        sc.json_body_cap == 0) {
+        fprintf(stderr, "reveried: thread counts, queue and caps must be at least 1\n");
+        return 2;
+    }
+    if (is_loopback(sc.bind)) {
+        sc.require_auth = require_auth;
+    } else if (no_auth) {
+        sc.require_auth = 0;
+        fprintf(stderr, "reveried: WARNING: serving %s without authentication "
+                        "(--insecure-no-auth)\n", sc.bind);
+    } else {
+        sc.require_auth = 1;
+    }
+    sc.migrate_only = migrate_only;
+    sc.version = VERSION;
+    return rv_server_main(&sc);
+}

@@ -1,0 +1,124 @@
+/* Route table and the endpoints that need no database: health, metrics,
+ * the hardware table. The trace, what-if, platform and job endpoints live
+ * in rv_api_traces.c, rv_api_whatif.c and rv_api_fleet.c. */
+#include "rv_api.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "rv_api_internal.h"
+#include "rv_auth.h"
+#include "rv_db.h"
+#include "rv_hw.h"
+#include "rv_metrics.h"
+
+static void h_healthz(rv_req *r, void *app)
+{
+    const rv_app *a = app;
+    rv_req_respond_json(r, 200, json_pack("{s:s,s:s}", "status", "ok", "version", a->version));
+}
+
+static void h_readyz(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (a->draining) {
+        rv_req_error(r, 503, "draining", NULL, "the server is shutting down");
+        return;
+    }
+    if (!a->db || rv_db_ping(a->db, &e) != 0) {
+        rv_req_error(r, 503, "database_unavailable", NULL, "the database is not reachable%s%s",
+                     e.message[0] ? ": " : "", e.message);
+        return;
+    }
+    rv_req_respond_json(r, 200, json_pack("{s:s,s:s}", "status", "ready", "database", "ok"));
+}
+
+static void h_metrics(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    size_t len = 0;
+    char *text = rv_metrics_render(a->metrics, &len);
+
+    if (!text) {
+        rv_req_error(r, 503, "unavailable", NULL, "cannot render metrics");
+        return;
+    }
+    rv_req_respond_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+}
+
+static void h_hardware(rv_req *r, void *app)
+{
+    size_t n = 0;
+    const rv_hw *t = rv_hw_table(&n);
+    json_t *arr = json_array();
+
+    for (size_t i = 0; i < n && arr; i++) {
+        json_t *tf = json_object();
+        for (int d = 0; d < RV_DT_COUNT; d++)
+            if (t[i].tflops[d] > 0)
+                json_object_set_new(tf, rv_dtype_name(d), json_real(t[i].tflops[d]));
+        json_array_append_new(
+            arr, json_pack("{s:s,s:s,s:i,s:f,s:f,s:f,s:o,s:f,s:f,s:f,s:f,s:f,s:f}", "name",
+                           t[i].name, "vendor", t[i].vendor, "sms", t[i].sms, "max_sm_mhz",
+                           t[i].max_sm_mhz, "min_sm_mhz", t[i].min_sm_mhz, "hbm_gbps",
+                           t[i].hbm_gbps, "tflops", tf, "default_power_limit_w",
+                           t[i].default_pl_w, "min_power_limit_w", t[i].min_pl_w, "idle_w",
+                           t[i].idle_w, "nvlink_gbps", t[i].nvlink_gbps, "pcie_gbps",
+                           t[i].pcie_gbps, "launch_us", t[i].launch_us));
+    }
+    rv_req_respond_json(r, 200, json_pack("{s:o}", "hardware", arr));
+}
+
+static const rv_route routes[] = {
+    {"GET", "/healthz", h_healthz, RV_BODY_NONE, 0, RV_ROUTE_INLINE, "healthz"},
+    {"GET", "/readyz", h_readyz, RV_BODY_NONE, 0, 0, "readyz"},
+    {"GET", "/metrics", h_metrics, RV_BODY_NONE, 0, RV_ROUTE_INLINE, "metrics"},
+    {"POST", "/v1/traces", rv_api_trace_upload, RV_BODY_UPLOAD, RV_SCOPE_INGEST, 0,
+     "traces_upload"},
+    {"GET", "/v1/traces", rv_api_trace_list, RV_BODY_NONE, RV_SCOPE_READ, 0, "traces_list"},
+    {"GET", "/v1/traces/{id}", rv_api_trace_get, RV_BODY_NONE, RV_SCOPE_READ, 0, "traces_get"},
+    {"DELETE", "/v1/traces/{id}", rv_api_trace_delete, RV_BODY_NONE, RV_SCOPE_ADMIN, 0,
+     "traces_delete"},
+    {"GET", "/v1/traces/{id}/original", rv_api_trace_original, RV_BODY_NONE, RV_SCOPE_READ, 0,
+     "traces_original"},
+    {"GET", "/v1/traces/{id}/timeline", rv_api_trace_timeline, RV_BODY_NONE, RV_SCOPE_READ, 0,
+     "traces_timeline"},
+    {"POST", "/v1/traces/{id}/whatif", rv_api_trace_whatif, RV_BODY_JSON, RV_SCOPE_READ, 0,
+     "traces_whatif"},
+    {"POST", "/v1/fleet/whatif", rv_api_fleet_whatif, RV_BODY_JSON, RV_SCOPE_READ, 0,
+     "fleet_whatif"},
+    {"GET", "/v1/jobs/{id}", rv_api_job_get, RV_BODY_NONE, RV_SCOPE_READ, 0, "jobs_get"},
+    {"GET", "/v1/platforms", rv_api_platform_list, RV_BODY_NONE, RV_SCOPE_READ, 0,
+     "platforms_list"},
+    {"GET", "/v1/platforms/{id}/overheads", rv_api_platform_overheads, RV_BODY_NONE,
+     RV_SCOPE_READ, 0, "platforms_overheads"},
+    {"GET", "/v1/hardware", h_hardware, RV_BODY_NONE, RV_SCOPE_READ, RV_ROUTE_INLINE,
+     "hardware"},
+    {"GET", "/v1/whatif/kinds", rv_api_whatif_kinds, RV_BODY_NONE, RV_SCOPE_READ,
+     RV_ROUTE_INLINE, "whatif_kinds"},
+};
+
+const rv_route *rv_api_routes(size_t *n)
+{
+    *n = sizeof(routes) / sizeof(routes[0]);
+    return routes;
+}
+
+int64_t rv_api_id_param(rv_req *r, const char *name)
+{
+    const char *s = rv_req_param(r, name);
+    char *end;
+
+    if (!s || !*s || *s == '-' || *s == '+')
+        goto bad;
+    long long v = strtoll(s, &end, 10);
+    if (*end || v <= 0 || v == (long long)INT64_MAX)
+        goto bad;
+    return v;
+bad:
+    rv_req_error(r, 404, "not_found", name, "no such %s: '%s'", name, s ? s : "");
+    return -1;
+}

@@ -1,0 +1,40 @@
+/* The /v1 endpoints of reveried and the application state they share.
+ *
+ * rv_api_routes gives the route table the HTTP layer dispatches on; every
+ * handler gets the rv_app as its app pointer. Handlers not marked inline run
+ * on the worker pool and may block on the database and the simulator. */
+#ifndef RV_API_H
+#define RV_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rv_http.h"
+
+struct rv_db;
+struct rv_metrics;
+struct rv_auth;
+
+typedef struct rv_app_config {
+    const char *home;          /* REVERIE_HOME (borrowed) */
+    const char *spool_dir;     /* home/spool */
+    uint64_t upload_cap;       /* bytes as sent */
+    uint64_t max_trace_bytes;  /* decompressed JSON cap for the reader */
+    unsigned whatif_budget_ms; /* wall-time budget of one what-if */
+    unsigned fleet_inline_max; /* traces x scenarios answered inline */
+    unsigned timeline_max_tasks; /* cap on max_tasks of a timeline */
+} rv_app_config;
+
+typedef struct rv_app {
+    rv_app_config cfg;
+    struct rv_db *db;           /* borrowed; NULL until the database is up */
+    struct rv_metrics *metrics; /* borrowed */
+    struct rv_auth *auth;       /* borrowed */
+    const char *version;
+    volatile int draining;      /* set on SIGTERM: /readyz answers 503 */
+} rv_app;
+
+/* The route table (static; *n receives its length). */
+const rv_route *rv_api_routes(size_t *n);
+
+#endif

@@ -1,0 +1,517 @@
+/* Fleet-wide what-ifs: every selected trace under every scenario.
+ *
+ * Small requests (traces x scenarios <= fleet_inline_max) are answered in
+ * the request. Larger ones become a "fleet" job in the database queue and
+ * the answer is 202 + job id. A fleet worker (any replica) claims the job,
+ * resolves the selection, splits it into "fleet_shard" jobs of a few traces
+ * each, and then works shards like every other replica's fleet workers do
+ * (FOR UPDATE SKIP LOCKED). When all shards are done it merges their rows
+ * into the aggregates and finishes the parent job. */
+#include <fnmatch.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rv_api_internal.h"
+#include "rv_db.h"
+#include "rv_metrics.h"
+#include "rv_sha256.h"
+#include "rv_whatif.h"
+
+#define MAX_SCENARIOS 64
+#define MAX_SELECTED 100000
+#define DEFAULT_SHARD 4
+#define STALE_JOB_S 60
+
+static char worker_prefix[128];
+
+void rv_api_fleet_init(rv_app *a)
+{
+    char host[64] = "host";
+
+    gethostname(host, sizeof(host) - 1);
+    snprintf(worker_prefix, sizeof(worker_prefix), "%s:%d", host, (int)getpid());
+}
+
+/* Validates the request document; 0 or an rv_err with err->field set. */
+static int fleet_validate(const json_t *req, rv_error *err)
+{
+    const json_t *sel = json_object_get(req, "select");
+    const json_t *sc = json_object_get(req, "scenarios");
+
+    if (!json_is_object(req))
+        return rv_error_field(err, RV_ERR_INVALID, "", "the request must be a JSON object");
+    if (sel && !json_is_object(sel))
+        return rv_error_field(err, RV_ERR_INVALID, "select", "select must be an object");
+    if (!json_is_array(sc) || json_array_size(sc) == 0 || json_array_size(sc) > MAX_SCENARIOS)
+        return rv_error_field(err, RV_ERR_INVALID, "scenarios",
+                              "scenarios must be an array of 1 to %d what-if documents",
+                              MAX_SCENARIOS);
+    for (size_t i = 0; i < json_array_size(sc); i++) {
+        rv_whatif *w = NULL;
+        if (rv_whatif_parse(json_array_get(sc, i), &w, err) != 0) {
+            char f[sizeof(err->field) + 32];
+            snprintf(f, sizeof(f), "scenarios[%zu]%s%s", i, err->field[0] ? "." : "", err->field);
+            memcpy(err->field, f, sizeof(err->field) - 1);
+            err->field[sizeof(err->field) - 1] = '\0';
+            return err->code;
+        }
+        rv_whatif_free(w);
+    }
+    const json_t *v;
+    if (sel) {
+        if ((v = json_object_get(sel, "platform")) && !json_is_integer(v))
+            return rv_error_field(err, RV_ERR_INVALID, "select.platform",
+                                  "select.platform must be a platform id");
+        if ((v = json_object_get(sel, "job")) && !json_is_string(v))
+            return rv_error_field(err, RV_ERR_INVALID, "select.job",
+                                  "select.job must be a string (a glob like 'bert-*')");
+        if ((v = json_object_get(sel, "since")) && !json_is_string(v))
+            return rv_error_field(err, RV_ERR_INVALID, "select.since",
+                                  "select.since must be an ISO 8601 time");
+        if ((v = json_object_get(sel, "trace_ids"))) {
+            if (!json_is_array(v) || json_array_size(v) > MAX_SELECTED)
+                return rv_error_field(err, RV_ERR_INVALID, "select.trace_ids",
+                                      "select.trace_ids must be an array of ids");
+            for (size_t i = 0; i < json_array_size(v); i++)
+                if (!json_is_integer(json_array_get(v, i)) ||
+                    json_integer_value(json_array_get(v, i)) <= 0)
+                    return rv_error_field(err, RV_ERR_INVALID, "select.trace_ids",
+                                          "select.trace_ids[%zu] is not a trace id", i);
+        }
+    }
+    if ((v = json_object_get(req, "shard_size")) &&
+        (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1000))
+        return rv_error_field(err, RV_ERR_INVALID, "shard_size", "shard_size must be 1..1000");
+    return 0;
+}
+
+/* Resolves the selection into trace ids, newest first. *ids is new. */
+static int fleet_select(rv_app *a, const json_t *sel, int64_t **ids, size_t *n, rv_error *err)
+{
+    const json_t *tid = json_object_get(sel, "trace_ids");
+    const char *job = json_string_value(json_object_get(sel, "job"));
+    const char *since = json_string_value(json_object_get(sel, "since"));
+    rv_db_trace_filter f = {0};
+
+    *ids = NULL;
+    *n = 0;
+    if (tid) {
+        size_t k = json_array_size(tid);
+        *ids = malloc((k ? k : 1) * sizeof(**ids));
+        if (!*ids)
+            return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+        for (size_t i = 0; i < k; i++)
+            (*ids)[i] = (int64_t)json_integer_value(json_array_get(tid, i));
+        *n = k;
+        return 0;
+    }
+    f.platform_id = (int64_t)json_integer_value(json_object_get(sel, "platform"));
+    if (!job && !since)
+        return rv_db_trace_ids(a->db, &f, ids, n, err);
+    /* Globs and since are filtered here, a page at a time. */
+    size_t cap = 0;
+    f.job = job && !strpbrk(job, "*?[") ? job : NULL;
+    f.limit = 1000;
+    for (;;) {
+        json_t *page = NULL;
+        if (rv_db_trace_list(a->db, &f, &page, err) != 0)
+            return err->code;
+        size_t np = json_array_size(page);
+        int stop = 0;
+        for (size_t i = 0; i < np; i++) {
+            json_t *t = json_array_get(page, i);
+            int64_t id = (int64_t)json_integer_value(json_object_get(t, "id"));
+            const char *up = json_string_value(json_object_get(t, "uploaded_at"));
+            const char *tj = json_string_value(json_object_get(t, "job"));
+            f.before_id = id;
+            if (since && up && strcmp(up, since) < 0) {
+                stop = 1;
+                break;
+            }
+            if (job && fnmatch(job, tj ? tj : "", 0) != 0)
+                continue;
+            if (*n == cap) {
+                size_t nc = cap ? cap * 2 : 64;
+                int64_t *ni = nc <= MAX_SELECTED ? realloc(*ids, nc * sizeof(*ni)) : NULL;
+                if (!ni) {
+                    json_decref(page);
+                    return rv_error_set(err, RV_ERR_LIMIT, -1, -1,
+                                        "the selection has more than %d traces", MAX_SELECTED);
+                }
+                *ids = ni;
+                cap = nc;
+            }
+            (*ids)[(*n)++] = id;
+        }
+        json_decref(page);
+        if (stop || np < f.limit)
+            break;
+    }
+    return 0;
+}
+
+/* Rows for ids[0..n) under every scenario: [[row per trace] per scenario]. */
+static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t *scenarios,
+                          int64_t progress_job, double p0, double p1)
+{
+    size_t ns = json_array_size(scenarios);
+    json_t *per = json_array();
+    char (*hashes)[RV_SHA256_HEX_LEN + 1] = calloc(ns ? ns : 1, sizeof(*hashes));
+
+    if (!per || !hashes) {
+        free(hashes);
+        json_decref(per);
+        return NULL;
+    }
+    for (size_t s = 0; s < ns; s++) {
+        json_array_append_new(per, json_array());
+        rv_api_request_hash(json_array_get(scenarios, s), hashes[s]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        rv_loaded l = {0};
+        rv_error e;
+        int loaded = 0;
+        for (size_t s = 0; s < ns; s++) {
+            json_t *res = NULL;
+            rv_error_clear(&e);
+            if (rv_db_whatif_cache_get(a->db, ids[i], hashes[s], &res, &e) == 0 && res) {
+                rv_metrics_add(a->metrics, RV_M_CACHE_HITS, 1);
+            } else {
+                rv_metrics_add(a->metrics, RV_M_CACHE_MISSES, 1);
+                if (!loaded) {
+                    rv_error_clear(&e);
+                    loaded = rv_api_load(a, ids[i], &l, &e) == 0 ? 1 : -1;
+                }
+                if (loaded > 0) {
+                    rv_error_clear(&e);
+                    res = rv_api_whatif_run(a, &l, json_array_get(scenarios, s), 0, &e);
+                    if (res)
+                        rv_db_whatif_cache_put(a->db, ids[i], hashes[s], res, &e);
+                }
+            }
+            json_t *row;
+            if (res) {
+                row = json_pack("{s:I,s:O*,s:O*,s:O*,s:O*,s:O*,s:O*}", "trace_id",
+                                (json_int_t)ids[i], "measured_us",
+                                json_object_get(res, "measured_us"), "baseline_us",
+                                json_object_get(res, "baseline_us"), "predicted_us",
+                                json_object_get(res, "predicted_us"), "speedup",
+                                json_object_get(res, "speedup"), "replay_error",
+                                json_object_get(res, "replay_error"), "energy_j",
+                                json_object_get(res, "energy_j"));
+                json_decref(res);
+            } else {
+                row = json_pack("{s:I,s:s}", "trace_id", (json_int_t)ids[i], "error",
+                                e.message[0] ? e.message : rv_err_name(e.code));
+            }
+            json_array_append_new(json_array_get(per, s), row);
+        }
+        rv_api_loaded_free(&l);
+        if (progress_job > 0) {
+            rv_error_clear(&e);
+            rv_db_job_progress(a->db, progress_job, p0 + (p1 - p0) * (double)(i + 1) / (double)n,
+                               &e);
+        }
+    }
+    free(hashes);
+    return per;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Quantile with linear interpolation over sorted v[0..n). */
+static double quantile(const double *v, size_t n, double q)
+{
+    if (n == 0)
+        return 0;
+    double pos = q * (double)(n - 1);
+    size_t lo = (size_t)floor(pos), hi = lo + 1 < n ? lo + 1 : lo;
+    return v[lo] + (v[hi] - v[lo]) * (pos - (double)lo);
+}
+
+/* Aggregates for one scenario's rows (borrowed). */
+static json_t *fleet_aggregate(const json_t *rows)
+{
+    size_t n = json_array_size(rows), ok = 0;
+    double *sp = calloc(n ? n : 1, sizeof(double));
+    double before_us = 0, after_us = 0, e_before = 0, e_after = 0;
+    json_t *gainers = json_array();
+
+    for (size_t i = 0; i < n && sp; i++) {
+        const json_t *row = json_array_get(rows, i);
+        const json_t *s = json_object_get(row, "speedup");
+        if (!s)
+            continue;
+        double speed = json_number_value(s);
+        sp[ok++] = speed;
+        before_us += json_number_value(json_object_get(row, "baseline_us"));
+        after_us += json_number_value(json_object_get(row, "predicted_us"));
+        const json_t *en = json_object_get(row, "energy_j");
+        e_before += json_number_value(json_object_get(en, "baseline"));
+        e_after += json_number_value(json_object_get(en, "predicted"));
+        if (speed > 1.10)
+            json_array_append_new(gainers, json_integer(json_integer_value(
+                                               json_object_get(row, "trace_id"))));
+    }
+    double mean = 0;
+    for (size_t i = 0; i < ok; i++)
+        mean += sp[i] / (double)ok;
+    if (sp)
+        qsort(sp, ok, sizeof(double), cmp_double);
+    /* GPU time per iteration summed over traces; a trace stands for one
+     * GPU-iteration of its job here (no job length is known). */
+    json_t *agg = json_pack(
+        "{s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:o,s:I}", "count", (json_int_t)ok, "failed",
+        (json_int_t)(n - ok), "mean_speedup", mean, "median_speedup", quantile(sp, ok, 0.5),
+        "p90_speedup", quantile(sp, ok, 0.9), "gpu_time_before_s", before_us / 1e6,
+        "gpu_time_after_s", after_us / 1e6, "gpu_time_saved_s", (before_us - after_us) / 1e6,
+        "energy_before_j", e_before, "energy_after_j", e_after, "gain_over_10pct", gainers,
+        "gain_over_10pct_count", (json_int_t)json_array_size(gainers));
+    free(sp);
+    return agg;
+}
+
+/* The final answer from per-scenario rows (borrowed). */
+static json_t *fleet_result(const json_t *scenarios, const json_t *per, size_t ntraces,
+                            json_t *workers)
+{
+    json_t *out = json_array();
+
+    for (size_t s = 0; s < json_array_size(scenarios); s++) {
+        const json_t *rows = json_array_get(per, s);
+        json_array_append_new(out, json_pack("{s:I,s:O,s:o,s:O}", "index", (json_int_t)s,
+                                             "scenario", json_array_get(scenarios, s),
+                                             "aggregate", fleet_aggregate(rows), "rows", rows));
+    }
+    json_t *res = json_pack("{s:I,s:o}", "traces", (json_int_t)ntraces, "scenarios", out);
+    if (res && workers)
+        json_object_set(res, "workers", workers);
+    return res;
+}
+
+void rv_api_fleet_whatif(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    json_t *req = rv_req_json(r);
+    int64_t *ids = NULL;
+    size_t n = 0;
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (!req)
+        return;
+    if (fleet_validate(req, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    const json_t *sc = json_object_get(req, "scenarios");
+    int want_async = json_is_true(json_object_get(req, "async"));
+    if (!want_async) {
+        if (fleet_select(a, json_object_get(req, "select"), &ids, &n, &e) != 0) {
+            rv_req_error_rv(r, &e);
+            goto out;
+        }
+    }
+    if (!want_async && n * json_array_size(sc) <= a->cfg.fleet_inline_max) {
+        json_t *per = fleet_rows(a, ids, n, sc, 0, 0, 0);
+        json_t *res = per ? fleet_result(sc, per, n, NULL) : NULL;
+        json_decref(per);
+        if (!res) {
+            rv_req_error(r, 503, "unavailable", NULL, "out of memory");
+            goto out;
+        }
+        json_object_set_new(res, "state", json_string("done"));
+        rv_req_respond_json(r, 200, res);
+        goto out;
+    }
+    int64_t job = 0;
+    if (rv_db_job_enqueue(a->db, "fleet", req, &job, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    char loc[64];
+    snprintf(loc, sizeof(loc), "/v1/jobs/%lld", (long long)job);
+    rv_req_add_header(r, "Location", loc);
+    rv_req_respond_json(r, 202, json_pack("{s:I,s:s,s:s}", "job_id", (json_int_t)job, "state",
+                                          "queued", "status_url", loc));
+out:
+    free(ids);
+    json_decref(req);
+}
+
+void rv_api_job_get(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    int64_t id = rv_api_id_param(r, "id");
+    json_t *j = NULL;
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (id < 0)
+        return;
+    if (rv_db_job_get(a->db, id, &j, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        return;
+    }
+    rv_req_respond_json(r, 200, j);
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Runs one shard job: rows for its traces under its scenarios. */
+static void run_shard(rv_app *a, const char *worker, rv_db_job *j)
+{
+    const json_t *tid = json_object_get(j->request, "trace_ids");
+    const json_t *sc = json_object_get(j->request, "scenarios");
+    size_t n = json_array_size(tid);
+    int64_t *ids = calloc(n ? n : 1, sizeof(*ids));
+    rv_error e;
+
+    rv_error_clear(&e);
+    for (size_t i = 0; ids && i < n; i++)
+        ids[i] = (int64_t)json_integer_value(json_array_get(tid, i));
+    json_t *per = ids ? fleet_rows(a, ids, n, sc, j->id, 0, 1) : NULL;
+    json_t *res = per ? json_pack("{s:s,s:o}", "worker", worker, "rows", per) : NULL;
+    rv_db_job_finish(a->db, j->id, res != NULL, res, res ? NULL : "out of memory", &e);
+    json_decref(res);
+    free(ids);
+}
+
+/* Coordinates a parent job: split, work shards, merge. */
+static void run_parent(rv_app *a, const char *worker, rv_db_job *j)
+{
+    const json_t *sc = json_object_get(j->request, "scenarios");
+    int64_t *ids = NULL, *shards = NULL;
+    size_t n = 0, nshards = 0;
+    json_t *per = NULL, *workers = json_array(), *res = NULL;
+    rv_error e;
+    char msg[320] = "";
+
+    rv_error_clear(&e);
+    if (fleet_select(a, json_object_get(j->request, "select"), &ids, &n, &e) != 0) {
+        snprintf(msg, sizeof(msg), "selecting traces: %s", e.message);
+        goto out;
+    }
+    size_t shard = (size_t)json_integer_value(json_object_get(j->request, "shard_size"));
+    if (shard == 0)
+        shard = DEFAULT_SHARD;
+    nshards = (n + shard - 1) / shard;
+    shards = calloc(nshards ? nshards : 1, sizeof(*shards));
+    if (!shards) {
+        snprintf(msg, sizeof(msg), "out of memory");
+        goto out;
+    }
+    for (size_t s = 0; s < nshards; s++) {
+        json_t *tid = json_array();
+        for (size_t i = s * shard; i < n && i < (s + 1) * shard; i++)
+            json_array_append_new(tid, json_integer(ids[i]));
+        json_t *req = json_pack("{s:I,s:o,s:O}", "parent", (json_int_t)j->id, "trace_ids", tid,
+                                "scenarios", sc);
+        int rc = req ? rv_db_job_enqueue(a->db, "fleet_shard", req, &shards[s], &e) : -1;
+        json_decref(req);
+        if (rc != 0) {
+            snprintf(msg, sizeof(msg), "queueing shards: %s", e.message);
+            goto out;
+        }
+    }
+    /* Work shards (ours or anyone's) until all of ours are finished. */
+    per = json_array();
+    for (size_t s = 0; s < json_array_size(sc); s++)
+        json_array_append_new(per, json_array());
+    for (;;) {
+        size_t done = 0;
+        int failed = 0;
+        for (size_t s = 0; s < nshards; s++) {
+            json_t *st = NULL;
+            rv_error_clear(&e);
+            if (rv_db_job_get(a->db, shards[s], &st, &e) != 0)
+                continue;
+            const char *state = json_string_value(json_object_get(st, "state"));
+            if (state && strcmp(state, "done") == 0)
+                done++;
+            else if (state && strcmp(state, "failed") == 0)
+                failed = 1;
+            json_decref(st);
+        }
+        rv_error_clear(&e);
+        rv_db_job_progress(a->db, j->id, nshards ? (double)done / (double)nshards : 1.0, &e);
+        if (failed) {
+            snprintf(msg, sizeof(msg), "a shard failed");
+            goto out;
+        }
+        if (done == nshards)
+            break;
+        rv_db_job sj = {0};
+        rv_error_clear(&e);
+        if (rv_db_job_claim(a->db, worker, "fleet_shard", &sj, &e) == 0) {
+            run_shard(a, worker, &sj);
+            rv_db_job_clear(&sj);
+        } else {
+            sleep_ms(100);
+        }
+    }
+    for (size_t s = 0; s < nshards; s++) {
+        json_t *st = NULL;
+        if (rv_db_job_get(a->db, shards[s], &st, &e) != 0)
+            continue;
+        const json_t *sr = json_object_get(st, "result");
+        const json_t *rows = json_object_get(sr, "rows");
+        const char *w = json_string_value(json_object_get(sr, "worker"));
+        for (size_t k = 0; k < json_array_size(rows); k++)
+            json_array_extend(json_array_get(per, k), json_array_get(rows, k));
+        int seen = 0;
+        for (size_t k = 0; w && k < json_array_size(workers); k++)
+            seen |= strcmp(json_string_value(json_array_get(workers, k)), w) == 0;
+        if (w && !seen)
+            json_array_append_new(workers, json_string(w));
+        json_decref(st);
+    }
+    res = fleet_result(sc, per, n, workers);
+    if (res)
+        json_object_set_new(res, "shards", json_integer((json_int_t)nshards));
+out:
+    rv_error_clear(&e);
+    rv_db_job_finish(a->db, j->id, res != NULL, res, res ? NULL : msg, &e);
+    if (res)
+        rv_metrics_add(a->metrics, RV_M_FLEET_JOBS, 1);
+    json_decref(res);
+    json_decref(per);
+    json_decref(workers);
+    free(shards);
+    free(ids);
+}
+
+int rv_api_fleet_run_one(rv_app *a)
+{
+    rv_db_job j = {0};
+    rv_error e;
+    const char *worker = worker_prefix;
+
+    rv_error_clear(&e);
+    rv_db_job_requeue_stale(a->db, STALE_JOB_S, NULL, &e);
+    rv_error_clear(&e);
+    if (rv_db_job_claim(a->db, worker, "fleet_shard", &j, &e) == 0) {
+        run_shard(a, worker, &j);
+        rv_db_job_clear(&j);
+        return 1;
+    }
+    rv_error_clear(&e);
+    if (rv_db_job_claim(a->db, worker, "fleet", &j, &e) == 0) {
+        run_parent(a, worker, &j);
+        rv_db_job_clear(&j);
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,57 @@
+/* Shared between the rv_api_*.c files; not part of the server's interface. */
+#ifndef RV_API_INTERNAL_H
+#define RV_API_INTERNAL_H
+
+#include <jansson.h>
+
+#include "rv_api.h"
+#include "rv_graph.h"
+#include "rv_http.h"
+#include "rv_sim.h"
+#include "rv_trace.h"
+
+/* Handlers (see the route table in rv_api.c). */
+void rv_api_trace_upload(rv_req *r, void *app);
+void rv_api_trace_list(rv_req *r, void *app);
+void rv_api_trace_get(rv_req *r, void *app);
+void rv_api_trace_delete(rv_req *r, void *app);
+void rv_api_trace_original(rv_req *r, void *app);
+void rv_api_trace_timeline(rv_req *r, void *app);
+void rv_api_trace_whatif(rv_req *r, void *app);
+void rv_api_fleet_whatif(rv_req *r, void *app);
+void rv_api_job_get(rv_req *r, void *app);
+void rv_api_platform_list(rv_req *r, void *app);
+void rv_api_platform_overheads(rv_req *r, void *app);
+void rv_api_whatif_kinds(rv_req *r, void *app);
+
+/* The {name} path parameter as a positive trace/job id; -1 with a 404 set. */
+int64_t rv_api_id_param(rv_req *r, const char *name);
+
+/* A stored trace, parsed, with its graph and baseline simulation. */
+typedef struct rv_loaded {
+    int64_t id;
+    rv_trace *trace;
+    rv_graph *graph;
+    rv_sim *base;
+} rv_loaded;
+
+/* Loads trace id from the database and builds graph + baseline. Returns 0,
+ * or a negative rv_err with *err filled (RV_ERR_NOTFOUND for no such id). */
+int rv_api_load(rv_app *a, int64_t id, rv_loaded *out, rv_error *err);
+void rv_api_loaded_free(rv_loaded *l);
+
+/* Runs one what-if document (borrowed) on a loaded trace and returns the
+ * result object (new), or NULL with *err (field names the bad part). */
+json_t *rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc,
+                          int with_timeline, rv_error *err);
+
+/* Fleet jobs: init once (names this replica), then call run_one from the
+ * fleet threads; it returns 1 after working a job, 0 when the queue is empty. */
+void rv_api_fleet_init(rv_app *a);
+int rv_api_fleet_run_one(rv_app *a);
+
+/* Lowercase hex SHA-256 of the canonical form of doc (sorted keys, compact)
+ * prefixed by the engine model version, so a model change misses the cache. */
+void rv_api_request_hash(const json_t *doc, char *out);
+
+#endif

@@ -1,0 +1,367 @@
+/* Trace endpoints: upload, list, get, delete, original bytes; platforms and
+ * their overhead statistics; loading a stored trace for the simulator. */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "rv_api_internal.h"
+#include "rv_db.h"
+#include "rv_metrics.h"
+
+#define MAX_TAGS 16
+#define LIST_PAGE 500
+#define LIST_SCAN_CAP 20000
+
+/* A query parameter, else a header (X-Reverie-Job for "job"). */
+static const char *meta_value(rv_req *r, const char *key, const char *header)
+{
+    const char *v = rv_req_query(r, key);
+    return v ? v : rv_req_header(r, header);
+}
+
+static int parse_small_int(rv_req *r, const char *field, const char *s, int32_t *out)
+{
+    char *end;
+
+    if (!s)
+        return 0;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < 0 || v > 1000000) {
+        rv_req_error(r, 400, "invalid_parameter", field,
+                     "%s must be an integer between 0 and 1000000", field);
+        return -1;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+void rv_api_trace_upload(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    uint64_t size = 0;
+    const char *spool = rv_req_spool(r, &size);
+    rv_db_ingest_meta meta = {0};
+    rv_db_ingest_result res = {0};
+    const char *tags[MAX_TAGS];
+    char tagbuf[1024];
+    json_t *t = NULL;
+    rv_error e;
+
+    rv_error_clear(&e);
+    meta.rank = RV_NONE;
+    meta.world_size = RV_NONE;
+    if (!spool || size == 0) {
+        rv_req_error(r, 400, "body_required", NULL, "the request body must be a trace");
+        goto rejected;
+    }
+    meta.job = meta_value(r, "job", "X-Reverie-Job");
+    if (meta.job && strlen(meta.job) > 256) {
+        rv_req_error(r, 400, "invalid_parameter", "job", "job is longer than 256 characters");
+        goto rejected;
+    }
+    if (parse_small_int(r, "rank", meta_value(r, "rank", "X-Reverie-Rank"), &meta.rank) != 0 ||
+        parse_small_int(r, "world_size", meta_value(r, "world_size", "X-Reverie-World-Size"),
+                        &meta.world_size) != 0)
+        goto rejected;
+    const char *tl = meta_value(r, "tags", "X-Reverie-Tags");
+    if (tl) {
+        snprintf(tagbuf, sizeof(tagbuf), "%s", tl);
+        char *save = NULL;
+        for (char *tok = strtok_r(tagbuf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            while (*tok == ' ')
+                tok++;
+            if (!*tok)
+                continue;
+            if (meta.ntags == MAX_TAGS) {
+                rv_req_error(r, 400, "invalid_parameter", "tags", "at most %d tags", MAX_TAGS);
+                goto rejected;
+            }
+            tags[meta.ntags++] = tok;
+        }
+        meta.tags = tags;
+    }
+    meta.max_bytes = (size_t)a->cfg.upload_cap;
+    if (rv_db_ingest_file(a->db, spool, &meta, &res, &e) != 0) {
+        if (e.code == RV_ERR_IO) {
+            rv_req_error_rv(r, &e);
+            return;
+        }
+        /* Everything else is about the input: the reader's message says
+         * what and where. */
+        rv_req_error_rv(r, &e);
+        goto rejected;
+    }
+    rv_metrics_add(a->metrics, RV_M_INGEST_BYTES, size);
+    rv_metrics_add(a->metrics, res.duplicate ? RV_M_UPLOAD_DUPLICATES : RV_M_UPLOADS, 1);
+    if (rv_db_trace_get(a->db, res.trace_id, &t, &e) != 0 || !t)
+        t = json_object();
+    json_object_set_new(t, "id", json_integer(res.trace_id));
+    json_object_set_new(t, "duplicate", json_boolean(res.duplicate));
+    char loc[64];
+    snprintf(loc, sizeof(loc), "/v1/traces/%lld", (long long)res.trace_id);
+    rv_req_add_header(r, "Location", loc);
+    rv_req_respond_json(r, res.duplicate ? 200 : 201, t);
+    return;
+rejected:
+    rv_metrics_add(a->metrics, RV_M_UPLOAD_REJECTED, 1);
+}
+
+/* Keyset paging over the store with the filters it does not know (job
+ * globs, since) applied here; scans at most LIST_SCAN_CAP rows per call and
+ * hands back a cursor to continue. */
+void rv_api_trace_list(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    rv_db_trace_filter f = {0};
+    const char *job = rv_req_query(r, "job");
+    const char *since = rv_req_query(r, "since");
+    const char *cursor = rv_req_query(r, "cursor");
+    json_t *out = json_array(), *page = NULL;
+    int64_t last_id = 0;
+    size_t scanned = 0;
+    int more = 0, glob = job && strpbrk(job, "*?[") != NULL;
+    rv_error e;
+
+    rv_error_clear(&e);
+    int64_t limit = rv_req_query_int(r, "limit", 100, 1000);
+    int64_t platform = rv_req_query_int(r, "platform", 0, INT64_MAX - 1);
+    if (limit < 0 || platform < 0)
+        goto out;
+    if (limit == 0)
+        limit = 100;
+    if (cursor) {
+        char *end;
+        errno = 0;
+        long long c = strtoll(cursor, &end, 10);
+        if (!*cursor || *end || errno || c <= 0) {
+            rv_req_error(r, 400, "invalid_parameter", "cursor", "cursor is not one we issued");
+            goto out;
+        }
+        f.before_id = c;
+    }
+    if (since && (strlen(since) < 4 || strlen(since) > 40)) {
+        rv_req_error(r, 400, "invalid_parameter", "since",
+                     "since must be an ISO 8601 time, e.g. 2024-05-01 or 2024-05-01T12:00:00Z");
+        goto out;
+    }
+    f.platform_id = platform;
+    f.job = glob ? NULL : job;
+    f.tag = rv_req_query(r, "tag");
+    f.limit = glob || since ? LIST_PAGE : (unsigned)limit + 1;
+    for (;;) {
+        json_decref(page);
+        page = NULL;
+        if (rv_db_trace_list(a->db, &f, &page, &e) != 0) {
+            rv_req_error_rv(r, &e);
+            goto out;
+        }
+        size_t n = json_array_size(page);
+        int stop = 0;
+        for (size_t i = 0; i < n; i++) {
+            json_t *t = json_array_get(page, i);
+            int64_t id = (int64_t)json_integer_value(json_object_get(t, "id"));
+            if ((size_t)json_array_size(out) == (size_t)limit) {
+                more = 1;
+                stop = 1;
+                break;
+            }
+            last_id = id;
+            scanned++;
+            const char *up = json_string_value(json_object_get(t, "uploaded_at"));
+            /* Newest first: once older than since, everything after is too.
+             * ISO 8601 in UTC compares correctly as text. */
+            if (since && up && strcmp(up, since) < 0) {
+                stop = 1;
+                break;
+            }
+            const char *tj = json_string_value(json_object_get(t, "job"));
+            if (glob && fnmatch(job, tj ? tj : "", 0) != 0)
+                continue;
+            json_array_append(out, t);
+        }
+        if (stop || n < f.limit)
+            break;
+        if (!glob && !since) {
+            more = 1;
+            break;
+        }
+        if (scanned >= LIST_SCAN_CAP) {
+            more = 1;
+            break;
+        }
+        f.before_id = last_id;
+    }
+    json_t *body = json_pack("{s:O,s:I}", "traces", out, "count", (json_int_t)json_array_size(out));
+    if (body && more && last_id > 0) {
+        char c[32];
+        snprintf(c, sizeof(c), "%lld", (long long)last_id);
+        json_object_set_new(body, "next_cursor", json_string(c));
+    } else if (body) {
+        json_object_set_new(body, "next_cursor", json_null());
+    }
+    rv_req_respond_json(r, 200, body);
+out:
+    json_decref(page);
+    json_decref(out);
+}
+
+void rv_api_trace_get(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    int64_t id = rv_api_id_param(r, "id");
+    json_t *t = NULL;
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (id < 0)
+        return;
+    if (rv_db_trace_get(a->db, id, &t, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        return;
+    }
+    rv_req_respond_json(r, 200, t);
+}
+
+void rv_api_trace_delete(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    int64_t id = rv_api_id_param(r, "id");
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (id < 0)
+        return;
+    if (rv_db_trace_delete(a->db, id, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        return;
+    }
+    rv_req_respond_json(r, 200, json_pack("{s:I,s:b}", "id", (json_int_t)id, "deleted", 1));
+}
+
+static int accepts_gzip(rv_req *r)
+{
+    const char *ae = rv_req_header(r, "Accept-Encoding");
+    return ae && strstr(ae, "gzip") != NULL;
+}
+
+void rv_api_trace_original(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    int64_t id = rv_api_id_param(r, "id");
+    uint8_t *bytes = NULL;
+    size_t len = 0, received = 0;
+    int wrapped = 0;
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (id < 0)
+        return;
+    if (rv_db_original_get(a->db, id, &bytes, &len, &wrapped, &received, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        return;
+    }
+    char cd[96];
+    snprintf(cd, sizeof(cd), "attachment; filename=\"trace-%lld.json%s\"", (long long)id,
+             (!wrapped && len >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b) ? ".gz" : "");
+    if (!wrapped) {
+        int gz = len >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b;
+        rv_req_add_header(r, "Content-Disposition", cd);
+        rv_req_respond_buf(r, 200, gz ? "application/gzip" : "application/json", (char *)bytes,
+                           len);
+        return;
+    }
+    /* Stored as gzip(received): a client that takes gzip gets it as is and
+     * unpacks the received bytes; others get them inflated here. */
+    if (accepts_gzip(r)) {
+        rv_req_add_header(r, "Content-Encoding", "gzip");
+        rv_req_add_header(r, "Content-Disposition", cd);
+        rv_req_respond_buf(r, 200, "application/json", (char *)bytes, len);
+        return;
+    }
+    char *plain = malloc(received ? received : 1);
+    z_stream z = {0};
+    int ok = plain && inflateInit2(&z, 16 + MAX_WBITS) == Z_OK;
+    if (ok) {
+        z.next_in = bytes;
+        z.avail_in = (uInt)len;
+        z.next_out = (Bytef *)plain;
+        z.avail_out = (uInt)received;
+        int zr = inflate(&z, Z_FINISH);
+        ok = zr == Z_STREAM_END && z.total_out == received;
+        inflateEnd(&z);
+    }
+    free(bytes);
+    if (!ok) {
+        free(plain);
+        rv_req_error(r, 500, "internal", NULL, "the stored original of trace %lld is damaged",
+                     (long long)id);
+        return;
+    }
+    rv_req_add_header(r, "Content-Disposition", cd);
+    rv_req_respond_buf(r, 200, "application/json", plain, received);
+}
+
+void rv_api_platform_list(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    json_t *arr = NULL;
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (rv_db_platform_list(a->db, &arr, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        return;
+    }
+    rv_req_respond_json(r, 200, json_pack("{s:o}", "platforms", arr));
+}
+
+void rv_api_platform_overheads(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    int64_t id = rv_api_id_param(r, "id");
+    json_t *arr = NULL;
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (id < 0)
+        return;
+    if (rv_db_overheads_get(a->db, id, &arr, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        return;
+    }
+    rv_req_respond_json(r, 200, json_pack("{s:I,s:s,s:o}", "platform_id", (json_int_t)id, "unit",
+                                          "us", "overheads", arr));
+}
+
+int rv_api_load(rv_app *a, int64_t id, rv_loaded *out, rv_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    out->id = id;
+    if (rv_db_snapshot_load(a->db, id, &out->trace, err) != 0)
+        goto fail;
+    if (rv_graph_build(out->trace, NULL, &out->graph, err) != 0)
+        goto fail;
+    if (rv_sim_run(out->graph, RV_SCHED_EARLIEST_START, &out->base, err) != 0)
+        goto fail;
+    rv_metrics_add(a->metrics, RV_M_SIMULATIONS, 1);
+    return 0;
+fail:
+    rv_api_loaded_free(out);
+    return err->code ? err->code : RV_ERR_INTERNAL;
+}
+
+void rv_api_loaded_free(rv_loaded *l)
+{
+    if (!l)
+        return;
+    rv_sim_free(l->base);
+    rv_graph_free(l->graph);
+    rv_trace_free(l->trace);
+    l->base = NULL;
+    l->graph = NULL;
+    l->trace = NULL;
+}

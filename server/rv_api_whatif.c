@@ -1,0 +1,362 @@
+/* What-ifs on stored traces: POST /v1/traces/{id}/whatif, the timeline, the
+ * list of what-if kinds, and rv_api_whatif_run which the fleet jobs share.
+ *
+ * Every answer carries the replay error of the unmodified graph, so a
+ * prediction is never shown without the error of the model behind it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rv_api_internal.h"
+#include "rv_db.h"
+#include "rv_metrics.h"
+#include "rv_report.h"
+#include "rv_sha256.h"
+#include "rv_whatif.h"
+
+/* Bumped whenever a model changes its answers, so cached results expire. */
+#define RV_MODEL_VERSION "reverie-models-1"
+
+#define TIMELINE_DEFAULT_TASKS 20000
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void rv_api_request_hash(const json_t *doc, char *out)
+{
+    char *canon = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    rv_sha256 s;
+    uint8_t d[RV_SHA256_LEN];
+
+    rv_sha256_init(&s);
+    rv_sha256_update(&s, RV_MODEL_VERSION "\n", strlen(RV_MODEL_VERSION) + 1);
+    if (canon)
+        rv_sha256_update(&s, canon, strlen(canon));
+    rv_sha256_final(&s, d);
+    rv_sha256_to_hex(d, out);
+    free(canon);
+}
+
+static double ratio(double num, double den)
+{
+    return den > 0 ? num / den : 0.0;
+}
+
+json_t *rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc, int with_timeline,
+                          rv_error *err)
+{
+    rv_whatif *w = NULL;
+    rv_graph *g2 = NULL;
+    rv_sim *pred = NULL;
+    json_t *applied = NULL, *res = NULL;
+    rv_iter_figures fb, fp;
+    rv_energy eb = {0}, ep = {0};
+    double t0 = now_ms();
+    unsigned budget = a->cfg.whatif_budget_ms;
+
+    if (rv_whatif_parse(doc, &w, err) != 0)
+        goto out;
+    g2 = rv_graph_clone(l->graph);
+    if (!g2) {
+        rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory cloning the graph");
+        goto out;
+    }
+    if (rv_whatif_apply(w, g2, &applied, err) != 0)
+        goto out;
+    if (budget && now_ms() - t0 > budget) {
+        rv_error_set(err, RV_ERR_LIMIT, -1, -1, "the what-if ran past its time budget of %u ms",
+                     budget);
+        goto out;
+    }
+    if (rv_sim_run(g2, (rv_schedule)rv_whatif_schedule(w), &pred, err) != 0)
+        goto out;
+    rv_metrics_add(a->metrics, RV_M_SIMULATIONS, 1);
+    if (rv_report_iteration(l->graph, l->base, RV_ITER_MEDIAN, &fb, err) != 0 ||
+        rv_report_iteration(g2, pred, RV_ITER_MEDIAN, &fp, err) != 0)
+        goto out;
+    rv_window wb = rv_report_window(l->graph, l->base, fb.iter);
+    rv_window wp = rv_report_window(g2, pred, fp.iter);
+    if (rv_whatif_energy(NULL, l->graph, l->base, wb.t0_ns, wb.t1_ns, &eb) != 0 ||
+        rv_whatif_energy(w, g2, pred, wp.t0_ns, wp.t1_ns, &ep) != 0) {
+        /* Energy needs a known GPU; without one the figures stay 0. */
+        memset(&eb, 0, sizeof(eb));
+        memset(&ep, 0, sizeof(ep));
+    }
+    double per_b = wb.per > 0 ? wb.per : 1, per_p = wp.per > 0 ? wp.per : 1;
+    res = json_pack("{s:I,s:f,s:f,s:f,s:f,s:f}", "trace_id", (json_int_t)l->id, "measured_us",
+                    fb.measured_us, "baseline_us", fb.simulated_us, "replay_error",
+                    ratio(fb.simulated_us - fb.measured_us, fb.measured_us), "predicted_us",
+                    fp.simulated_us, "speedup", ratio(fb.simulated_us, fp.simulated_us));
+    if (!res) {
+        rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+        goto out;
+    }
+    json_object_set_new(res, "energy_j",
+                        json_pack("{s:f,s:f}", "baseline", eb.energy_j / per_b, "predicted",
+                                  ep.energy_j / per_p));
+    json_object_set_new(res, "avg_power_w",
+                        json_pack("{s:f,s:f}", "baseline", eb.avg_power_w, "predicted",
+                                  ep.avg_power_w));
+    json_object_set_new(res, "power_limit_w",
+                        json_pack("{s:f,s:f}", "baseline", eb.power_limit_w, "predicted",
+                                  ep.power_limit_w));
+    json_object_set_new(res, "breakdown",
+                        json_pack("{s:o*,s:o*}", "baseline",
+                                  rv_report_breakdown(l->graph, l->base, &wb), "predicted",
+                                  rv_report_breakdown(g2, pred, &wp)));
+    json_t *tk = rv_report_top_kernels(g2, pred, &wp, 10);
+    json_object_set_new(res, "top_kernels", tk ? tk : json_array());
+    json_t *cp = rv_report_critical_path(g2, pred, &wp, 20);
+    json_object_set_new(res, "critical_path", cp ? cp : json_array());
+    json_object_set_new(res, "applied", applied ? applied : json_array());
+    applied = NULL;
+    if (with_timeline) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        if (f) {
+            int rc = rv_report_timeline_chrome(g2, pred, &wp, f);
+            fclose(f);
+            json_t *tl = rc == 0 ? json_loadb(buf, len, 0, NULL) : NULL;
+            if (tl)
+                json_object_set_new(res, "timeline", tl);
+        }
+        free(buf);
+    }
+out:
+    json_decref(applied);
+    rv_sim_free(pred);
+    rv_graph_free(g2);
+    rv_whatif_free(w);
+    return res;
+}
+
+void rv_api_trace_whatif(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    int64_t id = rv_api_id_param(r, "id");
+    json_t *doc = NULL, *res = NULL;
+    rv_loaded l = {0};
+    rv_error e;
+    char hash[RV_SHA256_HEX_LEN + 1];
+
+    rv_error_clear(&e);
+    if (id < 0)
+        return;
+    doc = rv_req_json(r);
+    if (!doc)
+        return;
+    if (!json_is_object(doc)) {
+        rv_req_error(r, 400, "invalid", NULL, "the what-if document must be a JSON object");
+        goto out;
+    }
+    /* "timeline": true asks for the predicted timeline; it is not part of
+     * the model, so it stays out of the cache key. */
+    int with_tl = json_is_true(json_object_get(doc, "timeline"));
+    json_object_del(doc, "timeline");
+    rv_api_request_hash(doc, hash);
+    if (!with_tl) {
+        json_t *cached = NULL;
+        if (rv_db_whatif_cache_get(a->db, id, hash, &cached, &e) == 0 && cached) {
+            rv_metrics_add(a->metrics, RV_M_CACHE_HITS, 1);
+            json_object_set_new(cached, "cached", json_true());
+            json_object_set_new(cached, "request_hash", json_string(hash));
+            rv_req_respond_json(r, 200, cached);
+            goto out;
+        }
+        rv_error_clear(&e);
+    }
+    rv_metrics_add(a->metrics, RV_M_CACHE_MISSES, 1);
+    if (rv_api_load(a, id, &l, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    res = rv_api_whatif_run(a, &l, doc, with_tl, &e);
+    if (!res) {
+        if (e.code == RV_ERR_LIMIT)
+            rv_req_error(r, 503, "budget_exceeded", NULL, "%s", e.message);
+        else
+            rv_req_error_rv(r, &e);
+        goto out;
+    }
+    if (!with_tl) {
+        rv_error e2;
+        rv_error_clear(&e2);
+        /* A failed cache write costs a recomputation later, nothing more. */
+        if (rv_db_whatif_cache_put(a->db, id, hash, res, &e2) != 0)
+            fprintf(stderr, "reveried: what-if cache write for trace %lld: %s\n", (long long)id,
+                    e2.message);
+    }
+    json_object_set_new(res, "cached", json_false());
+    json_object_set_new(res, "request_hash", json_string(hash));
+    rv_req_respond_json(r, 200, res);
+    res = NULL;
+out:
+    rv_api_loaded_free(&l);
+    json_decref(res);
+    json_decref(doc);
+}
+
+/* JSON timeline for the dashboard: threads, then tasks inside [from, to). */
+static json_t *timeline_json(const rv_graph *g, const rv_sim *s, int measured, int64_t from_ns,
+                             int64_t to_ns, size_t max_tasks)
+{
+    json_t *threads = json_array(), *tasks = json_array();
+    size_t kept = 0, skipped = 0;
+
+    for (size_t t = 0; t < g->nthreads; t++) {
+        const rv_thread *th = &g->threads[t];
+        static const char *kinds[] = {"cpu", "gpu", "comm"};
+        json_array_append_new(threads,
+                              json_pack("{s:i,s:s,s:s}", "id", (int)t, "label",
+                                        rv_trace_str(g->trace, th->label), "kind",
+                                        th->kind < 3 ? kinds[th->kind] : "other"));
+    }
+    for (size_t i = 0; i < g->ntasks; i++) {
+        const rv_task *k = &g->tasks[i];
+        int64_t st, du;
+        if (k->flags & RV_TF_REMOVED)
+            continue;
+        if (measured) {
+            if (k->meas_start_ns < 0)
+                continue;
+            st = k->meas_start_ns;
+            du = k->meas_dur_ns;
+        } else {
+            st = s->start_ns[i];
+            du = s->end_ns[i] - s->start_ns[i];
+        }
+        if (st + du < from_ns || st >= to_ns)
+            continue;
+        if (kept >= max_tasks) {
+            skipped++;
+            continue;
+        }
+        kept++;
+        json_array_append_new(
+            tasks, json_pack("{s:i,s:s,s:s,s:s,s:f,s:f}", "thread", k->thread, "name",
+                             rv_trace_str(g->trace, k->name), "kind", rv_task_kind_name(k->kind),
+                             "phase", rv_phase_name(k->phase), "start_us", (double)st / 1e3,
+                             "dur_us", (double)du / 1e3));
+    }
+    return json_pack("{s:o,s:o,s:I,s:b}", "threads", threads, "tasks", tasks, "omitted",
+                     (json_int_t)skipped, "truncated", skipped > 0);
+}
+
+void rv_api_trace_timeline(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    int64_t id = rv_api_id_param(r, "id");
+    const char *source = rv_req_query(r, "source");
+    const char *format = rv_req_query(r, "format");
+    rv_loaded l = {0};
+    rv_graph *g2 = NULL;
+    rv_sim *pred = NULL;
+    rv_whatif *w = NULL;
+    json_t *doc = NULL;
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (id < 0)
+        return;
+    if (!source)
+        source = "baseline";
+    if (strcmp(source, "measured") != 0 && strcmp(source, "baseline") != 0 &&
+        strcmp(source, "predicted") != 0) {
+        rv_req_error(r, 400, "invalid_parameter", "source",
+                     "source must be measured, baseline or predicted");
+        return;
+    }
+    if (format && strcmp(format, "json") != 0 && strcmp(format, "chrome") != 0) {
+        rv_req_error(r, 400, "invalid_parameter", "format", "format must be json or chrome");
+        return;
+    }
+    int64_t from_us = rv_req_query_int(r, "from_us", 0, INT64_MAX / 2000);
+    int64_t to_us = rv_req_query_int(r, "to_us", INT64_MAX / 2000, INT64_MAX / 2000);
+    int64_t max_tasks = rv_req_query_int(r, "max_tasks", TIMELINE_DEFAULT_TASKS,
+                                         a->cfg.timeline_max_tasks ? a->cfg.timeline_max_tasks
+                                                                   : 200000);
+    if (from_us < 0 || to_us < 0 || max_tasks < 0)
+        return;
+    if (strcmp(source, "predicted") == 0) {
+        const char *text = rv_req_query(r, "whatif");
+        if (!text) {
+            rv_req_error(r, 400, "invalid_parameter", "whatif",
+                         "source=predicted needs whatif=<the what-if JSON document>");
+            return;
+        }
+        json_error_t je;
+        doc = json_loads(text, 0, &je);
+        if (!doc) {
+            rv_req_error(r, 400, "invalid_json", "whatif", "whatif is not JSON: %s", je.text);
+            return;
+        }
+        if (rv_whatif_parse(doc, &w, &e) != 0) {
+            rv_req_error_rv(r, &e);
+            goto out;
+        }
+    }
+    if (rv_api_load(a, id, &l, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    const rv_graph *g = l.graph;
+    const rv_sim *s = l.base;
+    if (w) {
+        json_t *applied = NULL;
+        g2 = rv_graph_clone(l.graph);
+        if (!g2 || rv_whatif_apply(w, g2, &applied, &e) != 0 ||
+            rv_sim_run(g2, (rv_schedule)rv_whatif_schedule(w), &pred, &e) != 0) {
+            json_decref(applied);
+            if (!g2)
+                rv_error_set(&e, RV_ERR_NOMEM, -1, -1, "out of memory");
+            rv_req_error_rv(r, &e);
+            goto out;
+        }
+        json_decref(applied);
+        rv_metrics_add(a->metrics, RV_M_SIMULATIONS, 1);
+        g = g2;
+        s = pred;
+    }
+    if (format && strcmp(format, "chrome") == 0) {
+        rv_window win = {from_us * 1000, to_us * 1000, 1, -1, -1};
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        if (!f || rv_report_timeline_chrome(g, s, &win, f) != 0) {
+            if (f)
+                fclose(f);
+            free(buf);
+            rv_req_error(r, 500, "internal", NULL, "cannot write the timeline");
+            goto out;
+        }
+        fclose(f);
+        rv_req_respond_buf(r, 200, "application/json", buf, len);
+        goto out;
+    }
+    json_t *tl = timeline_json(g, s, strcmp(source, "measured") == 0, from_us * 1000,
+                               to_us > INT64_MAX / 2000 - 1 ? INT64_MAX : to_us * 1000,
+                               (size_t)max_tasks);
+    if (tl) {
+        json_object_set_new(tl, "trace_id", json_integer(id));
+        json_object_set_new(tl, "source", json_string(source));
+    }
+    rv_req_respond_json(r, 200, tl);
+out:
+    json_decref(doc);
+    rv_whatif_free(w);
+    rv_sim_free(pred);
+    rv_graph_free(g2);
+    rv_api_loaded_free(&l);
+}
+
+void rv_api_whatif_kinds(rv_req *r, void *app)
+{
+    rv_req_error(r, 501, "not_implemented", NULL,
+                 "the list of what-if kinds is not published by the engine yet");
+}

@@ -1,0 +1,273 @@
+/* Start-up and shutdown of reveried, and its background threads: the token
+ * table refresher and the fleet-job runners. */
+#include "rv_server.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rv_api.h"
+#include "rv_api_internal.h"
+#include "rv_auth.h"
+#include "rv_db.h"
+#include "rv_http.h"
+#include "rv_metrics.h"
+#include "rv_pgembed.h"
+#include "rv_workers.h"
+
+#define TOKEN_REFRESH_MS 1000
+#define FLEET_POLL_MS 500
+#define SHUTDOWN_GRACE_MS 20000
+
+typedef struct bg {
+    rv_app *app;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+} bg;
+
+/* Sleeps up to ms or until stop is set; returns stop. */
+static int bg_wait(bg *b, unsigned ms)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&b->mu);
+    if (!b->stop)
+        pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+    int stop = b->stop;
+    pthread_mutex_unlock(&b->mu);
+    return stop;
+}
+
+static void refresh_tokens(rv_app *a)
+{
+    rv_db_token *rows = NULL;
+    size_t n = 0;
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (rv_db_token_list(a->db, 0, &rows, &n, &e) != 0) {
+        /* Keep the last good table: a database hiccup must not lock
+         * everyone out, nor let everyone in. */
+        return;
+    }
+    rv_auth_token *toks = n ? calloc(n, sizeof(*toks)) : NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n && toks; i++) {
+        snprintf(toks[k].id, sizeof(toks[k].id), "%lld", (long long)rows[i].id);
+        snprintf(toks[k].hash_hex, sizeof(toks[k].hash_hex), "%s", rows[i].token_sha256);
+        toks[k].scopes = rows[i].scopes;
+        k++;
+    }
+    if (toks || n == 0)
+        rv_auth_set_tokens(a->auth, toks, k);
+    free(toks);
+    rv_db_token_list_free(rows, n);
+}
+
+static void *token_thread(void *p)
+{
+    bg *b = p;
+
+    do
+        refresh_tokens(b->app);
+    while (!bg_wait(b, TOKEN_REFRESH_MS));
+    return NULL;
+}
+
+static void *fleet_thread(void *p)
+{
+    bg *b = p;
+
+    while (!bg_wait(b, FLEET_POLL_MS)) {
+        /* Drain the queue before sleeping again. */
+        while (rv_api_fleet_run_one(b->app) > 0) {
+            pthread_mutex_lock(&b->mu);
+            int stop = b->stop;
+            pthread_mutex_unlock(&b->mu);
+            if (stop)
+                break;
+        }
+    }
+    return NULL;
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+
+    if (n == 0 || n >= sizeof(buf))
+        return -1;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        char c = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, mode) != 0 && errno != EEXIST)
+            return -1;
+        buf[i] = c;
+    }
+    return 0;
+}
+
+int rv_server_main(const rv_server_config *c)
+{
+    int rc = 1;
+    rv_error e;
+    sigset_t sigs;
+    char spool[4096];
+    char *conninfo = NULL;
+    rv_pgembed *pg = NULL;
+    rv_db *db = NULL;
+    rv_metrics *metrics = NULL;
+    rv_auth *auth = NULL;
+    rv_workers *workers = NULL;
+    rv_http *http = NULL;
+    rv_app app;
+    bg b;
+    pthread_t tok_tid, fleet_tids[64];
+    int tok_started = 0;
+    unsigned nfleet = 0;
+
+    rv_error_clear(&e);
+    memset(&app, 0, sizeof(app));
+    memset(&b, 0, sizeof(b));
+    pthread_mutex_init(&b.mu, NULL);
+    pthread_cond_init(&b.cv, NULL);
+    b.app = &app;
+
+    /* Every thread inherits this mask, so only sigwait below sees them. */
+    signal(SIGPIPE, SIG_IGN);
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+    snprintf(spool, sizeof(spool), "%s/spool", c->home);
+    if (mkdir_p(c->home, 0755) != 0 || mkdir_p(spool, 0700) != 0) {
+        fprintf(stderr, "reveried: cannot create %s: %s\n", spool, strerror(errno));
+        goto out;
+    }
+    if (rv_pgembed_resolve(c->database_url, c->home, &conninfo, &pg, &e) != 0) {
+        fprintf(stderr, "reveried: database: %s\n", e.message);
+        goto out;
+    }
+    if (rv_db_open(conninfo, c->workers + c->fleet_workers + 2, &db, &e) != 0) {
+        fprintf(stderr, "reveried: database: %s\n", e.message);
+        goto out;
+    }
+    if (rv_db_migrate(db, NULL, &e) != 0) {
+        fprintf(stderr, "reveried: migrations: %s\n", e.message);
+        goto out;
+    }
+    if (c->migrate_only) {
+        printf("reveried: migrations applied\n");
+        rc = 0;
+        goto out;
+    }
+
+    metrics = rv_metrics_new();
+    auth = rv_auth_new(c->require_auth);
+    workers = rv_workers_new(c->workers, c->queue);
+    if (!metrics || !auth || !workers) {
+        fprintf(stderr, "reveried: out of memory\n");
+        goto out;
+    }
+    app.cfg.home = c->home;
+    app.cfg.spool_dir = spool;
+    app.cfg.upload_cap = c->upload_cap;
+    app.cfg.max_trace_bytes = c->max_trace_bytes;
+    app.cfg.whatif_budget_ms = c->whatif_budget_ms;
+    app.cfg.fleet_inline_max = c->fleet_inline_max;
+    app.cfg.timeline_max_tasks = 200000;
+    app.db = db;
+    app.metrics = metrics;
+    app.auth = auth;
+    app.version = c->version;
+    rv_api_fleet_init(&app);
+
+    /* Load the tokens before the first request can arrive. */
+    refresh_tokens(&app);
+    if (pthread_create(&tok_tid, NULL, token_thread, &b) == 0)
+        tok_started = 1;
+    for (unsigned i = 0; i < c->fleet_workers && i < 64; i++)
+        if (pthread_create(&fleet_tids[nfleet], NULL, fleet_thread, &b) == 0)
+            nfleet++;
+
+    size_t nroutes;
+    const rv_route *routes = rv_api_routes(&nroutes);
+    rv_http_config hc = {
+        .bind = c->bind,
+        .port = c->port,
+        .threads = c->http_threads,
+        .conn_timeout_s = c->conn_timeout_s,
+        .per_ip_limit = c->per_ip_limit,
+        .conn_limit = c->conn_limit,
+        .upload_cap = c->upload_cap,
+        .json_body_cap = c->json_body_cap,
+        .spool_dir = spool,
+        .web_root = c->web_root,
+        .routes = routes,
+        .nroutes = nroutes,
+        .workers = workers,
+        .metrics = metrics,
+        .auth = auth,
+        .app = &app,
+    };
+    if (rv_http_start(&hc, &http, &e) != 0) {
+        fprintf(stderr, "reveried: %s\n", e.message);
+        goto out;
+    }
+    printf("reveried %s listening on http://%s%s%s:%d/ (database: %s, auth: %s)\n", c->version,
+           strchr(c->bind, ':') ? "[" : "", c->bind, strchr(c->bind, ':') ? "]" : "",
+           rv_http_port(http), pg ? "embedded" : "external",
+           c->require_auth ? "bearer tokens" : "off");
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "reveried: %s received, finishing requests in flight\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM");
+    app.draining = 1;
+    rc = 0;
+out:
+    rv_http_stop(http, SHUTDOWN_GRACE_MS);
+    pthread_mutex_lock(&b.mu);
+    b.stop = 1;
+    pthread_cond_broadcast(&b.cv);
+    pthread_mutex_unlock(&b.mu);
+    if (tok_started)
+        pthread_join(tok_tid, NULL);
+    for (unsigned i = 0; i < nfleet; i++)
+        pthread_join(fleet_tids[i], NULL);
+    rv_workers_free(workers);
+    rv_db_close(db);
+    if (pg) {
+        rv_error_clear(&e);
+        if (rv_pgembed_stop(pg, &e) != 0)
+            fprintf(stderr, "reveried: stopping the embedded database: %s\n", e.message);
+    }
+    free(conninfo);
+    rv_auth_free(auth);
+    rv_metrics_free(metrics);
+    pthread_cond_destroy(&b.cv);
+    pthread_mutex_destroy(&b.mu);
+    if (rc == 0)
+        fprintf(stderr, "reveried: stopped\n");
+    return rc;
+}

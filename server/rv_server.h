@@ -1,0 +1,32 @@
+/* The life cycle of reveried: start everything in order, serve until a
+ * signal, stop everything in reverse order. reveried.c only parses the
+ * configuration; tests can call rv_server_main too. */
+#ifndef RV_SERVER_H
+#define RV_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rv_server_config {
+    int port;
+    const char *bind;
+    const char *database_url;  /* NULL: embedded PostgreSQL under home/pg */
+    const char *home;
+    const char *web_root;      /* NULL: no dashboard */
+    uint64_t upload_cap;
+    uint64_t max_trace_bytes;
+    size_t json_body_cap;
+    unsigned conn_timeout_s, per_ip_limit, conn_limit;
+    unsigned http_threads, workers, queue;
+    unsigned whatif_budget_ms, fleet_inline_max, fleet_workers;
+    int require_auth;
+    int migrate_only;
+    const char *version;
+} rv_server_config;
+
+/* Runs the server until SIGTERM or SIGINT. Returns the process exit code
+ * (0 after a clean stop; 1 when startup failed, with a message on stderr).
+ * Blocks SIGINT, SIGTERM and ignores SIGPIPE for the whole process. */
+int rv_server_main(const rv_server_config *c);
+
+#endif
