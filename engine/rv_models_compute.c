@@ -1,0 +1,317 @@
+/* Compute what-ifs: mixed precision, fused optimizer, kernel fusion,
+ * restructured batchnorm (Daydream section 5, MODELS.md section D). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rv_models.h"
+
+/* Below this a kernel is launch/latency bound and does not shrink. */
+#define RV_KERNEL_FLOOR_NS 2000
+
+static int is_kernel(const rv_graph *g, size_t i)
+{
+    const rv_task *t = &g->tasks[i];
+    return t->kind == RV_TASK_GPU && t->cat == RV_CAT_KERNEL && !(t->flags & RV_TF_NCCL) &&
+           !(t->flags & RV_TF_REMOVED);
+}
+
+/* Shrinks the part of a kernel above the latency floor. */
+static int64_t shrink(int64_t dur, double ratio)
+{
+    int64_t fix = dur < RV_KERNEL_FLOOR_NS ? dur : RV_KERNEL_FLOOR_NS;
+    return fix + (int64_t)llround((double)(dur - fix) * ratio);
+}
+
+/* Achieved share of peak: CUDA-core fp32 GEMMs run near peak; tensor-core
+ * paths reach far less of theirs in real conv/GEMM mixes (Daydream's /3 on
+ * V100 corresponds to about 0.35-0.45). */
+static double eta(int dtype)
+{
+    return dtype == RV_DT_FP32 ? 0.80 : 0.45;
+}
+
+int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied,
+                   rv_error *err)
+{
+    const rv_hw *hw = rv_models__hw(w, g);
+    rv_power_model pm;
+    rv_power_init(&pm, hw);
+    int dt = o->dtype;
+    size_t n_gemm = 0, n_mem = 0, n_skip = 0, n_cast = 0;
+    double before = 0, after = 0;
+    int rc = 0;
+    int32_t *next = NULL, *side = NULL;
+    size_t n0 = g->ntasks;
+    int64_t launch = rv_models__launch_ns(g);
+    int64_t cast_ns = (int64_t)llround(o->cast_us * 1e3);
+    if (!o->amp_daydream && !hw)
+        return rv_error_field(err, RV_ERR_UNSUPPORTED, "gpu",
+                              "amp roofline needs the GPU in the hardware table; set \"gpu\" or "
+                              "use \"model\": \"daydream\"");
+    if (!o->amp_daydream && rv_hw_peak(hw, dt) <= 0)
+        return rv_error_field(err, RV_ERR_UNSUPPORTED, "gpu", "%s has no %s path", hw->name,
+                              rv_dtype_name(dt));
+    next = rv_models__thread_next(g);
+    side = malloc((g->nthreads + 1) * sizeof(int32_t));
+    if (!next || !side) {
+        rc = RV_ERR_NOMEM;
+        goto out;
+    }
+    for (size_t t = 0; t < g->nthreads; t++)
+        side[t] = -1;
+    for (size_t i = 0; i < n0; i++) {
+        if (!is_kernel(g, i))
+            continue;
+        rv_task *t = &g->tasks[i];
+        const char *name = rv_task_name(g, i);
+        int c = rv_kclass_of_name(name);
+        int d0 = rv_kernel_dtype(name);
+        if (d0 < 0)
+            d0 = RV_DT_FP32;
+        /* Already in (or below) the target precision, and optimizer
+         * updates (fp32 master weights), stay as they are. */
+        if (rv_dtype_bytes(d0) <= rv_dtype_bytes(dt) || c == RV_KC_OPTIMIZER) {
+            n_skip++;
+            continue;
+        }
+        before += (double)t->dur_ns;
+        double rm = rv_dtype_bytes(dt) / rv_dtype_bytes(d0);
+        if (c == RV_KC_GEMM) {
+            if (o->amp_daydream) {
+                t->dur_ns = (int64_t)llround((double)t->dur_ns / 3.0);
+            } else {
+                double rcmp = rv_hw_peak(hw, d0) * eta(d0) / (rv_hw_peak(hw, dt) * eta(dt));
+                double gm = pm.gamma[RV_KC_GEMM];
+                if (rcmp > 1)
+                    rcmp = 1;
+                t->dur_ns = shrink(t->dur_ns, (1 - gm) * rcmp + gm * rm);
+            }
+            n_gemm++;
+            /* autocast casts each weight once per forward pass. */
+            if (t->phase == RV_PHASE_FORWARD && cast_ns > 0) {
+                rc = rv_models__insert_after(g, (int32_t)i, next, cast_ns, RV_SEL_KERNEL, side);
+                if (rc)
+                    goto out;
+                if (g->tasks[i].launch >= 0)
+                    g->tasks[g->tasks[i].launch].gap_ns += launch;
+                n_cast++;
+            }
+        } else {
+            t = &g->tasks[i];
+            t->dur_ns = o->amp_daydream ? (int64_t)llround((double)t->dur_ns / 2.0)
+                                        : shrink(t->dur_ns, rm);
+            n_mem++;
+        }
+        after += (double)g->tasks[i].dur_ns;
+    }
+    json_t *r = json_pack("{s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model",
+                          "amp", "index", o->index, "dtype", rv_dtype_name(dt), "method",
+                          o->amp_daydream ? "daydream" : "roofline", "gpu",
+                          hw ? hw->name : "unknown", "gemm_scaled", (json_int_t)n_gemm,
+                          "other_scaled", (json_int_t)n_mem, "unchanged", (json_int_t)n_skip,
+                          "casts_inserted", (json_int_t)n_cast, "scaled_busy_us_before",
+                          before / 1e3, "scaled_busy_us_after", after / 1e3);
+    rc = r && json_array_append_new(applied, r) == 0 ? 0 : RV_ERR_NOMEM;
+out:
+    free(next);
+    free(side);
+    if (rc)
+        return rv_error_set(err, rc, -1, -1, "amp: %s", rv_err_name(rc));
+    return 0;
+}
+
+/* Optimizer-step kernels: optimizer phase, outside zero_grad. */
+static int is_opt_step_kernel(const rv_graph *g, size_t i)
+{
+    const rv_task *t = &g->tasks[i];
+    if (!is_kernel(g, i) || t->phase != RV_PHASE_OPTIMIZER)
+        return 0;
+    const char *layer = g->trace ? rv_trace_str(g->trace, t->layer) : "";
+    return strstr(layer, "zero_grad") == NULL;
+}
+
+/* Keeps the first kernel of each group as the fused kernel (duration
+ * new_ns, its launch stays) and removes the rest with their launches;
+ * the gap of the last launch of a group (CPU work after the group) stays. */
+static void fuse_group(rv_graph *g, const int32_t *members, size_t n, int64_t new_ns,
+                       size_t *removed, size_t *launches)
+{
+    g->tasks[members[0]].dur_ns = new_ns;
+    int32_t last_launch = -1;
+    for (size_t k = 0; k < n; k++) {
+        int32_t l = g->tasks[members[k]].launch;
+        if (l >= 0 && (last_launch < 0 || l > last_launch))
+            last_launch = l;
+    }
+    for (size_t k = 1; k < n; k++) {
+        rv_task *t = &g->tasks[members[k]];
+        int32_t l = t->launch;
+        rv_graph_remove_task(g, members[k]);
+        (*removed)++;
+        if (l >= 0 && l != g->tasks[members[0]].launch && !(g->tasks[l].flags & RV_TF_REMOVED)) {
+            int64_t gap = g->tasks[l].gap_ns, dl = g->tasks[l].gap_dl_ns;
+            rv_graph_remove_task(g, l);
+            /* Data loading and the CPU work after the group are not the
+             * per-op overhead that fusion removes. */
+            g->tasks[l].gap_ns = l == last_launch ? gap : dl;
+            g->tasks[l].gap_dl_ns = dl;
+            (*launches)++;
+        }
+    }
+}
+
+int rv_models__fused_optimizer(const struct rv_whatif *w, const rv_opt *o, rv_graph *g,
+                               json_t *applied, rv_error *err)
+{
+    size_t n = g->ntasks, removed = 0, launches = 0, groups = 0;
+    int32_t *m = malloc((n + 1) * sizeof(int32_t));
+    uint8_t *done = calloc(n + 1, 1);
+    double before = 0, after = 0;
+    if (!m || !done) {
+        free(m);
+        free(done);
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    }
+    /* One group per (iteration, stream): the kernels of one optimizer step
+     * on one stream become one multi-tensor kernel. */
+    for (size_t i = 0; i < n; i++) {
+        if (done[i] || !is_opt_step_kernel(g, i))
+            continue;
+        size_t k = 0;
+        double work = 0;
+        for (size_t j = i; j < n; j++) {
+            if (done[j] || !is_opt_step_kernel(g, j) ||
+                g->tasks[j].thread != g->tasks[i].thread ||
+                g->tasks[j].iteration != g->tasks[i].iteration)
+                continue;
+            done[j] = 1;
+            m[k++] = (int32_t)j;
+            before += (double)g->tasks[j].dur_ns;
+            int64_t d = g->tasks[j].dur_ns - RV_KERNEL_FLOOR_NS;
+            work += d > 0 ? (double)d : 0;
+        }
+        /* Summed memory traffic at the fused kernel's lower traffic. */
+        int64_t fused = RV_KERNEL_FLOOR_NS + (int64_t)llround(work * o->traffic_ratio);
+        fuse_group(g, m, k, fused, &removed, &launches);
+        after += (double)fused;
+        groups++;
+    }
+    free(m);
+    free(done);
+    json_t *r = json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:f}", "model", "fused_optimizer",
+                          "index", o->index, "fused_kernels", (json_int_t)groups,
+                          "kernels_removed", (json_int_t)removed, "launches_removed",
+                          (json_int_t)launches, "traffic_ratio", o->traffic_ratio,
+                          "optimizer_gpu_us_before", before / 1e3, "optimizer_gpu_us_after",
+                          after / 1e3);
+    if (!r || json_array_append_new(applied, r))
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    return 0;
+}
+
+int rv_models__kernel_fusion(const struct rv_whatif *w, const rv_opt *o, rv_graph *g,
+                             json_t *applied, rv_error *err)
+{
+    size_t n = g->ntasks, removed = 0, launches = 0, chains = 0;
+    int32_t *next = rv_models__thread_next(g);
+    int32_t *m = malloc((n + 1) * sizeof(int32_t));
+    uint8_t *hit = calloc(n + 1, 1);
+    double before = 0, after = 0;
+    int rc = 0;
+    if (!next || !m || !hit) {
+        rc = RV_ERR_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        hit[i] = is_kernel(g, i) && rv_select_match(&o->sel, g, i);
+    /* Chains of selected kernels back to back on one stream fuse into one
+     * kernel that moves only the external bytes: about the traffic of the
+     * largest member (one read of the inputs, one write of the output). */
+    for (size_t i = 0; i < n; i++) {
+        if (!hit[i])
+            continue;
+        size_t k = 0;
+        int64_t mx = 0;
+        for (int32_t j = (int32_t)i; j >= 0 && hit[j]; j = next[j]) {
+            hit[j] = 0;
+            m[k++] = j;
+            before += (double)g->tasks[j].dur_ns;
+            if (g->tasks[j].dur_ns > mx)
+                mx = g->tasks[j].dur_ns;
+        }
+        if (k < 2) {
+            after += (double)g->tasks[m[0]].dur_ns;
+            continue;
+        }
+        fuse_group(g, m, k, mx, &removed, &launches);
+        after += (double)mx;
+        chains++;
+    }
+    json_t *r = json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model", "kernel_fusion", "index",
+                          o->index, "fused_kernels", (json_int_t)chains, "kernels_removed",
+                          (json_int_t)removed, "launches_removed", (json_int_t)launches,
+                          "selected_gpu_us_before", before / 1e3, "selected_gpu_us_after",
+                          after / 1e3);
+    rc = r && json_array_append_new(applied, r) == 0 ? 0 : RV_ERR_NOMEM;
+out:
+    free(next);
+    free(m);
+    free(hit);
+    if (rc)
+        return rv_error_set(err, rc, -1, -1, "kernel_fusion: %s", rv_err_name(rc));
+    return 0;
+}
+
+static int is_bn(const char *lower)
+{
+    return strstr(lower, "bn_") || strstr(lower, "batch_norm") || strstr(lower, "batchnorm");
+}
+
+static int is_relu(const char *lower)
+{
+    return strstr(lower, "threshold") || strstr(lower, "clamp_min") ||
+           (strstr(lower, "relu") && !strstr(lower, "conv") && !strstr(lower, "gemm") &&
+            !strstr(lower, "scudnn"));
+}
+
+int rv_models__restructure_bn(const struct rv_whatif *w, const rv_opt *o, rv_graph *g,
+                              json_t *applied, rv_error *err)
+{
+    size_t nbn = 0, nrelu = 0, launches = 0;
+    char low[256];
+    for (size_t i = 0; i < g->ntasks; i++) {
+        if (!is_kernel(g, i))
+            continue;
+        const char *s = rv_task_name(g, i);
+        size_t k = 0;
+        for (; s[k] && k + 1 < sizeof(low); k++)
+            low[k] = (char)(s[k] >= 'A' && s[k] <= 'Z' ? s[k] + 32 : s[k]);
+        low[k] = '\0';
+        rv_task *t = &g->tasks[i];
+        if (is_bn(low)) {
+            /* Jung et al.: each half of the split BN reads the input once,
+             * half the traffic of the original layer. */
+            t->dur_ns = shrink(t->dur_ns, 0.5);
+            nbn++;
+        } else if (is_relu(low) && (t->phase == RV_PHASE_FORWARD || t->phase == RV_PHASE_BACKWARD)) {
+            /* The activation fuses into the neighbouring convolution. */
+            int32_t l = t->launch;
+            rv_graph_remove_task(g, (int32_t)i);
+            nrelu++;
+            if (l >= 0 && !(g->tasks[l].flags & RV_TF_REMOVED)) {
+                int64_t dl = g->tasks[l].gap_dl_ns;
+                rv_graph_remove_task(g, l);
+                g->tasks[l].gap_ns = dl;
+                g->tasks[l].gap_dl_ns = dl;
+                launches++;
+            }
+        }
+    }
+    json_t *r = json_pack("{s:s, s:i, s:i, s:i, s:i}", "model", "restructure_batchnorm", "index",
+                          o->index, "batchnorm_scaled", (json_int_t)nbn, "activations_removed",
+                          (json_int_t)nrelu, "launches_removed", (json_int_t)launches);
+    if (!r || json_array_append_new(applied, r))
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    return 0;
+}
