@@ -69,16 +69,13 @@ static const rv_hw *row(const char *name)
     return NULL;
 }
 
-/* Uppercases s and drops spaces, dashes and underscores so that
- * "RTX 2080 Ti", "rtx-2080ti" and "GeForce RTX 2080 Ti" compare alike. */
+/* Uppercases s; separators become spaces so that "RTX-2080_Ti" and
+ * "RTX 2080 Ti" compare alike while model numbers keep their boundaries. */
 static void squash(const char *s, char *out, size_t cap)
 {
     size_t n = 0;
-    for (; *s && n + 1 < cap; s++) {
-        if (*s == ' ' || *s == '-' || *s == '_')
-            continue;
-        out[n++] = (char)toupper((unsigned char)*s);
-    }
+    for (; *s && n + 1 < cap; s++)
+        out[n++] = (*s == '_') ? ' ' : (char)toupper((unsigned char)*s);
     out[n] = '\0';
 }
 
@@ -130,9 +127,9 @@ const rv_hw *rv_hw_lookup(const char *device_name)
         return row("GP100");
     if (has_model(s, "P100"))
         return row("P100-PCIe");
-    if (strstr(s, "RTX6000") && !strstr(s, "ADA"))
+    if ((strstr(s, "RTX6000") || strstr(s, "RTX 6000")) && !strstr(s, "ADA"))
         return row("RTX6000");
-    if (strstr(s, "2080TI"))
+    if (strstr(s, "2080TI") || strstr(s, "2080 TI"))
         return row("RTX2080Ti");
     return NULL;
 }
