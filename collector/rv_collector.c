@@ -655,12 +655,12 @@ static int init(void)
     }
     G.running = 1;
     if (!G.output && G.upload.server && *G.upload.server) {
+        /* Traces an earlier run left behind go out first. */
+        G.upload_work = 1;
         if (!rv_upload_available())
             say("built without libcurl: traces stay in %s", G.spool);
         else if (start_thread(&G.up, uploader) == 0)
             G.up_started = 1;
-        /* Traces an earlier run left behind go out first. */
-        G.upload_work = 1;
     }
     pthread_atfork(NULL, NULL, after_fork_child);
     atexit(at_exit);
