@@ -60,6 +60,8 @@ static int coll_op_of(const char *name)
     return -1;
 }
 
+static int32_t opt_anchor(const rv_graph *g, int32_t it);
+
 /* Multi-rank trace: infer each collective's bytes from its measured time
  * under the baseline network (hardware-table links, the trace's world size)
  * and re-time it under the requested one. */
@@ -74,8 +76,19 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
     rv_net b, x;
     net_of(&base, hw, n0, &b);
     net_of(w, hw, w->dist.workers, &x);
-    size_t n = 0;
+    size_t n = 0, linked = 0;
     double before = 0, after = 0;
+    /* Collectives whose completion nothing in the graph waits for (traces
+     * without cudaStreamWaitEvent records) would float free of the step:
+     * as in DDP, the optimizer's first kernel waits for them. */
+    uint8_t *waited = calloc(g->ntasks + 1, 1);
+    if (!waited)
+        return RV_ERR_NOMEM;
+    for (size_t e = 0; e < g->nedges; e++) {
+        const rv_edge *ed = &g->edges[e];
+        if (g->tasks[ed->src].thread != g->tasks[ed->dst].thread)
+            waited[ed->src] = 1;
+    }
     for (size_t i = 0; i < g->ntasks; i++) {
         rv_task *t = &g->tasks[i];
         if (!(t->flags & RV_TF_NCCL) || (t->flags & RV_TF_REMOVED))
@@ -83,6 +96,16 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
         int op = coll_op_of(rv_task_name(g, i));
         if (op < 0)
             continue;
+        if (!waited[i] && t->iteration >= 0 && op == RV_COLL_ALLREDUCE) {
+            int32_t a = opt_anchor(g, t->iteration);
+            if (a >= 0 && g->tasks[a].meas_start_ns > t->meas_start_ns) {
+                if (rv_graph_add_edge(g, (int32_t)i, a, 0, RV_EDGE_COMM, 0)) {
+                    free(waited);
+                    return RV_ERR_NOMEM;
+                }
+                linked++;
+            }
+        }
         double tb = (double)t->dur_ns * 1e-9;
         double steps = op == RV_COLL_ALLREDUCE ? 2.0 * (n0 - 1) : (double)(n0 - 1);
         double f0 = rv_coll_busbw_factor(op, n0);
@@ -94,10 +117,12 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
         t->dur_ns = (int64_t)llround(tn * 1e9);
         n++;
     }
-    json_t *r = json_pack("{s:s, s:s, s:i, s:i, s:i, s:f, s:f}", "model", "distributed", "mode",
-                          "rescale_collectives", "baseline_workers", n0, "workers",
+    free(waited);
+    json_t *r = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model", "distributed",
+                          "mode", "rescale_collectives", "baseline_workers", n0, "workers",
                           w->dist.workers, "collectives_rescaled", (json_int_t)n,
-                          "comm_us_before", before * 1e6, "comm_us_after", after * 1e6);
+                          "waits_added", (json_int_t)linked, "comm_us_before", before * 1e6,
+                          "comm_us_after", after * 1e6);
     return r && json_array_append_new(applied, r) == 0 ? 0 : RV_ERR_NOMEM;
 }
 

@@ -665,11 +665,16 @@ static int cmp_pw(const void *a, const void *b)
     return x->open - y->open; /* ends before starts at equal times */
 }
 
-/* Number of GPUs the prediction stands for: the devices the graph uses,
- * times the workers of a data-parallel what-if built from one rank. */
-static int dist_multiplier(const rv_whatif *w)
+/* Ranks the prediction stands for: the workers of a data-parallel what-if,
+ * else the world size of a multi-rank trace (one rank's graph stands for
+ * every rank), else 1. Energy covers the whole job. */
+static int dist_multiplier(const rv_whatif *w, const rv_graph *g)
 {
-    return w && w->has_dist ? w->dist.workers : 1;
+    if (w && w->has_dist)
+        return w->dist.workers;
+    if (g->trace && g->trace->world_size > 1)
+        return g->trace->world_size;
+    return 1;
 }
 
 int rv_whatif_energy(const rv_whatif *w, const rv_graph *g, const rv_sim *s, int64_t t0_ns,
@@ -759,7 +764,7 @@ int rv_whatif_energy(const rv_whatif *w, const rv_graph *g, const rv_sim *s, int
         ndev = 1;
         e_j = pm.idle_w * (double)(t1_ns - t0_ns) * 1e-9;
     }
-    int mult = dist_multiplier(w);
+    int mult = dist_multiplier(w, g);
     out->ngpus = ndev * mult;
     out->energy_per_gpu_j = e_j / ndev;
     out->energy_j = e_j * mult;

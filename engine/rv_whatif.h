@@ -42,9 +42,10 @@ typedef struct rv_energy {
     double energy_j;
     double avg_power_w;
     double power_limit_w; /* the cap the figure assumes */
-    /* Added by the what-if models: energy_j and avg_power_w cover every GPU
-     * the prediction stands for (the trace's devices times the workers of a
-     * data-parallel what-if); these give the per-GPU view. */
+    /* energy_j and avg_power_w cover every GPU of the job: the trace's
+     * devices times the workers of a data-parallel what-if (or, without
+     * one, the world size of a multi-rank trace); these give the per-GPU
+     * view. */
     int ngpus;
     double energy_per_gpu_j;
     double avg_power_per_gpu_w;

@@ -1,0 +1,519 @@
+/* The what-if models on real traces: direction and magnitude against
+ * measured pairs (data loader), published curves (Zeus V100 power caps,
+ * NVIDIA's ResNet-50 AMP speedup) and the models' own invariants
+ * (monotone sweeps). Skips (77) without RV_SHARED_TRACES. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/Basic.h>
+
+#include "rv_graph.h"
+#include "rv_kineto.h"
+#include "rv_report.h"
+#include "rv_sim.h"
+#include "rv_whatif.h"
+
+static const char *traces;
+
+typedef struct loaded {
+    rv_trace *tr;
+    rv_graph *g;
+    double measured_us, simulated_us;
+} loaded;
+
+static loaded r50w0, r50w4, nccl2;
+
+static int load(const char *rel, loaded *l)
+{
+    char path[1024];
+    rv_error err;
+    rv_sim *s = NULL;
+    rv_iter_figures f;
+    snprintf(path, sizeof(path), "%s/%s", traces, rel);
+    if (rv_kineto_read_file(path, NULL, &l->tr, &err) != 0) {
+        fprintf(stderr, "%s: %s\n", path, err.message);
+        return -1;
+    }
+    if (rv_graph_build(l->tr, NULL, &l->g, &err) != 0 || rv_sim_run(l->g, 0, &s, &err) != 0 ||
+        rv_report_iteration(l->g, s, RV_ITER_MEDIAN, &f, &err) != 0) {
+        fprintf(stderr, "%s: %s\n", path, err.message);
+        rv_sim_free(s);
+        return -1;
+    }
+    l->measured_us = f.measured_us;
+    l->simulated_us = f.simulated_us;
+    rv_sim_free(s);
+    return 0;
+}
+
+static void unload(loaded *l)
+{
+    rv_graph_free(l->g);
+    rv_trace_free(l->tr);
+}
+
+typedef struct result {
+    double us;      /* predicted median iteration */
+    double energy_j; /* per iteration */
+    double power_w;  /* average, per GPU */
+    json_t *applied;
+} result;
+
+/* Applies doc to a clone of l's graph and simulates it; 0 or the error. */
+static int predict(const loaded *l, const char *doc, result *r)
+{
+    rv_whatif *w = NULL;
+    rv_error err;
+    rv_sim *s = NULL;
+    rv_iter_figures f;
+    memset(r, 0, sizeof(*r));
+    int rc = rv_whatif_parse_text(doc, &w, &err);
+    if (rc)
+        goto out;
+    rv_graph *g = rv_graph_clone(l->g);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    rc = rv_whatif_apply(w, g, &r->applied, &err);
+    if (!rc)
+        rc = rv_sim_run(g, rv_whatif_schedule(w), &s, &err);
+    if (!rc)
+        rc = rv_report_iteration(g, s, RV_ITER_MEDIAN, &f, &err);
+    if (!rc) {
+        rv_window win = rv_report_window(g, s, f.iter);
+        rv_energy e;
+        r->us = f.simulated_us;
+        if (rv_whatif_energy(w, g, s, win.t0_ns, win.t1_ns, &e) == 0) {
+            r->energy_j = e.energy_j / win.per;
+            r->power_w = e.avg_power_per_gpu_w;
+        }
+    }
+    rv_sim_free(s);
+    rv_graph_free(g);
+out:
+    if (rc)
+        fprintf(stderr, "\n  %s: %s (%s)\n", doc, err.message, err.field);
+    rv_whatif_free(w);
+    return rc;
+}
+
+static void release(result *r)
+{
+    json_decref(r->applied);
+    r->applied = NULL;
+}
+
+/* The first applied entry's numeric member. */
+static double applied_num(const result *r, const char *key)
+{
+    json_t *o = json_array_get(r->applied, 0);
+    return json_number_value(json_object_get(o, key));
+}
+
+static void test_empty_is_replay(void)
+{
+    result r;
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w0, "{}", &r), 0);
+    CU_ASSERT_DOUBLE_EQUAL(r.us, r50w0.simulated_us, 1e-6);
+    CU_ASSERT_EQUAL(json_array_size(r.applied), 0);
+    release(&r);
+}
+
+/* MODELS.md D, measured pair: num_workers 0 -> 4 is 176.3 -> 126.6 ms. */
+static void test_dataloader_pair(void)
+{
+    result r;
+    CU_ASSERT_EQUAL_FATAL(
+        predict(&r50w0, "{\"optimizations\":[{\"kind\":\"dataloader\",\"workers\":4}]}", &r), 0);
+    double err = r.us / r50w4.measured_us - 1;
+    printf("\n    dataloader workers 0->4: predicted %.1f ms, measured %.1f ms, error %+.1f%%\n",
+           r.us / 1e3, r50w4.measured_us / 1e3, err * 100);
+    CU_ASSERT(fabs(err) <= 0.10);
+    CU_ASSERT(applied_num(&r, "load_us_per_iteration") > 50e3); /* ~69 ms of loading */
+    release(&r);
+    /* Without the CPU-contention term (an independent check of the
+     * structure alone) it must still land within 10%. */
+    CU_ASSERT_EQUAL_FATAL(
+        predict(&r50w0,
+                "{\"optimizations\":[{\"kind\":\"dataloader\",\"workers\":4,\"contention\":0}]}",
+                &r),
+        0);
+    printf("    without contention: %.1f ms (%+.1f%%)\n", r.us / 1e3,
+           (r.us / r50w4.measured_us - 1) * 100);
+    CU_ASSERT(fabs(r.us / r50w4.measured_us - 1) <= 0.10);
+    release(&r);
+    /* A 2x faster in-process loader saves about half the 69 ms. */
+    CU_ASSERT_EQUAL_FATAL(
+        predict(&r50w0, "{\"optimizations\":[{\"kind\":\"dataloader\",\"speedup\":2}]}", &r), 0);
+    double saved = r50w0.simulated_us - r.us;
+    CU_ASSERT(saved > 25e3 && saved < 45e3);
+    release(&r);
+    /* Workers on a trace that already had them: a clear refusal. */
+    CU_ASSERT_EQUAL(
+        predict(&r50w4, "{\"optimizations\":[{\"kind\":\"dataloader\",\"workers\":8}]}", &r),
+        RV_ERR_UNSUPPORTED);
+    release(&r);
+}
+
+/* Zeus V100 (250 W PCIe) ResNet-50 batch 32: t(cap) / t(250 W). */
+static int zeus_ratios(double caps[], double ratio[], int max)
+{
+    char path[1024], line[512];
+    snprintf(path, sizeof(path), "%s/ground-truth/summary_power_v100.csv", traces);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int n = 0;
+    double t250 = 0;
+    double t[16], c[16];
+    while (fgets(line, sizeof(line), f) && n < 16) {
+        char ds[64], net[64], opt[64];
+        int bs;
+        double cap, tpe, pw;
+        if (sscanf(line, "%63[^,],%63[^,],%d,%63[^,],%lf,%lf,%lf", ds, net, &bs, opt, &cap, &tpe,
+                   &pw) != 7)
+            continue;
+        if (strcmp(net, "resnet50") || bs != 32)
+            continue;
+        c[n] = cap;
+        t[n++] = tpe;
+        if (cap == 250)
+            t250 = tpe;
+    }
+    fclose(f);
+    int m = 0;
+    for (int i = 0; i < n && m < max && t250 > 0; i++) {
+        caps[m] = c[i];
+        ratio[m++] = t[i] / t250;
+    }
+    return m;
+}
+
+static void test_power_curve(void)
+{
+    double caps[16], meas[16];
+    int n = zeus_ratios(caps, meas, 16);
+    CU_ASSERT_FATAL(n >= 6);
+    result base;
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, "{\"gpu\":\"V100-PCIe\",\"power_limit_w\":250}", &base),
+                          0);
+    printf("\n    cap W  measured  predicted  error\n");
+    for (int i = 0; i < n; i++) {
+        char doc[128];
+        result r;
+        snprintf(doc, sizeof(doc), "{\"gpu\":\"V100-PCIe\",\"power_limit_w\":%g}", caps[i]);
+        CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &r), 0);
+        double pred = r.us / base.us;
+        printf("    %5.0f  %8.3f  %9.3f  %+5.1f%%\n", caps[i], meas[i], pred,
+               (pred / meas[i] - 1) * 100);
+        if (caps[i] >= 0.4 * 250)
+            CU_ASSERT(fabs(pred / meas[i] - 1) <= 0.10);
+        /* The average power never exceeds the cap. */
+        CU_ASSERT(r.power_w <= caps[i] + 1e-6);
+        release(&r);
+    }
+    release(&base);
+    /* Sweep 100..400 W on the trace's own GPU (300 W): time never grows
+     * with the cap; energy per iteration is lowest below the default cap. */
+    double prev = 1e30, e_min = 1e30, e_min_cap = 0, e300 = 0;
+    for (int cap = 100; cap <= 400; cap += 25) {
+        char doc[64];
+        result r;
+        snprintf(doc, sizeof(doc), "{\"power_limit_w\":%d}", cap);
+        CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &r), 0);
+        CU_ASSERT(r.us <= prev + 1e-6);
+        prev = r.us;
+        if (r.energy_j < e_min) {
+            e_min = r.energy_j;
+            e_min_cap = cap;
+        }
+        if (cap == 300)
+            e300 = r.energy_j;
+        release(&r);
+    }
+    printf("    energy minimum at %.0f W (%.2f J vs %.2f J at 300 W)\n", e_min_cap, e_min, e300);
+    CU_ASSERT(e_min_cap >= 125 && e_min_cap <= 250);
+    CU_ASSERT(e_min < 0.95 * e300);
+    /* Below the GPU's minimum limit: a named error. */
+    result r;
+    CU_ASSERT_EQUAL(predict(&r50w4, "{\"power_limit_w\":50}", &r), RV_ERR_INVALID);
+    release(&r);
+}
+
+/* With the CPU out of the way (cpu_speed 20), AMP on V100 should speed the
+ * GPU-bound step up like NVIDIA's measured 3.2x for ResNet-50 (DLE). */
+static void test_amp(void)
+{
+    result base, r, d;
+    const char *cpu = "{\"kind\":\"cpu_speed\",\"factor\":20}";
+    char doc[256];
+    snprintf(doc, sizeof(doc), "{\"optimizations\":[%s]}", cpu);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &base), 0);
+    snprintf(doc, sizeof(doc), "{\"optimizations\":[{\"kind\":\"amp\"},%s]}", cpu);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &r), 0);
+    snprintf(doc, sizeof(doc), "{\"optimizations\":[{\"kind\":\"amp\",\"model\":\"daydream\"},%s]}",
+             cpu);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &d), 0);
+    printf("\n    AMP GPU-bound speedup: roofline %.2fx, daydream %.2fx (DLE V100: 3.26x)\n",
+           base.us / r.us, base.us / d.us);
+    CU_ASSERT(base.us / r.us > 2.3 && base.us / r.us < 4.0);
+    CU_ASSERT(base.us / d.us > 2.0 && base.us / d.us < 3.5);
+    CU_ASSERT(applied_num(&r, "casts_inserted") > 0);
+    release(&base);
+    release(&r);
+    release(&d);
+    /* On the real, CPU-bound step AMP changes little (Daydream 6.2). */
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, "{\"optimizations\":[{\"kind\":\"amp\"}]}", &r), 0);
+    CU_ASSERT(fabs(r.us / r50w4.simulated_us - 1) < 0.05);
+    release(&r);
+    /* bf16 on V100 has no tensor-core path: GEMMs gain nothing. */
+    CU_ASSERT_EQUAL_FATAL(
+        predict(&r50w4, "{\"optimizations\":[{\"kind\":\"amp\",\"dtype\":\"fp8\"}]}", &r), 0);
+    release(&r);
+}
+
+static void test_fusions(void)
+{
+    result r;
+    CU_ASSERT_EQUAL_FATAL(
+        predict(&r50w4, "{\"optimizations\":[{\"kind\":\"fused_optimizer\"}]}", &r), 0);
+    double before = applied_num(&r, "optimizer_gpu_us_before");
+    double after = applied_num(&r, "optimizer_gpu_us_after");
+    printf("\n    fused optimizer: %.1f -> %.1f ms/step, optimizer GPU %.1f -> %.1f us total\n",
+           r50w4.simulated_us / 1e3, r.us / 1e3, before, after);
+    CU_ASSERT(after < 0.6 * before);
+    CU_ASSERT(applied_num(&r, "launches_removed") > 1000);
+    CU_ASSERT(r.us < r50w4.simulated_us && r.us > 0.85 * r50w4.simulated_us);
+    release(&r);
+
+    CU_ASSERT_EQUAL_FATAL(
+        predict(&r50w4, "{\"optimizations\":[{\"kind\":\"restructure_batchnorm\"}]}", &r), 0);
+    double gain = 1 - r.us / r50w4.simulated_us;
+    printf("    restructured batchnorm: %.1f%% faster (Daydream on DenseNet: 12.7%%)\n",
+           gain * 100);
+    CU_ASSERT(gain > 0.03 && gain < 0.25);
+    release(&r);
+
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4,
+                                  "{\"optimizations\":[{\"kind\":\"kernel_fusion\",\"select\":"
+                                  "{\"kind\":\"kernel\",\"name\":\"elementwise\"}}]}",
+                                  &r),
+                          0);
+    CU_ASSERT(applied_num(&r, "kernels_removed") > 0);
+    CU_ASSERT(applied_num(&r, "selected_gpu_us_after") < applied_num(&r, "selected_gpu_us_before"));
+    CU_ASSERT(r.us < r50w4.simulated_us);
+    release(&r);
+}
+
+static void test_generic(void)
+{
+    result base, r;
+    const char *cpu = "{\"kind\":\"cpu_speed\",\"factor\":20}";
+    char doc[512];
+    snprintf(doc, sizeof(doc), "{\"optimizations\":[%s]}", cpu);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &base), 0);
+    /* A 20x faster CPU makes the step GPU-bound: close to the GPU time. */
+    CU_ASSERT(base.us < 0.9 * r50w4.simulated_us && base.us > 0.6 * r50w4.simulated_us);
+    /* Halving every kernel on the GPU-bound step: about 2x. */
+    snprintf(doc, sizeof(doc),
+             "{\"optimizations\":[%s,{\"kind\":\"scale\",\"select\":{\"kind\":\"kernel\"},"
+             "\"factor\":0.5}]}",
+             cpu);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &r), 0);
+    CU_ASSERT(base.us / r.us > 1.6 && base.us / r.us < 2.05);
+    release(&r);
+    /* Backward-only selection scales less than everything. */
+    snprintf(doc, sizeof(doc),
+             "{\"optimizations\":[%s,{\"kind\":\"scale\",\"select\":{\"kind\":\"kernel\","
+             "\"phase\":\"backward\"},\"factor\":0.5}]}",
+             cpu);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &r), 0);
+    CU_ASSERT(base.us / r.us > 1.2 && base.us / r.us < 1.6);
+    release(&r);
+    /* Removing all convolution kernels removes real work. */
+    snprintf(doc, sizeof(doc),
+             "{\"optimizations\":[%s,{\"kind\":\"remove\",\"select\":{\"kind\":\"kernel\","
+             "\"name\":\"conv|gemm|scudnn|wgrad|dgrad\"}}]}",
+             cpu);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &r), 0);
+    CU_ASSERT(r.us < 0.7 * base.us);
+    CU_ASSERT(json_number_value(json_object_get(json_array_get(r.applied, 1), "tasks_removed")) >
+              500);
+    release(&r);
+    /* Inserting 50 us after every batchnorm forward kernel (53 per step)
+     * adds about 2.6 ms on the GPU-bound step. */
+    snprintf(doc, sizeof(doc),
+             "{\"optimizations\":[%s,{\"kind\":\"insert\",\"after\":{\"kind\":\"kernel\","
+             "\"name\":\"bn_fw\"},\"duration_us\":50}]}",
+             cpu);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &r), 0);
+    double added = r.us - base.us;
+    double n = json_number_value(json_object_get(json_array_get(r.applied, 1), "tasks_inserted"));
+    printf("\n    insert: %.0f tasks, +%.2f ms per step\n", n, added / 1e3);
+    CU_ASSERT(n > 0);
+    CU_ASSERT(added > 0.5 * 50 * (n / 6) && added < 1.5 * 50 * (n / 6) + 500);
+    release(&r);
+    release(&base);
+    /* A faster CPU helps the CPU-bound step a lot; a slower one hurts. */
+    CU_ASSERT_EQUAL_FATAL(
+        predict(&r50w4, "{\"optimizations\":[{\"kind\":\"cpu_speed\",\"factor\":0.5}]}", &r), 0);
+    CU_ASSERT(r.us > 1.5 * r50w4.simulated_us);
+    release(&r);
+    /* The schedule policy is accepted and reported. */
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, "{\"schedule\":\"fifo\"}", &r), 0);
+    CU_ASSERT(fabs(r.us / r50w4.simulated_us - 1) < 0.05);
+    release(&r);
+}
+
+static void test_distributed(void)
+{
+    result r;
+    /* Workers 1..1024 at 100 Gb/s between 8-GPU nodes: never faster. */
+    double prev = 0;
+    printf("\n    workers  step ms\n");
+    for (int n = 1; n <= 1024; n *= 2) {
+        char doc[128];
+        snprintf(doc, sizeof(doc), "{\"distributed\":{\"workers\":%d}}", n);
+        CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &r), 0);
+        printf("    %7d  %7.1f\n", n, r.us / 1e3);
+        CU_ASSERT(r.us >= prev - 1);
+        prev = r.us;
+        release(&r);
+    }
+    /* Bandwidth 1..800 Gb/s at 64 workers: never slower. */
+    prev = 1e30;
+    double t1 = 0, t800 = 0;
+    for (double b = 1; b <= 800; b *= 2) {
+        char doc[128];
+        snprintf(doc, sizeof(doc), "{\"distributed\":{\"workers\":64,\"inter_node_gbps\":%g}}", b);
+        CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &r), 0);
+        CU_ASSERT(r.us <= prev + 1);
+        prev = r.us;
+        if (b == 1)
+            t1 = r.us;
+        t800 = r.us;
+        release(&r);
+    }
+    /* Magnitude at 1 Gb/s: 2 * 63/64 * ~98 MiB / (0.8 * 125 MB/s) ~ 2 s of
+     * communication per step; at 512 Gb/s it hides behind compute. */
+    CU_ASSERT(t1 > 1.5e6 && t1 < 3.5e6);
+    CU_ASSERT(t800 < 1.3 * r50w4.simulated_us);
+    /* The estimated gradient size is ResNet-50's 25.6 M fp32 parameters. */
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, "{\"distributed\":{\"workers\":16}}", &r), 0);
+    double mb = applied_num(&r, "gradient_mb");
+    printf("    estimated gradients: %.1f MiB (ResNet-50: 97.5 MiB)\n", mb);
+    CU_ASSERT(mb > 80 && mb < 115);
+    release(&r);
+    /* Slow network: hierarchical and BlueConnect beat the flat ring; DGC
+     * beats both; a parameter server at 10 Gb/s is slower than 100 Gb/s. */
+    result ring, hier, blue, dgc;
+    CU_ASSERT_EQUAL_FATAL(
+        predict(&r50w4, "{\"distributed\":{\"workers\":64,\"inter_node_gbps\":10}}", &ring), 0);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4,
+                                  "{\"distributed\":{\"workers\":64,\"inter_node_gbps\":10,"
+                                  "\"algorithm\":\"hierarchical\"}}",
+                                  &hier),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4,
+                                  "{\"distributed\":{\"workers\":64,\"inter_node_gbps\":10,"
+                                  "\"blueconnect\":true}}",
+                                  &blue),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4,
+                                  "{\"distributed\":{\"workers\":64,\"inter_node_gbps\":10,"
+                                  "\"dgc_density\":0.001}}",
+                                  &dgc),
+                          0);
+    printf("    64 workers @10 Gb/s: ring %.0f, hierarchical %.0f, blueconnect %.0f, dgc %.0f ms\n",
+           ring.us / 1e3, hier.us / 1e3, blue.us / 1e3, dgc.us / 1e3);
+    CU_ASSERT(hier.us <= ring.us);
+    CU_ASSERT(blue.us <= ring.us);
+    CU_ASSERT(dgc.us < 0.5 * ring.us);
+    release(&ring);
+    release(&hier);
+    release(&blue);
+    release(&dgc);
+    result ps10, ps100, p3;
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4,
+                                  "{\"distributed\":{\"workers\":4,\"gpus_per_node\":1,"
+                                  "\"inter_node_gbps\":10,\"algorithm\":\"parameter_server\"}}",
+                                  &ps10),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4,
+                                  "{\"distributed\":{\"workers\":4,\"gpus_per_node\":1,"
+                                  "\"inter_node_gbps\":100,\"algorithm\":\"parameter_server\"}}",
+                                  &ps100),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4,
+                                  "{\"distributed\":{\"workers\":4,\"gpus_per_node\":1,"
+                                  "\"inter_node_gbps\":10,\"p3\":true}}",
+                                  &p3),
+                          0);
+    printf("    PS 4 workers: 10 Gb/s %.0f ms, 100 Gb/s %.0f ms, P3 @10 Gb/s %.0f ms\n",
+           ps10.us / 1e3, ps100.us / 1e3, p3.us / 1e3);
+    CU_ASSERT(ps100.us < ps10.us);
+    CU_ASSERT(p3.us <= ps10.us * 1.001);
+    release(&ps10);
+    release(&ps100);
+    release(&p3);
+}
+
+/* A two-rank trace keeps its NCCL kernels; bandwidth rescales them. */
+static void test_multirank(void)
+{
+    result same, slow, fast;
+    CU_ASSERT_EQUAL_FATAL(predict(&nccl2, "{\"distributed\":{\"workers\":2}}", &same), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        predict(&nccl2, "{\"distributed\":{\"workers\":2,\"intra_node_gbps\":100}}", &slow), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        predict(&nccl2, "{\"distributed\":{\"workers\":2,\"intra_node_gbps\":100000}}", &fast), 0);
+    double before = applied_num(&same, "comm_us_before");
+    double after = applied_num(&same, "comm_us_after");
+    printf("\n    2-rank trace: step %.1f ms; comm %.0f us; 100 Gb/s: %.1f ms; fast: %.1f ms\n",
+           nccl2.simulated_us / 1e3, before, slow.us / 1e3, fast.us / 1e3);
+    CU_ASSERT(applied_num(&same, "collectives_rescaled") > 0);
+    /* Same network as the baseline assumption: the kernels keep their times. */
+    CU_ASSERT_DOUBLE_EQUAL(after, before, before * 0.01 + 1);
+    CU_ASSERT(slow.us > same.us);
+    CU_ASSERT(fast.us <= same.us);
+    release(&same);
+    release(&slow);
+    release(&fast);
+}
+
+int main(void)
+{
+    traces = getenv("RV_SHARED_TRACES");
+    char probe[1024];
+    snprintf(probe, sizeof(probe), "%s/kineto/resnet50-v100-workers0.pt.trace.json.gz",
+             traces ? traces : "");
+    FILE *f = traces ? fopen(probe, "rb") : NULL;
+    if (!f) {
+        printf("skipped: RV_SHARED_TRACES not set or without the ResNet-50 traces\n");
+        return 77;
+    }
+    fclose(f);
+    if (load("kineto/resnet50-v100-workers0.pt.trace.json.gz", &r50w0) ||
+        load("kineto/resnet50-v100-workers4.pt.trace.json.gz", &r50w4) ||
+        load("hta/a100-2rank-nccl.json.gz", &nccl2))
+        return 1;
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite("whatif_real", NULL, NULL);
+    CU_add_test(s, "empty_is_replay", test_empty_is_replay);
+    CU_add_test(s, "dataloader_pair", test_dataloader_pair);
+    CU_add_test(s, "power_curve", test_power_curve);
+    CU_add_test(s, "amp", test_amp);
+    CU_add_test(s, "fusions", test_fusions);
+    CU_add_test(s, "generic", test_generic);
+    CU_add_test(s, "distributed", test_distributed);
+    CU_add_test(s, "multirank", test_multirank);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned fails = CU_get_number_of_failures();
+    CU_cleanup_registry();
+    unload(&r50w0);
+    unload(&r50w4);
+    unload(&nccl2);
+    return fails ? 1 : 0;
+}
