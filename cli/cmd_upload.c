@@ -13,23 +13,20 @@
 #include "rv_spool.h"
 #include "rv_upload.h"
 
-
-
 #define UPLOAD_MAX_BYTES ((size_t)4 << 30)
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: reverie upload TRACE... [--job J] [--rank R] [--server URL] [--token T]\n"
-            "       reverie upload --spool DIR [--server URL] [--token T]\n\n"
-            "Posts Kineto/collector traces (.json or .json.gz) to URL/v1/traces.\n"
-            "  --server URL  default $REVERIE_SERVER\n"
-            "  --token T     bearer token, default $REVERIE_TOKEN\n"
-            "  --job J       job name for the trace (default: the file name)\n"
-            "  --rank R      rank of the trace (default: none)\n"
-            "  --spool DIR   send every trace the collector spooled in DIR; each file\n"
-            "                is deleted after the server accepted it\n"
-            "  --attempts N  tries per trace (default 5)\n");
+    fprintf(out, "usage: reverie upload TRACE... [--job J] [--rank R] [--server URL] [--token T]\n"
+                 "       reverie upload --spool DIR [--server URL] [--token T]\n\n"
+                 "Posts Kineto/collector traces (.json or .json.gz) to URL/v1/traces.\n"
+                 "  --server URL  default $REVERIE_SERVER\n"
+                 "  --token T     bearer token, default $REVERIE_TOKEN\n"
+                 "  --job J       job name for the trace (default: the file name)\n"
+                 "  --rank R      rank of the trace (default: none)\n"
+                 "  --spool DIR   send every trace the collector spooled in DIR; each file\n"
+                 "                is deleted after the server accepted it\n"
+                 "  --attempts N  tries per trace (default 5)\n");
 }
 
 int rv_cmd_upload(int argc, char **argv)
@@ -102,8 +99,8 @@ int rv_cmd_upload(int argc, char **argv)
         rv_error err;
         rv_error_clear(&err);
         int rc = rv_spool_send_all(spool, &o, &res, &err);
-        printf("%d sent, %d failed, %d busy (claimed by another sender)\n", res.sent,
-               res.failed, res.skipped);
+        printf("%d sent, %d failed, %d busy (claimed by another sender)\n", res.sent, res.failed,
+               res.skipped);
         if (rc < 0)
             fprintf(stderr, "reverie upload: %s\n", err.message);
         free(files);

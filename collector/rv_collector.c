@@ -43,12 +43,12 @@ static struct collector {
     pthread_cond_t cv;   /* housekeeping wake-up */
     pthread_cond_t upcv; /* uploader wake-up */
     int pid;
-    int running;         /* threads started */
+    int running; /* threads started */
     int stopping;
-    int finish;          /* the window is done (or the cap hit): write now */
-    int capturing;       /* activity kinds enabled, sets are kept */
+    int finish;    /* the window is done (or the cap hit): write now */
+    int capturing; /* activity kinds enabled, sets are kept */
     int upload_work, upload_busy;
-    int hk_done;         /* housekeeping has shipped its last capture */
+    int hk_done; /* housekeeping has shipped its last capture */
     rv_window win;
     rv_recset *head, *tail;
     uint64_t nrecs, max_recs;
@@ -63,7 +63,7 @@ static struct collector {
     /* configuration */
     size_t buf_size, buf_max;
     unsigned flush_ms;
-    const char *output;  /* REVERIE_OUTPUT */
+    const char *output; /* REVERIE_OUTPUT */
     const char *spool;
     const char *trigger_file;
     rv_upload_opts upload;
@@ -72,10 +72,10 @@ static struct collector {
        .cv = PTHREAD_COND_INITIALIZER,
        .upcv = PTHREAD_COND_INITIALIZER};
 
-static atomic_size_t g_outstanding;      /* buffers CUPTI holds */
-static atomic_ullong g_dropped;          /* CUPTI's dropped-record count */
-static atomic_ullong g_rejected;         /* buffers we refused (cap) */
-static atomic_int g_collecting;          /* parse completed buffers? */
+static atomic_size_t g_outstanding; /* buffers CUPTI holds */
+static atomic_ullong g_dropped;     /* CUPTI's dropped-record count */
+static atomic_ullong g_rejected;    /* buffers we refused (cap) */
+static atomic_int g_collecting;     /* parse completed buffers? */
 static volatile sig_atomic_t g_sigusr2;
 
 __attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
@@ -147,7 +147,8 @@ static void feed_steps(const rv_recset *s, uint64_t *warmup_end)
     const rv_rec *r = rv_recset_recs(s);
     for (size_t i = 0; i < s->recs.n; i++) {
         if (r[i].kind == RV_REC_MARKER_START) {
-            if (G.nopen < MAX_OPEN_STEPS && rv_window_is_step(&G.win, rv_recset_str(s, r[i].name))) {
+            if (G.nopen < MAX_OPEN_STEPS &&
+                rv_window_is_step(&G.win, rv_recset_str(s, r[i].name))) {
                 G.open[G.nopen].id = r[i].aux;
                 G.open[G.nopen].start = r[i].start;
                 G.nopen++;
@@ -327,8 +328,7 @@ static void ship(rv_recset *sets, uint64_t t0, uint64_t t1, int steps)
     G.meta.start = G.arm_clock;
     G.meta.dropped_records = atomic_load(&g_dropped) + G.cap_dropped;
     snprintf(desc, sizeof(desc), "%d steps matching '%s' after %d skipped%s", steps,
-             G.win.cfg.step_glob, G.win.cfg.skip,
-             G.win.cfg.duration_s > 0 ? " (time window)" : "");
+             G.win.cfg.step_glob, G.win.cfg.skip, G.win.cfg.duration_s > 0 ? " (time window)" : "");
     o.window_desc = desc;
     if (G.output)
         expand_output(G.output, path, sizeof(path));
@@ -358,7 +358,8 @@ static void ship(rv_recset *sets, uint64_t t0, uint64_t t1, int steps)
     free(data);
     if (!G.upload.server || !*G.upload.server) {
         say("REVERIE_SERVER is not set; trace kept in %s (%zu kernels); send it with "
-            "`reverie upload --spool %s`", path, st.kernels, G.spool);
+            "`reverie upload --spool %s`",
+            path, st.kernels, G.spool);
         return;
     }
     pthread_mutex_lock(&G.mu);
@@ -375,9 +376,10 @@ static void finish_capture(int at_exit)
     int steps;
     disable_kinds();
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    uint64_t now = cupti_now();
     pthread_mutex_lock(&G.mu);
     if (rv_window_active(&G.win))
-        rv_window_close(&G.win, cupti_now());
+        rv_window_close(&G.win, now);
     sets = G.head;
     G.head = G.tail = NULL;
     G.nrecs = 0;
@@ -442,9 +444,10 @@ static void *housekeeping(void *arg)
             unlink(G.trigger_file);
             triggered = 1;
         }
+        uint64_t now = cupti_now(); /* never call CUPTI with G.mu held */
         if (triggered && !active && !finish) {
             pthread_mutex_lock(&G.mu);
-            int armed = rv_window_trigger(&G.win, cupti_now());
+            int armed = rv_window_trigger(&G.win, now);
             pthread_mutex_unlock(&G.mu);
             if (armed) {
                 say("capture triggered");
@@ -453,7 +456,7 @@ static void *housekeeping(void *arg)
         }
         if (active && !finish) {
             pthread_mutex_lock(&G.mu);
-            if (rv_window_on_tick(&G.win, cupti_now()))
+            if (rv_window_on_tick(&G.win, now))
                 G.finish = finish = 1;
             pthread_mutex_unlock(&G.mu);
         }

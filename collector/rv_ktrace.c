@@ -337,8 +337,7 @@ static void write_gpu(wctx *w, const rv_recset *s, const rv_rec *r, const rv_rec
         jo_us(&w->o, api->start);
         jo_puts(&w->o, ", \"cat\": \"ac2g\", \"name\": \"ac2g\"}");
         ev_begin(w);
-        jo_printf(&w->o,
-                  "\"ph\": \"f\", \"id\": %u, \"pid\": %u, \"tid\": %" PRId64 ", \"ts\": ",
+        jo_printf(&w->o, "\"ph\": \"f\", \"id\": %u, \"pid\": %u, \"tid\": %" PRId64 ", \"ts\": ",
                   r->correlation, r->device, sid(r->stream));
         jo_us(&w->o, r->start);
         jo_puts(&w->o, ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"}");
@@ -442,9 +441,8 @@ static void write_devices(wctx *w, const rv_recset *sets, const rv_meta *m)
                       ", \"numSms\": %u, \"l2CacheSize\": %u, \"clockRateKHz\": %u}",
                       d[i].global_mem, d[i].cc_major, d[i].cc_minor, d[i].max_threads_per_block,
                       d[i].max_warps_per_sm * (d[i].warp_size ? d[i].warp_size : 32),
-                      d[i].regs_per_block, d[i].regs_per_sm, d[i].warp_size,
-                      d[i].shmem_per_block, d[i].shmem_per_sm, d[i].num_sms, d[i].l2_bytes,
-                      d[i].core_clock_khz);
+                      d[i].regs_per_block, d[i].regs_per_sm, d[i].warp_size, d[i].shmem_per_block,
+                      d[i].shmem_per_sm, d[i].num_sms, d[i].l2_bytes, d[i].core_clock_khz);
         }
     }
     /* No CUPTI device record (capture started late): fall back to NVML. */
@@ -546,8 +544,7 @@ static int build_indexes(wctx *w, const rv_recset *sets)
                 map_put(&w->api, r[i].correlation, &r[i], s);
             else if (r[i].kind == RV_REC_MARKER_START)
                 map_put(&w->marks, r[i].aux + 1ull, &r[i], s);
-            else if (is_gpu(r[i].kind) && r[i].context != RV_REC_NO_ID &&
-                     w->ctxdev.n < 100)
+            else if (is_gpu(r[i].kind) && r[i].context != RV_REC_NO_ID && w->ctxdev.n < 100)
                 map_put(&w->ctxdev, r[i].context, &r[i], (const void *)(uintptr_t)r[i].device);
         }
         const rv_rec_extcorr *x = s->ext.items;
@@ -655,8 +652,7 @@ int rv_ktrace_write(const rv_recset *sets, const rv_meta *m, const rv_ktrace_opt
                 if (in_window(w, r[i].start))
                     write_overhead(w, &r[i]);
                 break;
-            default:
-                break;
+            default: break;
             }
         }
     }

@@ -17,16 +17,16 @@
 #include "rv_records.h"
 
 typedef struct rv_ktrace_opts {
-    uint64_t t0, t1;    /* keep CPU-side records starting in [t0, t1] and the GPU
-                         * work they launched; t1 == 0 keeps everything */
-    int plain;          /* 1: plain JSON instead of gzip */
-    size_t max_bytes;   /* cap on the output; 0 = 2 GiB */
+    uint64_t t0, t1;         /* keep CPU-side records starting in [t0, t1] and the GPU
+                              * work they launched; t1 == 0 keeps everything */
+    int plain;               /* 1: plain JSON instead of gzip */
+    size_t max_bytes;        /* cap on the output; 0 = 2 GiB */
     const char *window_desc; /* free text stored in reverie.window, may be NULL */
 } rv_ktrace_opts;
 
 typedef struct rv_ktrace_stats {
-    size_t kernels, memcpys, memsets, runtime, driver, syncs, ranges, gpu_ranges, flows,
-        overheads, events; /* events = all traceEvents written */
+    size_t kernels, memcpys, memsets, runtime, driver, syncs, ranges, gpu_ranges, flows, overheads,
+        events; /* events = all traceEvents written */
 } rv_ktrace_stats;
 
 /* Writes the records of the list `sets` (borrowed, linked by next) and the

@@ -79,8 +79,8 @@ static int lib_mapped(const char *needle)
 
 void rv_meta_collect_host(rv_meta *m)
 {
-    static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-                                            "PMIX_RANK", "SLURM_PROCID", NULL};
+    static const char *const rank_vars[] = {"RANK",      "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                            "PMIX_RANK", "SLURM_PROCID",         NULL};
     static const char *const local_vars[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
                                              "MPI_LOCALRANKID", "SLURM_LOCALID", NULL};
     static const char *const world_vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
@@ -123,7 +123,7 @@ typedef struct nvml_memory {
 } nvml_memory;
 typedef int (*nvml_mem_fn)(void *, nvml_memory *);
 
-#define NVML_CLOCK_SM 1
+#define NVML_CLOCK_SM  1
 #define NVML_CLOCK_MEM 2
 
 static void version_str(int v, char *out, size_t cap)

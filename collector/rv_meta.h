@@ -17,10 +17,10 @@ typedef struct rv_clock_triple {
 typedef struct rv_meta_gpu {
     char name[96];
     int index;
-    int num_sms;            /* 0 when unknown */
-    uint64_t total_mem;     /* bytes, 0 when unknown */
+    int num_sms;        /* 0 when unknown */
+    uint64_t total_mem; /* bytes, 0 when unknown */
     int sm_clock_max_mhz, mem_clock_max_mhz;
-    double power_limit_w;   /* enforced limit, 0 when unknown */
+    double power_limit_w;            /* enforced limit, 0 when unknown */
     double power_min_w, power_max_w; /* allowed range of the limit */
     double power_default_w;
 } rv_meta_gpu;
@@ -28,14 +28,14 @@ typedef struct rv_meta_gpu {
 #define RV_META_MAX_GPUS 16
 
 typedef struct rv_meta {
-    char gpu[96];           /* name of the first GPU */
-    char cpu[128];          /* /proc/cpuinfo "model name" */
-    char driver[80];        /* NVIDIA driver version, e.g. "580.65.06" */
-    char cuda[24];          /* CUDA runtime (or driver API) version, "13.0" */
-    char framework[64];     /* REVERIE_FRAMEWORK, else "pytorch" when libtorch is loaded */
-    char job[128];          /* REVERIE_JOB, else "" */
+    char gpu[96];       /* name of the first GPU */
+    char cpu[128];      /* /proc/cpuinfo "model name" */
+    char driver[80];    /* NVIDIA driver version, e.g. "580.65.06" */
+    char cuda[24];      /* CUDA runtime (or driver API) version, "13.0" */
+    char framework[64]; /* REVERIE_FRAMEWORK, else "pytorch" when libtorch is loaded */
+    char job[128];      /* REVERIE_JOB, else "" */
     char hostname[128];
-    char backend[16];       /* "nccl" */
+    char backend[16]; /* "nccl" */
     int pid;
     int rank, local_rank, world_size; /* -1 when unknown */
     rv_meta_gpu gpus[RV_META_MAX_GPUS];

@@ -72,8 +72,7 @@ uint32_t rv_recset_intern(rv_recset *set, const char *s)
     if (!s || !*s)
         return 0;
     size_t len = strnlen(s, 4096); /* names longer than this are cut */
-    if ((st->count + 1) * 2 >= st->nslots &&
-        str_rehash(st, st->nslots ? st->nslots * 2 : 256) != 0)
+    if ((st->count + 1) * 2 >= st->nslots && str_rehash(st, st->nslots ? st->nslots * 2 : 256) != 0)
         return 0;
     uint32_t j = str_hash(s, len) & (st->nslots - 1);
     while (st->slots[j]) {
@@ -245,21 +244,15 @@ static int add_sync(rv_recset *s, const CUpti_ActivitySynchronization2 *y)
     r->context = y->contextId;
     r->stream = y->streamId; /* CUPTI_SYNCHRONIZATION_INVALID_VALUE == RV_REC_NO_ID */
     switch (y->type) {
-    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE:
-        r->aux = RV_REC_SYNC_EVENT;
-        break;
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: r->aux = RV_REC_SYNC_EVENT; break;
     case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT:
         r->aux = RV_REC_SYNC_WAIT_EVENT;
         break;
-    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE:
-        r->aux = RV_REC_SYNC_STREAM;
-        break;
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE: r->aux = RV_REC_SYNC_STREAM; break;
     case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE:
         r->aux = RV_REC_SYNC_CONTEXT;
         break;
-    default:
-        r->aux = RV_REC_SYNC_UNKNOWN;
-        break;
+    default: r->aux = RV_REC_SYNC_UNKNOWN; break;
     }
     r->aux64 = y->cudaEventSyncId;
     return 1;
@@ -361,42 +354,18 @@ int rv_records_add(rv_recset *s, const void *cupti_record)
     int rc;
     switch (a->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-        rc = add_kernel(s, cupti_record);
-        break;
-    case CUPTI_ACTIVITY_KIND_MEMCPY:
-        rc = add_memcpy(s, cupti_record);
-        break;
-    case CUPTI_ACTIVITY_KIND_MEMSET:
-        rc = add_memset(s, cupti_record);
-        break;
-    case CUPTI_ACTIVITY_KIND_RUNTIME:
-        rc = add_api(s, cupti_record, RV_REC_RUNTIME);
-        break;
-    case CUPTI_ACTIVITY_KIND_DRIVER:
-        rc = add_api(s, cupti_record, RV_REC_DRIVER);
-        break;
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
-        rc = add_sync(s, cupti_record);
-        break;
-    case CUPTI_ACTIVITY_KIND_MARKER:
-        rc = add_marker(s, cupti_record);
-        break;
-    case CUPTI_ACTIVITY_KIND_OVERHEAD:
-        rc = add_overhead(s, cupti_record);
-        break;
-    case CUPTI_ACTIVITY_KIND_CUDA_EVENT:
-        rc = add_cuda_event(s, cupti_record);
-        break;
-    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
-        rc = add_extcorr(s, cupti_record);
-        break;
-    case CUPTI_ACTIVITY_KIND_DEVICE:
-        rc = add_device(s, cupti_record);
-        break;
-    default:
-        s->ignored++;
-        return 0;
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: rc = add_kernel(s, cupti_record); break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY: rc = add_memcpy(s, cupti_record); break;
+    case CUPTI_ACTIVITY_KIND_MEMSET: rc = add_memset(s, cupti_record); break;
+    case CUPTI_ACTIVITY_KIND_RUNTIME: rc = add_api(s, cupti_record, RV_REC_RUNTIME); break;
+    case CUPTI_ACTIVITY_KIND_DRIVER: rc = add_api(s, cupti_record, RV_REC_DRIVER); break;
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: rc = add_sync(s, cupti_record); break;
+    case CUPTI_ACTIVITY_KIND_MARKER: rc = add_marker(s, cupti_record); break;
+    case CUPTI_ACTIVITY_KIND_OVERHEAD: rc = add_overhead(s, cupti_record); break;
+    case CUPTI_ACTIVITY_KIND_CUDA_EVENT: rc = add_cuda_event(s, cupti_record); break;
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: rc = add_extcorr(s, cupti_record); break;
+    case CUPTI_ACTIVITY_KIND_DEVICE: rc = add_device(s, cupti_record); break;
+    default: s->ignored++; return 0;
     }
     if (rc < 0)
         s->dropped++;
@@ -446,22 +415,14 @@ const char *rv_records_api_name(int kind, uint32_t cbid, char *buf, size_t cap)
 static const char *mem_kind_name(uint32_t k)
 {
     switch (k) {
-    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE:
-        return "Pageable";
-    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED:
-        return "Pinned";
-    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
-        return "Device";
-    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY:
-        return "Array";
-    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
-        return "Managed";
-    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC:
-        return "Device Static";
-    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC:
-        return "Managed Static";
-    default:
-        return "Unknown";
+    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return "Pageable";
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return "Pinned";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE: return "Device";
+    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY: return "Array";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED: return "Managed";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC: return "Device Static";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC: return "Managed Static";
+    default: return "Unknown";
     }
 }
 
@@ -484,41 +445,27 @@ const char *rv_records_memset_name(uint32_t aux, char *buf, size_t cap)
 const char *rv_records_sync_name(uint32_t sync)
 {
     switch (sync) {
-    case RV_REC_SYNC_EVENT:
-        return "Event Sync";
-    case RV_REC_SYNC_WAIT_EVENT:
-        return "Wait Event";
-    case RV_REC_SYNC_STREAM:
-        return "Stream Sync";
-    case RV_REC_SYNC_CONTEXT:
-        return "Context Sync";
-    default:
-        return "Unknown Sync";
+    case RV_REC_SYNC_EVENT: return "Event Sync";
+    case RV_REC_SYNC_WAIT_EVENT: return "Wait Event";
+    case RV_REC_SYNC_STREAM: return "Stream Sync";
+    case RV_REC_SYNC_CONTEXT: return "Context Sync";
+    default: return "Unknown Sync";
     }
 }
 
 const char *rv_records_overhead_name(uint32_t kind)
 {
     switch (kind) {
-    case CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER:
-        return "DRIVER_COMPILER";
-    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH:
-        return "CUPTI_BUFFER_FLUSH";
-    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION:
-        return "CUPTI_INSTRUMENTATION";
-    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE:
-        return "CUPTI_RESOURCE";
+    case CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER: return "DRIVER_COMPILER";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH: return "CUPTI_BUFFER_FLUSH";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION: return "CUPTI_INSTRUMENTATION";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE: return "CUPTI_RESOURCE";
     case CUPTI_ACTIVITY_OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING:
         return "RUNTIME_TRIGGERED_MODULE_LOADING";
-    case CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING:
-        return "LAZY_FUNCTION_LOADING";
-    case CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL:
-        return "COMMAND_BUFFER_FULL";
-    case CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST:
-        return "ACTIVITY_BUFFER_REQUEST";
-    case CUPTI_ACTIVITY_OVERHEAD_UVM_ACTIVITY_INIT:
-        return "UVM_ACTIVITY_INIT";
-    default:
-        return "UNKNOWN";
+    case CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING: return "LAZY_FUNCTION_LOADING";
+    case CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL: return "COMMAND_BUFFER_FULL";
+    case CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST: return "ACTIVITY_BUFFER_REQUEST";
+    case CUPTI_ACTIVITY_OVERHEAD_UVM_ACTIVITY_INIT: return "UVM_ACTIVITY_INIT";
+    default: return "UNKNOWN";
     }
 }

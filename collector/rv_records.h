@@ -40,15 +40,15 @@ typedef enum rv_rec_sync {
 
 /* One activity. Times are CUPTI timestamps in ns (CLOCK_REALTIME domain). */
 typedef struct rv_rec {
-    uint64_t start, end;  /* markers: start == end == the marker time */
-    uint64_t bytes;       /* memcpy/memset bytes */
-    uint64_t aux64;       /* sync: cudaEventSyncId (0 when none) */
-    uint32_t correlation; /* 0 when none */
-    uint32_t name;        /* string id in the set: kernel or marker name; 0 = none */
+    uint64_t start, end;              /* markers: start == end == the marker time */
+    uint64_t bytes;                   /* memcpy/memset bytes */
+    uint64_t aux64;                   /* sync: cudaEventSyncId (0 when none) */
+    uint32_t correlation;             /* 0 when none */
+    uint32_t name;                    /* string id in the set: kernel or marker name; 0 = none */
     uint32_t device, context, stream; /* GPU side; RV_REC_NO_ID when unknown */
-    uint32_t pid, tid;    /* CPU side (API calls, markers) */
-    uint32_t aux;         /* API: cbid; memcpy: kind|src<<8|dst<<16; memset: memory kind;
-                           * sync: rv_rec_sync; marker: marker id; overhead: kind */
+    uint32_t pid, tid;                /* CPU side (API calls, markers) */
+    uint32_t aux; /* API: cbid; memcpy: kind|src<<8|dst<<16; memset: memory kind;
+                   * sync: rv_rec_sync; marker: marker id; overhead: kind */
     int32_t grid[3], block[3];
     uint32_t registers, shared_mem; /* shared_mem = static + dynamic bytes */
     uint8_t kind;                   /* rv_rec_kind */
@@ -69,9 +69,9 @@ typedef struct rv_rec_extcorr {
 
 /* A GPU as CUPTI's DEVICE record describes it. */
 typedef struct rv_rec_device {
-    uint64_t global_mem;     /* bytes */
-    uint64_t mem_bandwidth;  /* KB/s as CUPTI reports it */
-    uint32_t id, name;       /* name: string id */
+    uint64_t global_mem;    /* bytes */
+    uint64_t mem_bandwidth; /* KB/s as CUPTI reports it */
+    uint32_t id, name;      /* name: string id */
     uint32_t num_sms, core_clock_khz;
     uint32_t cc_major, cc_minor;
     uint32_t max_threads_per_block, max_warps_per_sm, warp_size;
@@ -88,7 +88,7 @@ typedef struct rv_recvec {
 typedef struct rv_recstr {
     char *data;
     size_t len, cap;
-    uint32_t *slots;   /* open addressing: offset+1, 0 = empty */
+    uint32_t *slots; /* open addressing: offset+1, 0 = empty */
     uint32_t nslots, count;
 } rv_recstr;
 
@@ -98,14 +98,14 @@ typedef struct rv_recset {
     rv_recvec ext;     /* rv_rec_extcorr */
     rv_recvec devices; /* rv_rec_device */
     rv_recstr strings;
-    uint64_t ignored;  /* records of kinds the collector does not keep */
-    uint64_t dropped;  /* records lost to a cap while parsing */
+    uint64_t ignored;       /* records of kinds the collector does not keep */
+    uint64_t dropped;       /* records lost to a cap while parsing */
     struct rv_recset *next; /* list link, owned by whoever holds the list */
 } rv_recset;
 
 /* Caps: records per set and bytes of strings per set. */
 #define RV_RECSET_MAX_RECS (4u * 1024u * 1024u)
-#define RV_RECSET_MAX_STR (64u * 1024u * 1024u)
+#define RV_RECSET_MAX_STR  (64u * 1024u * 1024u)
 
 /* Returns a new empty set, or NULL on OOM. */
 rv_recset *rv_recset_new(void);

@@ -71,8 +71,8 @@ int rv_spool_write_file(const char *path, const void *data, size_t len, rv_error
     }
     fd = -1;
     if (rename(tmp, path) != 0) {
-        rc = rv_error_set(err, RV_ERR_IO, -1, -1, "rename %s -> %s: %s", tmp, path,
-                          strerror(errno));
+        rc =
+            rv_error_set(err, RV_ERR_IO, -1, -1, "rename %s -> %s: %s", tmp, path, strerror(errno));
         goto out;
     }
 out:
@@ -126,9 +126,9 @@ int rv_spool_write(const char *dir, const char *job, int rank, const void *data,
     encode(host, ehost, sizeof(ehost));
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    int n = snprintf(path, cap, "%s/%s.r%d.%s.%d.%lld%03ld%u.json.gz", dir, ejob, rank < 0 ? -1 : rank,
-                     ehost, (int)getpid(), (long long)ts.tv_sec, ts.tv_nsec / 1000000,
-                     __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+    int n = snprintf(path, cap, "%s/%s.r%d.%s.%d.%lld%03ld%u.json.gz", dir, ejob,
+                     rank < 0 ? -1 : rank, ehost, (int)getpid(), (long long)ts.tv_sec,
+                     ts.tv_nsec / 1000000, __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
     if (n < 0 || (size_t)n >= cap)
         return rv_error_set(err, RV_ERR_INVALID, -1, -1, "spool path too long in %s", dir);
     return rv_spool_write_file(path, data, len, err);
@@ -202,8 +202,7 @@ static int stale_claim(const char *name, char *orig, size_t cap)
     return 1;
 }
 
-int rv_spool_send_all(const char *dir, const rv_upload_opts *o, rv_spool_result *res,
-                      rv_error *err)
+int rv_spool_send_all(const char *dir, const rv_upload_opts *o, rv_spool_result *res, rv_error *err)
 {
     rv_spool_result r = {0};
     entry *ents = NULL;
@@ -213,9 +212,9 @@ int rv_spool_send_all(const char *dir, const rv_upload_opts *o, rv_spool_result 
     if (res)
         *res = r;
     if (!d)
-        return errno == ENOENT ? 0
-                               : rv_error_set(err, RV_ERR_IO, -1, -1, "spool dir %s: %s", dir,
-                                              strerror(errno));
+        return errno == ENOENT
+                   ? 0
+                   : rv_error_set(err, RV_ERR_IO, -1, -1, "spool dir %s: %s", dir, strerror(errno));
     ents = calloc(SPOOL_MAX_FILES, sizeof(*ents));
     if (!ents) {
         closedir(d);

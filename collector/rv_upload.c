@@ -72,8 +72,8 @@ int rv_upload_available(void)
     return 0;
 }
 
-int rv_upload_post(const rv_upload_opts *o, const char *job, int rank, const void *data,
-                   size_t len, long *status, rv_error *err)
+int rv_upload_post(const rv_upload_opts *o, const char *job, int rank, const void *data, size_t len,
+                   long *status, rv_error *err)
 {
     if (status)
         *status = 0;
@@ -115,8 +115,8 @@ static void one_line(char *s)
             *s = ' ';
 }
 
-int rv_upload_post(const rv_upload_opts *o, const char *job, int rank, const void *data,
-                   size_t len, long *status, rv_error *err)
+int rv_upload_post(const rv_upload_opts *o, const char *job, int rank, const void *data, size_t len,
+                   long *status, rv_error *err)
 {
     int rc = RV_ERR_IO;
     CURL *c = NULL;
@@ -206,8 +206,9 @@ int rv_upload_post(const rv_upload_opts *o, const char *job, int rank, const voi
         if (i == attempts)
             break;
         if (!o->quiet)
-            fprintf(stderr, "reverie-collector: upload attempt %d/%d failed (%s); retrying in %ld ms\n",
-                    i, attempts, err ? err->message : "error", backoff);
+            fprintf(stderr,
+                    "reverie-collector: upload attempt %d/%d failed (%s); retrying in %ld ms\n", i,
+                    attempts, err ? err->message : "error", backoff);
         sleep_ms(backoff);
         backoff = backoff * 2 > 30000 ? 30000 : backoff * 2;
     }

@@ -13,13 +13,13 @@
 #include "rv_error.h"
 
 typedef struct rv_upload_opts {
-    const char *server;    /* base URL, e.g. "http://127.0.0.1:8080" (borrowed) */
-    const char *token;     /* bearer token or NULL (borrowed) */
-    int max_attempts;      /* total tries; 0 = 5 */
-    int backoff_ms;        /* first wait; doubles per try, capped at 30 s; 0 = 500 */
-    long timeout_s;        /* per attempt; 0 = 120 */
-    long connect_timeout_s;/* 0 = 10 */
-    int quiet;             /* 1: no per-attempt lines on stderr */
+    const char *server;     /* base URL, e.g. "http://127.0.0.1:8080" (borrowed) */
+    const char *token;      /* bearer token or NULL (borrowed) */
+    int max_attempts;       /* total tries; 0 = 5 */
+    int backoff_ms;         /* first wait; doubles per try, capped at 30 s; 0 = 500 */
+    long timeout_s;         /* per attempt; 0 = 120 */
+    long connect_timeout_s; /* 0 = 10 */
+    int quiet;              /* 1: no per-attempt lines on stderr */
 } rv_upload_opts;
 
 /* Defaults, then REVERIE_SERVER, REVERIE_TOKEN, REVERIE_UPLOAD_ATTEMPTS,
@@ -35,8 +35,8 @@ int rv_upload_available(void);
  * 2xx answer; RV_ERR_IO when the server stayed unreachable or kept failing,
  * RV_ERR_INVALID on a 4xx that retrying cannot fix. *status (may be NULL)
  * gets the last HTTP status, 0 when none arrived. */
-int rv_upload_post(const rv_upload_opts *o, const char *job, int rank, const void *data,
-                   size_t len, long *status, rv_error *err);
+int rv_upload_post(const rv_upload_opts *o, const char *job, int rank, const void *data, size_t len,
+                   long *status, rv_error *err);
 
 /* Reads a whole file (at most max bytes) into a new buffer (caller frees). */
 int rv_upload_read_file(const char *path, size_t max, void **data, size_t *len, rv_error *err);

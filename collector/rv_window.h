@@ -28,11 +28,11 @@ typedef struct rv_window_cfg {
 
 typedef struct rv_window {
     rv_window_cfg cfg;
-    int state;         /* rv_window_state */
-    int steps_seen;    /* steps ended since arming */
+    int state;      /* rv_window_state */
+    int steps_seen; /* steps ended since arming */
     int steps_kept;
-    uint64_t arm_ns;   /* when the capture was armed */
-    uint64_t t0, t1;   /* the window, valid once state >= CAPTURE (t1 once DONE) */
+    uint64_t arm_ns; /* when the capture was armed */
+    uint64_t t0, t1; /* the window, valid once state >= CAPTURE (t1 once DONE) */
     uint64_t last_step_end;
 } rv_window;
 

@@ -15,8 +15,8 @@
 #include "rv_window.h"
 
 #define BASE 1700000000000000000ull /* a realtime-ns epoch, like CUPTI's */
-#define PID 4242
-#define TID 4243
+#define PID  4242
+#define TID  4243
 
 typedef struct sbuf {
     uint8_t *p;
@@ -264,8 +264,7 @@ static char *tmp_path(const char *suffix)
     return path;
 }
 
-static rv_trace *write_and_read(const rv_recset *sets, const rv_ktrace_opts *o,
-                                rv_ktrace_stats *st)
+static rv_trace *write_and_read(const rv_recset *sets, const rv_ktrace_opts *o, rv_ktrace_stats *st)
 {
     rv_meta m;
     memset(&m, 0, sizeof(m));
