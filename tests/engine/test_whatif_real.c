@@ -458,6 +458,43 @@ static void test_distributed(void)
     release(&p3);
 }
 
+static double gpu_bound_with(const char *opt)
+{
+    char doc[512];
+    result r;
+    snprintf(doc, sizeof(doc),
+             "{\"optimizations\":[{\"kind\":\"cpu_speed\",\"factor\":20}%s%s]}",
+             opt ? "," : "", opt ? opt : "");
+    if (predict(&r50w4, doc, &r) != 0)
+        return -1;
+    release(&r);
+    return r.us;
+}
+
+/* Memory savers cost time on the GPU-bound step; direction and size. */
+static void test_memory_savers(void)
+{
+    double base = gpu_bound_with(NULL);
+    double rc1 = gpu_bound_with("{\"kind\":\"recompute\"}");
+    double rc5 = gpu_bound_with("{\"kind\":\"recompute\",\"share\":0.5}");
+    double gist = gpu_bound_with("{\"kind\":\"gist\"}");
+    double v12 = gpu_bound_with("{\"kind\":\"vdnn\"}");
+    double v400 = gpu_bound_with("{\"kind\":\"vdnn\",\"pcie_gbps\":3200}");
+    double ga = gpu_bound_with("{\"kind\":\"gradient_accumulation\",\"steps\":4}");
+    printf("\n    GPU-bound step %.1f ms: recompute %+.0f%%, half %+.0f%%, gist %+.0f%%, "
+           "vdnn PCIe3 %+.0f%%, vdnn 400 GB/s %+.0f%%, grad-accum x4 %+.1f%%\n",
+           base / 1e3, (rc1 / base - 1) * 100, (rc5 / base - 1) * 100, (gist / base - 1) * 100,
+           (v12 / base - 1) * 100, (v400 / base - 1) * 100, (ga / base - 1) * 100);
+    /* Recomputing the whole forward pass costs about one forward (a third
+     * of the step); half of it about half that. */
+    CU_ASSERT(rc1 > 1.15 * base && rc1 < 1.5 * base);
+    CU_ASSERT(rc5 > base && rc5 < rc1);
+    CU_ASSERT(gist > base && gist < 1.2 * base);
+    CU_ASSERT(v12 > 1.2 * base);
+    CU_ASSERT(v400 < v12 && v400 < 1.15 * base);
+    CU_ASSERT(ga < base && ga > 0.9 * base);
+}
+
 /* A two-rank trace keeps its NCCL kernels; bandwidth rescales them. */
 static void test_multirank(void)
 {
@@ -508,6 +545,7 @@ int main(void)
     CU_add_test(s, "generic", test_generic);
     CU_add_test(s, "distributed", test_distributed);
     CU_add_test(s, "multirank", test_multirank);
+    CU_add_test(s, "memory_savers", test_memory_savers);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures();
