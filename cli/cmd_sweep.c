@@ -1,0 +1,295 @@
+/* `reverie sweep TRACE [--whatif JSON|@FILE] --vary FIELD=VALUES [--json]`
+ *
+ * Applies the what-if document once per value of one field and prints one
+ * row per point: the predicted median iteration, the speedup over the
+ * simulated baseline, energy per iteration and average power. FIELD is a
+ * dotted path into the document ("power_limit_w", "distributed.workers",
+ * "optimizations[0].factor"); VALUES is "start:stop:step" or a comma list
+ * (numbers or words, e.g. "ring,tree"). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "rv_graph.h"
+#include "rv_kineto.h"
+#include "rv_report.h"
+#include "rv_sim.h"
+#include "rv_whatif.h"
+
+int rv_cmd_sweep(int argc, char **argv);
+
+#define SWEEP_MAX_POINTS 10000
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: reverie sweep TRACE [--whatif JSON|@FILE] --vary FIELD=VALUES [--json]\n"
+               "  FIELD   dotted path in the what-if document: power_limit_w,\n"
+               "          distributed.workers, distributed.inter_node_gbps,\n"
+               "          optimizations[0].factor, ...\n"
+               "  VALUES  start:stop:step (inclusive) or a comma list: 1,2,4,8 or ring,tree\n"
+               "  --json  one JSON array instead of CSV rows\n"
+               "See docs/whatif.md for the document.\n");
+}
+
+/* Sets path (e.g. "distributed.workers", "optimizations[1].factor") in doc
+ * to v (stolen), creating objects on the way. 0 or -1. */
+static int set_path(json_t *doc, const char *path, json_t *v)
+{
+    char buf[256];
+    if (strlen(path) >= sizeof(buf)) {
+        json_decref(v);
+        return -1;
+    }
+    strcpy(buf, path);
+    json_t *cur = doc;
+    char *save = NULL;
+    char *tok = strtok_r(buf, ".", &save);
+    while (tok) {
+        char *next = strtok_r(NULL, ".", &save);
+        char *br = strchr(tok, '[');
+        long idx = -1;
+        if (br) {
+            *br = '\0';
+            idx = strtol(br + 1, NULL, 10);
+        }
+        json_t *child = json_object_get(cur, tok);
+        if (idx >= 0) {
+            if (!json_is_array(child) || (size_t)idx >= json_array_size(child))
+                goto fail;
+            child = json_array_get(child, (size_t)idx);
+        }
+        if (!next) {
+            if (idx >= 0 || !json_is_object(cur))
+                goto fail;
+            return json_object_set_new(cur, tok, v);
+        }
+        if (!child) {
+            child = json_object();
+            if (!child || json_object_set_new(cur, tok, child))
+                goto fail;
+        }
+        if (!json_is_object(child))
+            goto fail;
+        cur = child;
+        tok = next;
+    }
+fail:
+    json_decref(v);
+    return -1;
+}
+
+static json_t *value_of(const char *s)
+{
+    char *end;
+    errno = 0;
+    long long i = strtoll(s, &end, 10);
+    if (*s && !*end && !errno)
+        return json_integer(i);
+    double d = strtod(s, &end);
+    if (*s && !*end)
+        return json_real(d);
+    if (strcmp(s, "true") == 0 || strcmp(s, "false") == 0)
+        return json_boolean(strcmp(s, "true") == 0);
+    if (strcmp(s, "null") == 0)
+        return json_null();
+    return json_string(s);
+}
+
+/* Expands VALUES into an array of JSON values (new). NULL on bad input. */
+static json_t *expand(const char *spec)
+{
+    json_t *out = json_array();
+    double a, b, st;
+    char tail;
+    if (!out)
+        return NULL;
+    if (sscanf(spec, "%lf:%lf:%lf%c", &a, &b, &st, &tail) == 3) {
+        if (st <= 0 || b < a || (b - a) / st > SWEEP_MAX_POINTS) {
+            json_decref(out);
+            return NULL;
+        }
+        int ints = a == (long long)a && st == (long long)st;
+        for (double x = a; x <= b + st * 1e-9; x += st)
+            json_array_append_new(out, ints ? json_integer((long long)x) : json_real(x));
+        return out;
+    }
+    char *copy = strdup(spec), *save = NULL;
+    if (!copy) {
+        json_decref(out);
+        return NULL;
+    }
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (json_array_size(out) >= SWEEP_MAX_POINTS)
+            break;
+        json_array_append_new(out, value_of(t));
+    }
+    free(copy);
+    if (json_array_size(out) == 0) {
+        json_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
+static json_t *load_doc(const char *text, json_error_t *je)
+{
+    if (!text)
+        return json_object();
+    if (text[0] == '@')
+        return json_load_file(text + 1, JSON_REJECT_DUPLICATES, je);
+    return json_loads(text, JSON_REJECT_DUPLICATES, je);
+}
+
+int rv_cmd_sweep(int argc, char **argv)
+{
+    const char *path = NULL, *doc_text = NULL, *vary = NULL;
+    int as_json = 0, rc = 1, failures = 0;
+    rv_error err;
+    rv_trace *tr = NULL;
+    rv_graph *g = NULL;
+    rv_sim *bs = NULL;
+    json_t *doc = NULL, *vals = NULL, *rows = NULL;
+    char field[256];
+    rv_error_clear(&err);
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (i + 1 < argc && strcmp(a, "--whatif") == 0) {
+            doc_text = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--vary") == 0) {
+            vary = argv[++i];
+        } else if (strcmp(a, "--json") == 0) {
+            as_json = 1;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "reverie: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        } else if (!path) {
+            path = a;
+        } else {
+            fprintf(stderr, "reverie: one trace at a time ('%s' is extra)\n", a);
+            return 2;
+        }
+    }
+    const char *eq = vary ? strchr(vary, '=') : NULL;
+    if (!path || !eq || eq == vary || (size_t)(eq - vary) >= sizeof(field)) {
+        usage(stderr);
+        return 2;
+    }
+    memcpy(field, vary, (size_t)(eq - vary));
+    field[eq - vary] = '\0';
+    json_error_t je;
+    doc = load_doc(doc_text, &je);
+    if (!json_is_object(doc)) {
+        fprintf(stderr, "reverie: bad what-if document: %s\n", doc ? "not an object" : je.text);
+        rc = 2;
+        goto out;
+    }
+    vals = expand(eq + 1);
+    if (!vals) {
+        fprintf(stderr, "reverie: bad values '%s' (start:stop:step or a comma list, at most %d)\n",
+                eq + 1, SWEEP_MAX_POINTS);
+        rc = 2;
+        goto out;
+    }
+    if (rv_kineto_read_file(path, NULL, &tr, &err) != 0 ||
+        rv_graph_build(tr, NULL, &g, &err) != 0 ||
+        rv_sim_run(g, RV_SCHED_EARLIEST_START, &bs, &err) != 0) {
+        fprintf(stderr, "reverie: %s: %s\n", path, err.message);
+        goto out;
+    }
+    rv_iter_figures base;
+    if (rv_report_iteration(g, bs, RV_ITER_MEDIAN, &base, &err) != 0) {
+        fprintf(stderr, "reverie: %s: %s\n", path, err.message);
+        goto out;
+    }
+    rows = json_array();
+    if (!as_json)
+        printf("%s,predicted_us,speedup,energy_j,avg_power_w,error\n", field);
+    size_t k;
+    json_t *v;
+    json_array_foreach(vals, k, v)
+    {
+        rv_whatif *w = NULL;
+        rv_graph *pg = NULL;
+        rv_sim *ps = NULL;
+        json_t *applied = NULL;
+        rv_iter_figures pred = {0};
+        rv_energy e = {0};
+        char vs[64];
+        if (json_is_string(v))
+            snprintf(vs, sizeof(vs), "%s", json_string_value(v));
+        else if (json_is_integer(v))
+            snprintf(vs, sizeof(vs), "%lld", (long long)json_integer_value(v));
+        else
+            snprintf(vs, sizeof(vs), "%g", json_number_value(v));
+        json_t *d = json_deep_copy(doc);
+        int prc = d && set_path(d, field, json_incref(v)) == 0 ? 0 : -1;
+        rv_error_clear(&err);
+        if (prc) {
+            rv_error_field(&err, RV_ERR_INVALID, field, "cannot set %s in the document", field);
+        } else if ((prc = rv_whatif_parse(d, &w, &err)) == 0) {
+            pg = rv_graph_clone(g);
+            if (!pg)
+                prc = rv_error_set(&err, RV_ERR_NOMEM, -1, -1, "out of memory");
+            if (!prc)
+                prc = rv_whatif_apply(w, pg, &applied, &err);
+            if (!prc)
+                prc = rv_sim_run(pg, rv_whatif_schedule(w), &ps, &err);
+            if (!prc)
+                prc = rv_report_iteration(pg, ps, RV_ITER_MEDIAN, &pred, &err);
+            if (!prc) {
+                rv_window win = rv_report_window(pg, ps, pred.iter);
+                if (rv_whatif_energy(w, pg, ps, win.t0_ns, win.t1_ns, &e) == 0)
+                    e.energy_j /= win.per;
+            }
+        }
+        double speedup = !prc && pred.simulated_us > 0 ? base.simulated_us / pred.simulated_us : 0;
+        if (prc)
+            failures++;
+        if (as_json) {
+            json_t *row = json_pack("{s:O}", "value", v);
+            if (prc) {
+                json_object_set_new(row, "error", json_string(err.message));
+            } else {
+                json_object_set_new(row, "predicted_us", json_real(pred.simulated_us));
+                json_object_set_new(row, "speedup", json_real(speedup));
+                json_object_set_new(row, "energy_j", json_real(e.energy_j));
+                json_object_set_new(row, "avg_power_w", json_real(e.avg_power_w));
+            }
+            json_array_append_new(rows, row);
+        } else if (prc) {
+            printf("%s,,,,,\"%s\"\n", vs, err.message);
+        } else {
+            printf("%s,%.1f,%.4f,%.4f,%.1f,\n", vs, pred.simulated_us, speedup, e.energy_j,
+                   e.avg_power_w);
+        }
+        json_decref(applied);
+        rv_sim_free(ps);
+        rv_graph_free(pg);
+        rv_whatif_free(w);
+        json_decref(d);
+    }
+    if (as_json) {
+        json_t *out = json_pack("{s:s, s:s, s:f, s:O}", "trace", path, "vary", field,
+                                "baseline_us", base.simulated_us, "points", rows);
+        json_dumpf(out, stdout, JSON_INDENT(2));
+        printf("\n");
+        json_decref(out);
+    }
+    rc = failures ? 1 : 0;
+out:
+    json_decref(rows);
+    json_decref(vals);
+    json_decref(doc);
+    rv_sim_free(bs);
+    rv_graph_free(g);
+    rv_trace_free(tr);
+    return rc;
+}
