@@ -35,9 +35,10 @@ rm -f "$TMP/synthetic-256MiB.json"
 python3 - "$OUT" <<'PY'
 import json, sys, os
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print("%-44s %10s %10s %9s %9s %9s %7s" % ("file", "file MB", "json MB", "events", "MB/s", "RSS MB", "RSS/in"))
+print("%-40s %9s %9s %8s %7s %8s %8s %7s" % ("file", "file MB", "json MB", "events", "MB/s",
+      "MB/cpu-s", "RSS MB", "RSS/in"))
 for r in rows:
-    print("%-44s %10.1f %10.1f %9d %9.0f %9.1f %7.2f" % (
-        os.path.basename(r["file"])[:44], r["file_bytes"] / 1e6, r["input_bytes"] / 1e6,
-        r["events_kept"], r["mb_per_s"], r["peak_rss_mb"], r["rss_per_input"]))
+    print("%-40s %9.1f %9.1f %8d %7.0f %8.0f %8.1f %7.2f" % (
+        os.path.basename(r["file"])[:40], r["file_bytes"] / 1e6, r["input_bytes"] / 1e6,
+        r["events_kept"], r["mb_per_s"], r["mb_per_cpu_s"], r["peak_rss_mb"], r["rss_per_input"]))
 PY

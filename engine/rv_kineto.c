@@ -75,6 +75,12 @@ typedef struct reader {
     size_t nflows, cap_flows;
     size_t missing_corr;
 
+    /* The previous event's pid and tid: most events repeat them, so this
+     * saves two string-table lookups per event. */
+    char last_pid[MAX_SHORT + 1], last_tid[MAX_SHORT + 1];
+    size_t last_pid_len, last_tid_len;
+    uint32_t last_pid_id, last_tid_id;
+
     /* Top-level metadata seen. */
     int seen_events, seen_reverie, seen_et_nodes, seen_et_schema;
     size_t total_events;
@@ -891,6 +897,21 @@ static uint32_t intern(reader *r, const char *s, size_t n, int *rc)
     return id;
 }
 
+/* Interns a pid or tid through a one-entry cache. */
+static uint32_t intern_cached(reader *r, const char *s, size_t n, char *last, size_t *last_len,
+                              uint32_t *last_id, int *rc)
+{
+    if (*last_id && *last_len == n && memcmp(last, s, n) == 0)
+        return *last_id;
+    uint32_t id = intern(r, s, n, rc);
+    if (id != UINT32_MAX && n <= MAX_SHORT) {
+        memcpy(last, s, n);
+        *last_len = n;
+        *last_id = id;
+    }
+    return id;
+}
+
 /* ---------------------------------------------------------------- events */
 
 typedef struct evscan {
@@ -1159,8 +1180,10 @@ static int parse_event(reader *r, int depth)
             ev.sync_kind = RV_SYNC_NONE;
         rc = 0;
         ev.name = intern(r, r->name.p, s.have_name ? r->name.len : 0, &rc);
-        ev.pid = intern(r, s.pid, s.have_pid ? s.pid_len : 0, &rc);
-        ev.tid = intern(r, s.tid, s.have_tid ? s.tid_len : 0, &rc);
+        ev.pid = intern_cached(r, s.pid, s.have_pid ? s.pid_len : 0, r->last_pid,
+                               &r->last_pid_len, &r->last_pid_id, &rc);
+        ev.tid = intern_cached(r, s.tid, s.have_tid ? s.tid_len : 0, r->last_tid,
+                               &r->last_tid_len, &r->last_tid_id, &rc);
         if (rc < 0)
             return rc;
         if (r->t->nevents >= r->max_events)

@@ -1,0 +1,36 @@
+/* libFuzzer target for the Kineto reader: any bytes (plain or gzip) must
+ * give either a trace or an error with a message, never a crash, a leak or
+ * undefined behaviour. Built with -fsanitize=fuzzer when RV_FUZZ is ON; the
+ * replay driver (replay_main.c) runs the corpus through it in `make test`. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rv_kineto.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    rv_trace *t = NULL;
+    rv_error e;
+    /* Small caps keep each run fast and exercise the limit paths. */
+    rv_kineto_opts o = {.keep_python = (int)(size & 1), .max_input_bytes = 64u << 20,
+                        .max_events = 1u << 20};
+    int rc = rv_kineto_read_buffer(data, size, &o, &t, &e);
+    if (rc == 0) {
+        if (!t || t->nevents == 0)
+            abort(); /* success always means something the engine can use */
+        for (size_t i = 0; i < t->nevents; i++) {
+            const rv_event *ev = &t->events[i];
+            if (ev->dur_ns < 0 || ev->cat >= RV_CAT_COUNT)
+                abort();
+            (void)strlen(rv_trace_str(t, ev->name));
+        }
+        rv_trace_free(t);
+    } else if (t != NULL || e.message[0] == '\0' || e.code != rc) {
+        abort(); /* a failure always says why and returns no trace */
+    }
+    return 0;
+}
