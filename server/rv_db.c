@@ -92,6 +92,14 @@ static int db_fail(rv_error *err, const char *what, PGconn *c, const PGresult *r
     return rv_error_set(err, code, -1, -1, "database: %s: %s", what, buf);
 }
 
+/* Server NOTICEs ("relation already exists, skipping") are not errors and
+ * would only clutter the service's stderr. */
+static void quiet_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
 int rv_db_open(const char *conninfo, unsigned nconns, rv_db **out, rv_error *err)
 {
     *out = NULL;
@@ -110,6 +118,7 @@ int rv_db_open(const char *conninfo, unsigned nconns, rv_db **out, rv_error *err
         PGconn *c = PQconnectdb(conninfo);
         db->n = i + 1;
         db->conns[i].c = c;
+        PQsetNoticeProcessor(c, quiet_notice, NULL);
         if (PQstatus(c) != CONNECTION_OK) {
             int rc = rv_error_set(err, RV_ERR_IO, -1, -1, "database: cannot connect: %s",
                                   PQerrorMessage(c));
@@ -1057,12 +1066,20 @@ int rv_db_ingest(rv_db *db, const rv_trace *t, const void *orig, size_t len,
     {
         const char *vals[] = {key, p.gpu_model, gpn, p.cpu_model, p.driver, p.runtime_version,
                               p.framework};
-        r = q(pc, "platform",
-              "WITH ins AS (INSERT INTO platforms (identity_key, gpu_model, gpus_per_node, "
-              "cpu_model, driver, runtime_version, framework) VALUES ($1, $2, $3, $4, $5, $6, $7) "
-              "ON CONFLICT (identity_key) DO NOTHING RETURNING id) SELECT id FROM ins UNION ALL "
-              "SELECT id FROM platforms WHERE identity_key = $1 LIMIT 1",
-              7, vals, PGRES_TUPLES_OK, err);
+        /* When a concurrent ingest inserts the same platform, our INSERT
+         * waits for it and does nothing, and the SELECT still runs on the
+         * statement's older snapshot: run it again, it then sees the row. */
+        for (int attempt = 0; attempt < 5; attempt++) {
+            PQclear(r);
+            r = q(pc, "platform",
+                  "WITH ins AS (INSERT INTO platforms (identity_key, gpu_model, gpus_per_node, "
+                  "cpu_model, driver, runtime_version, framework) VALUES ($1, $2, $3, $4, $5, $6, "
+                  "$7) ON CONFLICT (identity_key) DO NOTHING RETURNING id) SELECT id FROM ins "
+                  "UNION ALL SELECT id FROM platforms WHERE identity_key = $1 LIMIT 1",
+                  7, vals, PGRES_TUPLES_OK, err);
+            if (!r || PQntuples(r) == 1)
+                break;
+        }
         if (!r || PQntuples(r) != 1) {
             rc = r ? rv_error_set(err, RV_ERR_IO, -1, -1, "platform row not found") : RV_ERR_IO;
             goto out;
@@ -1166,9 +1183,12 @@ int rv_db_ingest(rv_db *db, const rv_trace *t, const void *orig, size_t len,
         db->hook(2, db->hook_ctx);
     if (samples.n) {
         /* Serialize statistics updates per platform: after this lock, this
-         * transaction's next statement sees every committed sample. */
+         * transaction's next statement sees every committed sample. NO KEY
+         * UPDATE, because our own traces row holds a KEY SHARE lock on the
+         * platform (its foreign key), and FOR UPDATE would deadlock two
+         * ingests that both hold one. */
         const char *vals[] = {pid_s};
-        r = q(pc, "lock platform", "SELECT id FROM platforms WHERE id = $1 FOR UPDATE", 1, vals,
+        r = q(pc, "lock platform", "SELECT id FROM platforms WHERE id = $1 FOR NO KEY UPDATE", 1, vals,
               PGRES_TUPLES_OK, err);
         if (!r) {
             rc = RV_ERR_IO;
@@ -1379,7 +1399,7 @@ int rv_db_trace_delete(rv_db *db, int64_t id, rv_error *err)
     snprintf(pid_s, sizeof(pid_s), "%s", PQgetvalue(r, 0, 0));
     PQclear(r);
     const char *pv[] = {pid_s};
-    r = q(pc, "lock platform", "SELECT id FROM platforms WHERE id = $1 FOR UPDATE", 1, pv,
+    r = q(pc, "lock platform", "SELECT id FROM platforms WHERE id = $1 FOR NO KEY UPDATE", 1, pv,
           PGRES_TUPLES_OK, err);
     if (!r) {
         rc = RV_ERR_IO;
@@ -1582,7 +1602,7 @@ int rv_db_overheads_rebuild(rv_db *db, int64_t platform_id, size_t *groups, rv_e
         rc = exec_ok(pc, "BEGIN", "BEGIN", err);
         PGresult *r = rc ? NULL
                          : q(pc, "lock platform", "SELECT id FROM platforms WHERE id = $1 FOR "
-                             "UPDATE", 1, vals, PGRES_TUPLES_OK, err);
+                             "NO KEY UPDATE", 1, vals, PGRES_TUPLES_OK, err);
         if (!rc && !r)
             rc = RV_ERR_IO;
         else if (!rc && PQntuples(r) == 0)

@@ -408,11 +408,9 @@ static int setup_user(rv_pgembed *pg, rv_error *err)
     if (!pw || pw->pw_uid == 0)
         return rv_error_set(
             err, RV_ERR_UNSUPPORTED, -1, -1,
-            "PostgreSQL refuses to run as root and there is no unprivileged system user '%s' to "
-            "run the embedded cluster as. Do one of: create it (useradd --system --user-group "
-            "--home-dir /var/lib/postgresql --shell /usr/sbin/nologin %s), name another "
-            "unprivileged user in REVERIE_PG_USER, run reverie as a non-root user, or set "
-            "REVERIE_DATABASE_URL to an existing PostgreSQL server",
+            "PostgreSQL refuses to run as root and there is no system user '%s'. Either "
+            "`useradd --system --user-group %s`, or set REVERIE_PG_USER to an unprivileged "
+            "user, or run as non-root, or set REVERIE_DATABASE_URL",
             name, name);
     pg->run_as_other = 1;
     pg->uid = pw->pw_uid;
