@@ -277,8 +277,8 @@ int rv_cmd_sweep(int argc, char **argv)
         json_decref(d);
     }
     if (as_json) {
-        json_t *out = json_pack("{s:s, s:s, s:f, s:O}", "trace", path, "vary", field,
-                                "baseline_us", base.simulated_us, "points", rows);
+        json_t *out = json_pack("{s:s, s:s, s:f, s:O}", "trace", path, "vary", field, "baseline_us",
+                                base.simulated_us, "points", rows);
         json_dumpf(out, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(out);

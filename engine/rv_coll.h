@@ -21,13 +21,13 @@ typedef enum rv_coll_algo {
 } rv_coll_algo;
 
 typedef struct rv_net {
-    int n;             /* ranks */
-    int g;             /* GPUs per node (ranks per node) */
-    double intra_bps;  /* per-GPU intra-node bandwidth, bytes/s one direction */
-    double inter_bps;  /* per-node network bandwidth, bytes/s one direction */
-    double alpha_s;    /* per-step latency */
-    double efficiency; /* achieved share of link bandwidth (0, 1] */
-    int ps_servers;    /* parameter servers; 0 = colocated (one per worker) */
+    int n;                /* ranks */
+    int g;                /* GPUs per node (ranks per node) */
+    double intra_bps;     /* per-GPU intra-node bandwidth, bytes/s one direction */
+    double inter_bps;     /* per-node network bandwidth, bytes/s one direction */
+    double alpha_s;       /* per-step latency */
+    double efficiency;    /* achieved share of link bandwidth (0, 1] */
+    int ps_servers;       /* parameter servers; 0 = colocated (one per worker) */
     double ps_part_bytes; /* PS partition size (BytePS 4,096,000) */
 } rv_net;
 

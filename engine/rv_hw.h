@@ -20,19 +20,19 @@ typedef enum rv_dtype {
 } rv_dtype;
 
 typedef struct rv_hw {
-    const char *name;        /* canonical, e.g. "V100-SXM2" */
-    const char *vendor;      /* "nvidia" | "amd" */
-    int sms;                 /* SMs (NVIDIA) or CUs (AMD) */
-    double max_sm_mhz;       /* boost clock */
-    double min_sm_mhz;       /* lowest clock the firmware may pick under a cap */
-    double hbm_gbps;         /* memory bandwidth, GB/s */
+    const char *name;           /* canonical, e.g. "V100-SXM2" */
+    const char *vendor;         /* "nvidia" | "amd" */
+    int sms;                    /* SMs (NVIDIA) or CUs (AMD) */
+    double max_sm_mhz;          /* boost clock */
+    double min_sm_mhz;          /* lowest clock the firmware may pick under a cap */
+    double hbm_gbps;            /* memory bandwidth, GB/s */
     double tflops[RV_DT_COUNT]; /* dense peak per dtype; 0 = no fast path */
-    double default_pl_w;     /* default power limit (TDP) */
-    double min_pl_w;         /* lowest settable power limit */
-    double idle_w;           /* power with no kernel running */
-    double nvlink_gbps;      /* per-GPU link bandwidth, bidirectional GB/s; 0 = none */
-    double pcie_gbps;        /* host link, one direction GB/s */
-    double launch_us;        /* typical kernel launch overhead (CPU side) */
+    double default_pl_w;        /* default power limit (TDP) */
+    double min_pl_w;            /* lowest settable power limit */
+    double idle_w;              /* power with no kernel running */
+    double nvlink_gbps;         /* per-GPU link bandwidth, bidirectional GB/s; 0 = none */
+    double pcie_gbps;           /* host link, one direction GB/s */
+    double launch_us;           /* typical kernel launch overhead (CPU side) */
 } rv_hw;
 
 /* Finds the row for a device name as written in traces ("Tesla V100-DGXS-32GB",

@@ -29,53 +29,53 @@ typedef enum rv_opt_kind {
 } rv_opt_kind;
 
 typedef struct rv_opt {
-    int kind;       /* rv_opt_kind */
-    int index;      /* position in "optimizations" */
-    int stage;      /* application stage (see docs/whatif.md) */
+    int kind;  /* rv_opt_kind */
+    int index; /* position in "optimizations" */
+    int stage; /* application stage (see docs/whatif.md) */
     int has_sel;
-    rv_select sel;  /* select / after */
-    double factor;  /* scale (duration multiplier), cpu_speed (speed ratio) */
+    rv_select sel; /* select / after */
+    double factor; /* scale (duration multiplier), cpu_speed (speed ratio) */
     /* amp */
     int dtype;
-    int amp_daydream;    /* 1: Daydream's /3 and /2 rule */
-    double cast_us;      /* inserted cast kernel duration, us */
+    int amp_daydream; /* 1: Daydream's /3 and /2 rule */
+    double cast_us;   /* inserted cast kernel duration, us */
     /* dataloader */
-    int workers;         /* -1: not given */
-    double speedup;      /* 0: not given */
-    double contention;   /* main-thread CPU slowdown per busy loader core */
-    double ipc_us;       /* per-batch hand-over cost with workers */
+    int workers;       /* -1: not given */
+    double speedup;    /* 0: not given */
+    double contention; /* main-thread CPU slowdown per busy loader core */
+    double ipc_us;     /* per-batch hand-over cost with workers */
     /* fused optimizer / fusion */
     double traffic_ratio;
     int remove_launches; /* remove: also remove the launching CPU calls */
     /* insert */
     double dur_us;
-    int insert_kind;     /* rv_sel_kind of the inserted task (kernel, cpu, memcpy) */
+    int insert_kind; /* rv_sel_kind of the inserted task (kernel, cpu, memcpy) */
     /* memory savers */
-    double pcie_gbps;    /* vdnn */
-    double ratio;        /* gist: encode+decode cost relative to the producing kernel */
-    double share;        /* recompute: share of forward recomputed */
-    int steps;           /* gradient_accumulation: micro-steps per optimizer step */
+    double pcie_gbps; /* vdnn */
+    double ratio;     /* gist: encode+decode cost relative to the producing kernel */
+    double share;     /* recompute: share of forward recomputed */
+    int steps;        /* gradient_accumulation: micro-steps per optimizer step */
 } rv_opt;
 
 typedef struct rv_dist {
     int workers;
-    int gpus_per_node;       /* 0: min(workers, 8) */
-    double intra_gbps;       /* Gb/s per GPU per direction; 0: from the hw table */
-    double inter_gbps;       /* Gb/s per node per direction */
-    double latency_us;       /* alpha per step */
-    int algorithm;           /* rv_coll_algo */
-    double bucket_mb;        /* DDP bucket cap, MiB */
-    double first_bucket_mb;  /* DDP first bucket, MiB */
+    int gpus_per_node;      /* 0: min(workers, 8) */
+    double intra_gbps;      /* Gb/s per GPU per direction; 0: from the hw table */
+    double inter_gbps;      /* Gb/s per node per direction */
+    double latency_us;      /* alpha per step */
+    int algorithm;          /* rv_coll_algo */
+    double bucket_mb;       /* DDP bucket cap, MiB */
+    double first_bucket_mb; /* DDP first bucket, MiB */
     int p3;
-    double p3_slice_kb;      /* P3 slice size, KiB */
+    double p3_slice_kb; /* P3 slice size, KiB */
     int blueconnect;
-    double dgc_density;      /* 0: off */
-    double tensor_fusion_mb; /* 0: off */
+    double dgc_density;         /* 0: off */
+    double tensor_fusion_mb;    /* 0: off */
     double tensor_partition_mb; /* 0: off */
-    double efficiency;       /* share of link bandwidth achieved */
-    double interference;     /* compute slowdown while a collective overlaps */
-    double gradient_mb;      /* total gradient bytes override; 0: estimate */
-    int ps_servers;          /* parameter servers; 0: colocated */
+    double efficiency;          /* share of link bandwidth achieved */
+    double interference;        /* compute slowdown while a collective overlaps */
+    double gradient_mb;         /* total gradient bytes override; 0: estimate */
+    int ps_servers;             /* parameter servers; 0: colocated */
 } rv_dist;
 
 struct rv_whatif {
@@ -86,8 +86,8 @@ struct rv_whatif {
     double power_limit_w; /* 0: unchanged */
     int schedule;
     int has_schedule;
-    char gpu[64];         /* hardware override; "" = from the trace */
-    int batch_size;       /* samples per iteration; 0 unknown */
+    char gpu[64];   /* hardware override; "" = from the trace */
+    int batch_size; /* samples per iteration; 0 unknown */
 };
 
 /* The hardware row for g (the override when given). May be NULL. */
@@ -121,10 +121,9 @@ int rv_models__memory_saver(const struct rv_whatif *w, const rv_opt *o, rv_graph
                             json_t *applied, rv_error *err);
 int rv_models__generic(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied,
                        rv_error *err);
-int rv_models__dataloader(const struct rv_whatif *w, const rv_opt *o, rv_graph *g,
-                          json_t *applied, rv_error *err);
-int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *applied,
-                           rv_error *err);
+int rv_models__dataloader(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied,
+                          rv_error *err);
+int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
 int rv_models__power(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
 
 #endif

@@ -99,19 +99,18 @@ int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json
             }
         } else {
             t = &g->tasks[i];
-            t->dur_ns = o->amp_daydream ? (int64_t)llround((double)t->dur_ns / 2.0)
-                                        : shrink(t->dur_ns, rm);
+            t->dur_ns =
+                o->amp_daydream ? (int64_t)llround((double)t->dur_ns / 2.0) : shrink(t->dur_ns, rm);
             n_mem++;
         }
         after += (double)g->tasks[i].dur_ns;
     }
-    json_t *r = json_pack("{s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model",
-                          "amp", "index", o->index, "dtype", rv_dtype_name(dt), "method",
-                          o->amp_daydream ? "daydream" : "roofline", "gpu",
-                          hw ? hw->name : "unknown", "gemm_scaled", (json_int_t)n_gemm,
-                          "other_scaled", (json_int_t)n_mem, "unchanged", (json_int_t)n_skip,
-                          "casts_inserted", (json_int_t)n_cast, "scaled_busy_us_before",
-                          before / 1e3, "scaled_busy_us_after", after / 1e3);
+    json_t *r = json_pack(
+        "{s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model", "amp", "index",
+        o->index, "dtype", rv_dtype_name(dt), "method", o->amp_daydream ? "daydream" : "roofline",
+        "gpu", hw ? hw->name : "unknown", "gemm_scaled", (json_int_t)n_gemm, "other_scaled",
+        (json_int_t)n_mem, "unchanged", (json_int_t)n_skip, "casts_inserted", (json_int_t)n_cast,
+        "scaled_busy_us_before", before / 1e3, "scaled_busy_us_after", after / 1e3);
     rc = r && json_array_append_new(applied, r) == 0 ? 0 : RV_ERR_NOMEM;
 out:
     free(next);
@@ -181,8 +180,7 @@ int rv_models__fused_optimizer(const struct rv_whatif *w, const rv_opt *o, rv_gr
         size_t k = 0;
         double work = 0;
         for (size_t j = i; j < n; j++) {
-            if (done[j] || !is_opt_step_kernel(g, j) ||
-                g->tasks[j].thread != g->tasks[i].thread ||
+            if (done[j] || !is_opt_step_kernel(g, j) || g->tasks[j].thread != g->tasks[i].thread ||
                 g->tasks[j].iteration != g->tasks[i].iteration)
                 continue;
             done[j] = 1;
@@ -200,11 +198,10 @@ int rv_models__fused_optimizer(const struct rv_whatif *w, const rv_opt *o, rv_gr
     free(m);
     free(done);
     json_t *r = json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:f}", "model", "fused_optimizer",
-                          "index", o->index, "fused_kernels", (json_int_t)groups,
-                          "kernels_removed", (json_int_t)removed, "launches_removed",
-                          (json_int_t)launches, "traffic_ratio", o->traffic_ratio,
-                          "optimizer_gpu_us_before", before / 1e3, "optimizer_gpu_us_after",
-                          after / 1e3);
+                          "index", o->index, "fused_kernels", (json_int_t)groups, "kernels_removed",
+                          (json_int_t)removed, "launches_removed", (json_int_t)launches,
+                          "traffic_ratio", o->traffic_ratio, "optimizer_gpu_us_before",
+                          before / 1e3, "optimizer_gpu_us_after", after / 1e3);
     if (!r || json_array_append_new(applied, r))
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
     return 0;
@@ -248,11 +245,11 @@ int rv_models__kernel_fusion(const struct rv_whatif *w, const rv_opt *o, rv_grap
         after += (double)mx;
         chains++;
     }
-    json_t *r = json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model", "kernel_fusion", "index",
-                          o->index, "fused_kernels", (json_int_t)chains, "kernels_removed",
-                          (json_int_t)removed, "launches_removed", (json_int_t)launches,
-                          "selected_gpu_us_before", before / 1e3, "selected_gpu_us_after",
-                          after / 1e3);
+    json_t *r =
+        json_pack("{s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model", "kernel_fusion", "index",
+                  o->index, "fused_kernels", (json_int_t)chains, "kernels_removed",
+                  (json_int_t)removed, "launches_removed", (json_int_t)launches,
+                  "selected_gpu_us_before", before / 1e3, "selected_gpu_us_after", after / 1e3);
     rc = r && json_array_append_new(applied, r) == 0 ? 0 : RV_ERR_NOMEM;
 out:
     free(next);
@@ -294,7 +291,8 @@ int rv_models__restructure_bn(const struct rv_whatif *w, const rv_opt *o, rv_gra
              * half the traffic of the original layer. */
             t->dur_ns = shrink(t->dur_ns, 0.5);
             nbn++;
-        } else if (is_relu(low) && (t->phase == RV_PHASE_FORWARD || t->phase == RV_PHASE_BACKWARD)) {
+        } else if (is_relu(low) &&
+                   (t->phase == RV_PHASE_FORWARD || t->phase == RV_PHASE_BACKWARD)) {
             /* The activation fuses into the neighbouring convolution. */
             int32_t l = t->launch;
             rv_graph_remove_task(g, (int32_t)i);

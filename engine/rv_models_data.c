@@ -64,8 +64,8 @@ static int baseline_multiprocess(const rv_graph *g)
     return 0;
 }
 
-int rv_models__dataloader(const struct rv_whatif *w, const rv_opt *o, rv_graph *g,
-                          json_t *applied, rv_error *err)
+int rv_models__dataloader(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied,
+                          rv_error *err)
 {
     int rc = 0;
     int64_t *dl = NULL;

@@ -21,7 +21,7 @@
 #define RV_DIST_MAX_COMM 2000000
 
 typedef struct grad {
-    int32_t task;  /* the kernel after which the gradient is ready */
+    int32_t task; /* the kernel after which the gradient is ready */
     double bytes;
 } grad;
 
@@ -118,11 +118,11 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
         n++;
     }
     free(waited);
-    json_t *r = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model", "distributed",
-                          "mode", "rescale_collectives", "baseline_workers", n0, "workers",
-                          w->dist.workers, "collectives_rescaled", (json_int_t)n,
-                          "waits_added", (json_int_t)linked, "comm_us_before", before * 1e6,
-                          "comm_us_after", after * 1e6);
+    json_t *r =
+        json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model", "distributed", "mode",
+                  "rescale_collectives", "baseline_workers", n0, "workers", w->dist.workers,
+                  "collectives_rescaled", (json_int_t)n, "waits_added", (json_int_t)linked,
+                  "comm_us_before", before * 1e6, "comm_us_after", after * 1e6);
     return r && json_array_append_new(applied, r) == 0 ? 0 : RV_ERR_NOMEM;
 }
 
@@ -148,7 +148,6 @@ static int find_grads(const rv_graph *g, const rv_hw *hw, grad *out, size_t *n, 
     }
     return 0;
 }
-
 
 /* GPU order on one stream is index order within the thread; across
  * streams, the measured start decides. */
@@ -227,8 +226,7 @@ static int64_t append_comm(rv_graph *g, int32_t th, double secs, double bytes, i
     return rv_graph_append_task(g, th, &t);
 }
 
-int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *applied,
-                           rv_error *err)
+int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err)
 {
     const rv_dist *d = &w->dist;
     const rv_hw *hw = rv_models__hw(w, g);
@@ -359,10 +357,9 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
                     id = append_comm(g, th, ti / 2, s, it, 0);
                     int64_t id2 = id >= 0 ? append_comm(g, th2, tx, s, it, 0) : id;
                     last = id2 >= 0 ? append_comm(g, th3, ti / 2, s, it, 0) : id2;
-                    if (last >= 0 && (rv_graph_add_edge(g, (int32_t)id, (int32_t)id2, 0,
-                                                        RV_EDGE_COMM, 0) ||
-                                      rv_graph_add_edge(g, (int32_t)id2, (int32_t)last, 0,
-                                                        RV_EDGE_COMM, 0)))
+                    if (last >= 0 &&
+                        (rv_graph_add_edge(g, (int32_t)id, (int32_t)id2, 0, RV_EDGE_COMM, 0) ||
+                         rv_graph_add_edge(g, (int32_t)id2, (int32_t)last, 0, RV_EDGE_COMM, 0)))
                         last = RV_ERR_NOMEM;
                     secs = ti + tx;
                 } else {
@@ -456,10 +453,10 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
             "model", "distributed", "mode", "insert_collectives", "workers", d->workers,
             "gpus_per_node", net.g, "nodes", rv_net_nodes(&net), "algorithm", an[d->algorithm],
             "gradient_mb", total_bytes / MIB, "intra_gbps", net.intra_bps * 8 / 1e9, "inter_gbps",
-            net.inter_bps * 8 / 1e9, "gradients", (json_int_t)ngr, "buckets",
-            (json_int_t)nbuckets, "comm_tasks_inserted", (json_int_t)ncomm,
-            "comm_us_per_iteration", comm_s * 1e6 / (double)iters, "compute_tasks_inserted",
-            (json_int_t)nextra, "p3", d->p3, "blueconnect", d->blueconnect);
+            net.inter_bps * 8 / 1e9, "gradients", (json_int_t)ngr, "buckets", (json_int_t)nbuckets,
+            "comm_tasks_inserted", (json_int_t)ncomm, "comm_us_per_iteration",
+            comm_s * 1e6 / (double)iters, "compute_tasks_inserted", (json_int_t)nextra, "p3", d->p3,
+            "blueconnect", d->blueconnect);
         if (r && d->dgc_density > 0)
             json_object_set_new(r, "dgc_density", json_real(d->dgc_density));
         if (r && nremoved)

@@ -124,9 +124,9 @@ int rv_models__memory_saver(const struct rv_whatif *w, const rv_opt *o, rv_graph
                 continue;
             if (g->tasks[j].phase == RV_PHASE_BACKWARD)
                 bw[nb++] = (int32_t)j;
-            else if (o->has_sel ? rv_select_match(&o->sel, g, j) &&
-                                      g->tasks[j].phase == RV_PHASE_FORWARD
-                                : default_pick(o->kind, g, j))
+            else if (o->has_sel
+                         ? rv_select_match(&o->sel, g, j) && g->tasks[j].phase == RV_PHASE_FORWARD
+                         : default_pick(o->kind, g, j))
                 fw[nf++] = (int32_t)j;
         }
         if (nf == 0 || nb == 0)
@@ -219,8 +219,8 @@ int rv_models__memory_saver(const struct rv_whatif *w, const rv_opt *o, rv_graph
         }
     }
     {
-        static const char *const names[] = {[RV_OPT_VDNN] = "vdnn", [RV_OPT_GIST] = "gist",
-                                            [RV_OPT_RECOMPUTE] = "recompute"};
+        static const char *const names[] = {
+            [RV_OPT_VDNN] = "vdnn", [RV_OPT_GIST] = "gist", [RV_OPT_RECOMPUTE] = "recompute"};
         json_t *r = report(names[o->kind], o);
         json_object_set_new(r, "tasks_inserted", json_integer((json_int_t)inserted));
         json_object_set_new(r, "inserted_gpu_us", json_real(added_ns / 1e3));

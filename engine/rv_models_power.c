@@ -34,10 +34,9 @@ int rv_models__power(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv
         after += (double)t->dur_ns;
         n[c]++;
     }
-    json_t *r = json_pack("{s:s, s:f, s:f, s:s, s:f, s:f}", "model", "power_limit",
-                          "power_limit_w", cap, "trace_power_limit_w", cap0, "gpu",
-                          hw ? hw->name : "unknown", "gpu_busy_us_before", before / 1e3,
-                          "gpu_busy_us_after", after / 1e3);
+    json_t *r = json_pack("{s:s, s:f, s:f, s:s, s:f, s:f}", "model", "power_limit", "power_limit_w",
+                          cap, "trace_power_limit_w", cap0, "gpu", hw ? hw->name : "unknown",
+                          "gpu_busy_us_before", before / 1e3, "gpu_busy_us_after", after / 1e3);
     if (!r)
         return RV_ERR_NOMEM;
     json_t *cls = json_object();

@@ -70,8 +70,7 @@ double rv_power_time_factor(double gamma, double x)
     return (1.0 - gamma) / x + gamma;
 }
 
-double rv_power_slowdown(const rv_power_model *m, int kclass, double cap_trace_w,
-                         double cap_new_w)
+double rv_power_slowdown(const rv_power_model *m, int kclass, double cap_trace_w, double cap_new_w)
 {
     if (kclass < 0 || kclass >= RV_KC_COUNT)
         kclass = RV_KC_OTHER;

@@ -13,11 +13,11 @@
 #include "rv_select.h"
 
 typedef struct rv_power_model {
-    double tdp_w;       /* default power limit of the GPU */
-    double min_pl_w;    /* lowest settable limit */
-    double idle_w;      /* P_idle */
-    double x_min;       /* lowest relative clock (min/max SM clock) */
-    double x_knee;      /* voltage knee, relative clock (0.85) */
+    double tdp_w;                    /* default power limit of the GPU */
+    double min_pl_w;                 /* lowest settable limit */
+    double idle_w;                   /* P_idle */
+    double x_min;                    /* lowest relative clock (min/max SM clock) */
+    double x_knee;                   /* voltage knee, relative clock (0.85) */
     double demand_frac[RV_KC_COUNT]; /* P^ per class, as a fraction of TDP */
     double gamma[RV_KC_COUNT];       /* clock-insensitive share per class */
 } rv_power_model;
@@ -39,8 +39,7 @@ double rv_power_draw_w(const rv_power_model *m, double demand_w, double x);
 double rv_power_time_factor(double gamma, double x);
 
 /* t(cap_new) / t(cap_trace) for a kernel of class kclass. */
-double rv_power_slowdown(const rv_power_model *m, int kclass, double cap_trace_w,
-                         double cap_new_w);
+double rv_power_slowdown(const rv_power_model *m, int kclass, double cap_trace_w, double cap_new_w);
 
 /* Power a kernel of class kclass draws under cap_w (<= cap), W. */
 double rv_power_kernel_w(const rv_power_model *m, int kclass, double cap_w);

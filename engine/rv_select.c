@@ -175,25 +175,24 @@ int rv_kclass_of_name(const char *name)
     if (has(s, "memcpy") || has(s, "memset"))
         return RV_KC_MEMCPY;
     /* Optimizer updates before the generic elementwise rule. */
-    if (has(s, "multi_tensor_apply") || has(s, "adam") || has(s, "sgd_") ||
-        has(s, "fusedsgd") || has(s, "lamb") || has(s, "_foreach"))
+    if (has(s, "multi_tensor_apply") || has(s, "adam") || has(s, "sgd_") || has(s, "fusedsgd") ||
+        has(s, "lamb") || has(s, "_foreach"))
         return RV_KC_OPTIMIZER;
     /* Matrix-vector products are memory-bound. */
     if (has(s, "gemv") || has(s, "gemmsn"))
         return RV_KC_MEMBOUND;
     if (has(s, "gemm") || has(s, "scudnn") || has(s, "hcudnn") || has(s, "conv") ||
-        has(s, "xmma") || has(s, "hmma") || has(s, "h884") || has(s, "h1688") ||
-        has(s, "s1688") || has(s, "s884") || has(s, "wgrad") || has(s, "dgrad") ||
-        has(s, "fprop") || has(s, "winograd") || has(s, "flash") || has(s, "fmha") ||
-        has(s, "matmul") || has(s, "cutlass") || has(s, "cublas") || has(s, "tensorop"))
+        has(s, "xmma") || has(s, "hmma") || has(s, "h884") || has(s, "h1688") || has(s, "s1688") ||
+        has(s, "s884") || has(s, "wgrad") || has(s, "dgrad") || has(s, "fprop") ||
+        has(s, "winograd") || has(s, "flash") || has(s, "fmha") || has(s, "matmul") ||
+        has(s, "cutlass") || has(s, "cublas") || has(s, "tensorop"))
         return RV_KC_GEMM;
     if (has(s, "elementwise") || has(s, "bn_") || has(s, "norm") || has(s, "reduce") ||
         has(s, "pool") || has(s, "softmax") || has(s, "relu") || has(s, "threshold") ||
-        has(s, "copy") || has(s, "cast") || has(s, "fill") || has(s, "index") ||
-        has(s, "cat") || has(s, "scatter") || has(s, "gather") || has(s, "embedding") ||
-        has(s, "transpose") || has(s, "nchwtonhwc") || has(s, "nhwctonchw") ||
-        has(s, "scan") || has(s, "sort") || has(s, "dropout") || has(s, "gelu") ||
-        has(s, "pointwise") || has(s, "at::native"))
+        has(s, "copy") || has(s, "cast") || has(s, "fill") || has(s, "index") || has(s, "cat") ||
+        has(s, "scatter") || has(s, "gather") || has(s, "embedding") || has(s, "transpose") ||
+        has(s, "nchwtonhwc") || has(s, "nhwctonchw") || has(s, "scan") || has(s, "sort") ||
+        has(s, "dropout") || has(s, "gelu") || has(s, "pointwise") || has(s, "at::native"))
         return RV_KC_MEMBOUND;
     return RV_KC_OTHER;
 }
@@ -227,9 +226,8 @@ int rv_kernel_dtype(const char *name)
         return RV_DT_FP8;
     if (has(s, "bf16") || has(s, "bfloat16"))
         return RV_DT_BF16;
-    if (has(s, "h884") || has(s, "h1688") || has(s, "h16816") || has(s, "hmma") ||
-        has(s, "half") || has(s, "fp16") || has(s, "f16f16") || has(s, "hcudnn") ||
-        has(s, "hgemm"))
+    if (has(s, "h884") || has(s, "h1688") || has(s, "h16816") || has(s, "hmma") || has(s, "half") ||
+        has(s, "fp16") || has(s, "f16f16") || has(s, "hcudnn") || has(s, "hgemm"))
         return RV_DT_FP16;
     if (has(s, "tf32") || has(s, "s1688") || has(s, "s16816"))
         return RV_DT_TF32;

@@ -25,9 +25,9 @@ typedef enum rv_sel_kind {
 } rv_sel_kind;
 
 typedef struct rv_select {
-    int kind;          /* rv_sel_kind */
-    int phase;         /* rv_phase, -1 = any */
-    int64_t stream;    /* GPU stream id, -1 = any */
+    int kind;       /* rv_sel_kind */
+    int phase;      /* rv_phase, -1 = any */
+    int64_t stream; /* GPU stream id, -1 = any */
     int has_name, has_layer;
     regex_t name_re, layer_re;
 } rv_select;
@@ -46,12 +46,12 @@ int rv_select_match(const rv_select *s, const rv_graph *g, size_t i);
 /* What a GPU kernel computes, from its name (cuDNN/cuBLAS/CUTLASS/ATen
  * conventions). Drives AMP, the power model and fusion. */
 typedef enum rv_kclass {
-    RV_KC_OTHER = 0,   /* unknown: treated as memory-bound */
-    RV_KC_GEMM,        /* GEMM / convolution / attention: tensor-core eligible */
-    RV_KC_MEMBOUND,    /* elementwise, normalization, reduction, copy, pooling */
-    RV_KC_OPTIMIZER,   /* optimizer update kernels (adam, sgd, multi_tensor_apply) */
-    RV_KC_COMM,        /* NCCL / RCCL collective */
-    RV_KC_MEMCPY,      /* memcpy / memset */
+    RV_KC_OTHER = 0, /* unknown: treated as memory-bound */
+    RV_KC_GEMM,      /* GEMM / convolution / attention: tensor-core eligible */
+    RV_KC_MEMBOUND,  /* elementwise, normalization, reduction, copy, pooling */
+    RV_KC_OPTIMIZER, /* optimizer update kernels (adam, sgd, multi_tensor_apply) */
+    RV_KC_COMM,      /* NCCL / RCCL collective */
+    RV_KC_MEMCPY,    /* memcpy / memset */
     RV_KC_COUNT
 } rv_kclass;
 

@@ -43,18 +43,33 @@ static const struct {
     [RV_OPT_REMOVE] = {"remove", STAGE_GENERIC, {"select", "launches"}},
     [RV_OPT_INSERT] = {"insert", STAGE_GENERIC, {"after", "duration_us", "task"}},
     [RV_OPT_CPU_SPEED] = {"cpu_speed", STAGE_GENERIC, {"factor"}},
-    [RV_OPT_DATALOADER] = {"dataloader", STAGE_DATALOADER,
+    [RV_OPT_DATALOADER] = {"dataloader",
+                           STAGE_DATALOADER,
                            {"workers", "speedup", "contention", "ipc_us"}},
 };
 
-static const char *const dist_fields[] = {
-    "workers", "gpus_per_node", "intra_node_gbps", "inter_node_gbps", "latency_us",
-    "algorithm", "bucket_mb", "first_bucket_mb", "p3", "p3_slice_kb", "blueconnect",
-    "dgc_density", "tensor_fusion_mb", "tensor_partition_mb", "efficiency", "interference",
-    "gradient_mb", "ps_servers", NULL};
+static const char *const dist_fields[] = {"workers",
+                                          "gpus_per_node",
+                                          "intra_node_gbps",
+                                          "inter_node_gbps",
+                                          "latency_us",
+                                          "algorithm",
+                                          "bucket_mb",
+                                          "first_bucket_mb",
+                                          "p3",
+                                          "p3_slice_kb",
+                                          "blueconnect",
+                                          "dgc_density",
+                                          "tensor_fusion_mb",
+                                          "tensor_partition_mb",
+                                          "efficiency",
+                                          "interference",
+                                          "gradient_mb",
+                                          "ps_servers",
+                                          NULL};
 
-static const char *const top_fields[] = {"optimizations", "distributed", "power_limit_w",
-                                         "schedule", "gpu", "batch_size", NULL};
+static const char *const top_fields[] = {
+    "optimizations", "distributed", "power_limit_w", "schedule", "gpu", "batch_size", NULL};
 
 static const char *const algo_names[] = {"ring", "tree", "hierarchical", "parameter_server"};
 
@@ -82,8 +97,8 @@ static int get_num(const json_t *obj, const char *key, const char *prefix, doubl
         return rv_error_field(err, RV_ERR_INVALID, f, "%s must be a number", f);
     double d = json_number_value(v);
     if (!isfinite(d) || d < lo || d > hi)
-        return rv_error_field(err, RV_ERR_INVALID, f, "%s = %g is out of range [%g, %g]", f, d,
-                              lo, hi);
+        return rv_error_field(err, RV_ERR_INVALID, f, "%s = %g is out of range [%g, %g]", f, d, lo,
+                              hi);
     *out = d;
     return 1;
 }
@@ -113,14 +128,13 @@ static int get_int(const json_t *obj, const char *key, const char *prefix, long 
         return 0;
     snprintf(f, sizeof(f), "%s%s", prefix, key);
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return rv_error_field(err, RV_ERR_INVALID, f, "%s must be an integer in [%ld, %ld]", f,
-                              lo, hi);
+        return rv_error_field(err, RV_ERR_INVALID, f, "%s must be an integer in [%ld, %ld]", f, lo,
+                              hi);
     *out = (int)json_integer_value(v);
     return 1;
 }
 
-static int get_bool(const json_t *obj, const char *key, const char *prefix, int *out,
-                    rv_error *err)
+static int get_bool(const json_t *obj, const char *key, const char *prefix, int *out, rv_error *err)
 {
     char f[64];
     json_t *v = json_object_get(obj, key);
@@ -198,8 +212,7 @@ static int parse_opt(const json_t *o, size_t idx, rv_opt *out, rv_error *err)
             const char *s = json_string_value(m);
             snprintf(f, sizeof(f), "%smodel", p);
             if (!s || (strcmp(s, "roofline") != 0 && strcmp(s, "daydream") != 0))
-                return rv_error_field(err, RV_ERR_INVALID, f, "%s must be roofline or daydream",
-                                      f);
+                return rv_error_field(err, RV_ERR_INVALID, f, "%s must be roofline or daydream", f);
             out->amp_daydream = strcmp(s, "daydream") == 0;
         }
         TRY(get_num(o, "cast_us", p, 0, 1e6, &out->cast_us, err));
@@ -420,8 +433,8 @@ int rv_whatif_parse(const json_t *doc, rv_whatif **out, rv_error *err)
         }
         size_t n = json_array_size(opts);
         if (n > RV_WHATIF_MAX_OPTS) {
-            rc = rv_error_field(err, RV_ERR_INVALID, "optimizations",
-                                "at most %d optimizations", RV_WHATIF_MAX_OPTS);
+            rc = rv_error_field(err, RV_ERR_INVALID, "optimizations", "at most %d optimizations",
+                                RV_WHATIF_MAX_OPTS);
             goto out;
         }
         w->opts = calloc(n ? n : 1, sizeof(rv_opt));
@@ -586,8 +599,7 @@ void rv_models__remove(rv_graph *g, int32_t i, int keep_gap)
 
 /* ---- apply -------------------------------------------------------------- */
 
-static int run_opt(const rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied,
-                   rv_error *err)
+static int run_opt(const rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied, rv_error *err)
 {
     switch (o->kind) {
     case RV_OPT_AMP: return rv_models__amp(w, o, g, applied, err);
@@ -650,7 +662,7 @@ fail:
 
 typedef struct pw_ev {
     int64_t t;
-    double w;   /* power of the interval */
+    double w; /* power of the interval */
     int32_t dev;
     int8_t open; /* 1 start, 0 end */
 } pw_ev;

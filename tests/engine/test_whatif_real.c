@@ -55,7 +55,7 @@ static void unload(loaded *l)
 }
 
 typedef struct result {
-    double us;      /* predicted median iteration */
+    double us;       /* predicted median iteration */
     double energy_j; /* per iteration */
     double power_w;  /* average, per GPU */
     json_t *applied;
@@ -462,8 +462,7 @@ static double gpu_bound_with(const char *opt)
 {
     char doc[512];
     result r;
-    snprintf(doc, sizeof(doc),
-             "{\"optimizations\":[{\"kind\":\"cpu_speed\",\"factor\":20}%s%s]}",
+    snprintf(doc, sizeof(doc), "{\"optimizations\":[{\"kind\":\"cpu_speed\",\"factor\":20}%s%s]}",
              opt ? "," : "", opt ? opt : "");
     if (predict(&r50w4, doc, &r) != 0)
         return -1;

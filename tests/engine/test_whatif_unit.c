@@ -105,8 +105,7 @@ static void test_parse_invalid(void)
                "optimizations[0].steps");
     expect_bad("{\"distributed\":{}}", "distributed.workers");
     expect_bad("{\"distributed\":{\"workers\":0}}", "distributed.workers");
-    expect_bad("{\"distributed\":{\"workers\":8,\"algorithm\":\"mesh\"}}",
-               "distributed.algorithm");
+    expect_bad("{\"distributed\":{\"workers\":8,\"algorithm\":\"mesh\"}}", "distributed.algorithm");
     expect_bad("{\"distributed\":{\"workers\":8,\"inter_node_gbps\":0}}",
                "distributed.inter_node_gbps");
     expect_bad("{\"distributed\":{\"workers\":8,\"dgc_density\":2}}", "distributed.dgc_density");
@@ -185,7 +184,11 @@ static void test_power_formula(void)
 
 static void test_collectives(void)
 {
-    rv_net net = {.n = 8, .g = 8, .intra_bps = 150e9, .inter_bps = 12.5e9, .alpha_s = 5e-6,
+    rv_net net = {.n = 8,
+                  .g = 8,
+                  .intra_bps = 150e9,
+                  .inter_bps = 12.5e9,
+                  .alpha_s = 5e-6,
                   .efficiency = 1.0};
     double s = 100e6;
     /* Ring: 2(n-1)alpha + 2(n-1)/n S/B. */
