@@ -5,5 +5,6 @@
 
 int rv_cmd_simulate(int argc, char **argv);
 int rv_cmd_upload(int argc, char **argv);
+int rv_cmd_sweep(int argc, char **argv);
 
 #endif
