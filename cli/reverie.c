@@ -13,6 +13,8 @@ typedef struct command {
 static const command commands[] = {
     {"simulate", rv_cmd_simulate, "simulate a trace (and a what-if), print a JSON report"},
     {"sweep", rv_cmd_sweep, "one row per value of a what-if field (--vary F=a:b:step)"},
+    {"migrate", rv_cmd_migrate, "apply or revert database migrations"},
+    {"overheads", rv_cmd_overheads, "per-platform host-overhead statistics (rebuild|show)"},
     {"upload", rv_cmd_upload, "upload traces to reveried (or resend a spool folder)"},
 };
 

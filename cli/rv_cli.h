@@ -6,5 +6,7 @@
 int rv_cmd_simulate(int argc, char **argv);
 int rv_cmd_upload(int argc, char **argv);
 int rv_cmd_sweep(int argc, char **argv);
+int rv_cmd_migrate(int argc, char **argv);
+int rv_cmd_overheads(int argc, char **argv);
 
 #endif
