@@ -232,14 +232,15 @@ static int suite_clean(void)
     rv_pgembed *pg = NULL;
     rv_error e;
     rv_error_clear(&e);
-    if (access(home, F_OK) == 0 && rv_pgembed_start(home, &pg, &e) == 0) {
-        snprintf(cmd, sizeof(cmd), "runuser -u postgres -- %s/pg_ctl -D '%s' stop -m fast -w "
-                                   ">/dev/null 2>&1", "$(pg_config --bindir)",
-                 rv_pgembed_datadir(pg));
-        rv_pgembed_detach(pg);
+    char bindir[512];
+    if (access(home, F_OK) == 0 && rv_pgembed_start(home, &pg, &e) == 0 &&
+        rv_pgembed_find_bindir(NULL, bindir, sizeof(bindir), &e) == 0) {
+        snprintf(cmd, sizeof(cmd), "%s %s/pg_ctl -D '%s' stop -m fast -w >/dev/null 2>&1",
+                 geteuid() == 0 ? "runuser -u postgres --" : "", bindir, rv_pgembed_datadir(pg));
         if (system(cmd) != 0)
             fprintf(stderr, "note: could not stop the test cluster\n");
     }
+    rv_pgembed_detach(pg);
     curl_global_cleanup();
     if (getenv("RV_KEEP_TEST_HOME"))
         return 0;

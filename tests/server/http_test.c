@@ -421,8 +421,8 @@ static void test_static(void)
     tc_resp_free(&r);
 }
 
-/* Two workers and a queue of two: with four slow requests in flight the
- * fifth and later get 503 "busy" at once; the slow ones all complete. */
+/* Two workers and a queue of two pending jobs: eight slow requests at once
+ * overflow it, so some get 503 "busy" at once and the rest complete. */
 static void test_busy_and_resume(void)
 {
     char u[256];
@@ -462,7 +462,7 @@ static void test_busy_and_resume(void)
         fprintf(stderr, "codes: %ld %ld %ld %ld %ld %ld %ld %ld\n", codes[0], codes[1], codes[2],
                 codes[3], codes[4], codes[5], codes[6], codes[7]);
     CU_ASSERT_EQUAL(ok + busy, 8);
-    CU_ASSERT_TRUE(ok >= 4);
+    CU_ASSERT_TRUE(ok >= 2); /* at least the two queued before any was taken */
     CU_ASSERT_TRUE(busy >= 1);
     CU_ASSERT_TRUE(rv_metrics_get(metrics, RV_M_BUSY_REJECTS) >= 1);
     slow_ms = 0;
