@@ -302,7 +302,9 @@ static int parse_opt(const json_t *o, size_t idx, rv_opt *out, rv_error *err)
         break;
     }
     case RV_OPT_DATALOADER: {
-        out->contention = 0.25;
+        /* No CPU contention by default: its size depends on the host's
+         * cores, which a trace does not record (docs/models/dataloader.md). */
+        out->contention = 0;
         out->ipc_us = 1000;
         int a = get_int(o, "workers", p, 0, 1024, &out->workers, err);
         TRY(a);
