@@ -57,6 +57,8 @@ static int show_platform(rv_db *db, int64_t id, const char *label, int json, rv_
 
 int rv_cmd_overheads(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "predict"))
+        return rv_cmd_overheads_predict(argc - 1, argv + 1);
     const char *url = NULL, *home = NULL, *action = NULL;
     long long platform = 0;
     int json = 0, rc = 1;
@@ -154,8 +156,8 @@ out:
 
 int rv_cmd_overheads(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    if (argc > 1 && !strcmp(argv[1], "predict"))
+        return rv_cmd_overheads_predict(argc - 1, argv + 1);
     fprintf(stderr, "reverie overheads: this build has no database support\n");
     return 1;
 }

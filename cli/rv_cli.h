@@ -8,5 +8,7 @@ int rv_cmd_upload(int argc, char **argv);
 int rv_cmd_sweep(int argc, char **argv);
 int rv_cmd_migrate(int argc, char **argv);
 int rv_cmd_overheads(int argc, char **argv);
+/* `reverie overheads predict`: needs no database. */
+int rv_cmd_overheads_predict(int argc, char **argv);
 
 #endif

@@ -80,6 +80,42 @@ static int has_corr(const int64_t *sorted, size_t n, int64_t c)
     return lo < n && sorted[lo] == c;
 }
 
+/* Whether another thread of op's process starts an op inside (a, b).
+ * ops is sorted by thread, so every thread is searched by binary search. */
+static int other_thread_busy(const rv_trace *t, const uint32_t *ops, size_t nops,
+                             const rv_event *op, int64_t a, int64_t b)
+{
+    size_t i = 0;
+    while (i < nops) {
+        const rv_event *first = &t->events[ops[i]];
+        size_t end = i;
+        /* The run of this thread's ops: [i, end). */
+        size_t lo = i, hi = nops;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (cmp_thread(&t->events[ops[mid]], first) <= 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        end = lo;
+        if (first->pid == op->pid && first->tid != op->tid) {
+            size_t l = i, h = end;
+            while (l < h) {
+                size_t mid = l + (h - l) / 2;
+                if (t->events[ops[mid]].ts_ns <= a)
+                    l = mid + 1;
+                else
+                    h = mid;
+            }
+            if (l < end && t->events[ops[l]].ts_ns < b)
+                return 1;
+        }
+        i = end;
+    }
+    return 0;
+}
+
 int rv_overhead_extract(const rv_trace *t, rv_overhead_samples *out, rv_error *err)
 {
     int64_t *corr = NULL;
@@ -101,8 +137,9 @@ int rv_overhead_extract(const rv_trace *t, rv_overhead_samples *out, rv_error *e
         const rv_event *e = &t->events[i];
         if (rv_cat_is_gpu_task(e->cat) && e->correlation != RV_NONE)
             corr[ncorr++] = e->correlation;
-        else if (e->cat == RV_CAT_CPU_OP)
-            ops[nops++] = (uint32_t)i;
+        else if (e->cat == RV_CAT_CPU_OP &&
+                 strncmp(rv_trace_str(t, e->name), "ProfilerStep#", 13) != 0)
+            ops[nops++] = (uint32_t)i; /* legacy traces file steps as ops */
     }
     qsort(corr, ncorr, sizeof(*corr), cmp_i64);
     for (size_t i = 0; i < t->nevents; i++) {
@@ -132,7 +169,10 @@ int rv_overhead_extract(const rv_trace *t, rv_overhead_samples *out, rv_error *e
             prev_top = NULL;
         if (prev_top && op->ts_ns < top_end)
             continue; /* nested in the current top-level op */
-        if (prev_top)
+        /* A thread idle while another thread of its process runs ops is
+         * waiting for it (the main thread during backward), not paying
+         * overhead: such a gap is no T1 sample. */
+        if (prev_top && !other_thread_busy(t, ops, nops, op, top_end, op->ts_ns))
             rc = push(out, RV_OH_T1, op->name, op->ts_ns - top_end);
         prev_top = op;
         top_end = end;
