@@ -65,7 +65,7 @@ int rv_cmd_overheads_predict(int argc, char **argv)
         }
         item *it = &items[n];
         it->path = argv[i];
-        if (rv_kineto_read_file(it->path, NULL, &it->trace, &err) != 0 ||
+        if (rv_cli_load_trace(it->path, &it->trace, &err) != 0 ||
             rv_graph_build(it->trace, NULL, &it->graph, &err) != 0 ||
             rv_sim_run(it->graph, RV_SCHED_EARLIEST_START, &it->sim, &err) != 0) {
             fprintf(stderr, "reverie: %s: %s\n", it->path, err.message);

@@ -121,7 +121,7 @@ int rv_cmd_simulate(int argc, char **argv)
         print_error("bad what-if document", &err);
         return 2;
     }
-    if (rv_kineto_read_file(path, NULL, &tr, &err) != 0) {
+    if (rv_cli_load_trace(path, &tr, &err) != 0) {
         print_error(path, &err);
         goto out;
     }

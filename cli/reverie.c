@@ -12,6 +12,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"simulate", rv_cmd_simulate, "simulate a trace (and a what-if), print a JSON report"},
+    {"snapshot", rv_cmd_snapshot, "write a trace's binary snapshot (fast to load)"},
     {"sweep", rv_cmd_sweep, "one row per value of a what-if field (--vary F=a:b:step)"},
     {"migrate", rv_cmd_migrate, "apply or revert database migrations"},
     {"overheads", rv_cmd_overheads, "per-platform host-overhead statistics (rebuild|show)"},

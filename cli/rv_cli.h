@@ -11,4 +11,14 @@ int rv_cmd_overheads(int argc, char **argv);
 /* `reverie overheads predict`: needs no database. */
 int rv_cmd_overheads_predict(int argc, char **argv);
 
+/* `reverie snapshot TRACE OUT`. */
+int rv_cmd_snapshot(int argc, char **argv);
+
+#include "rv_error.h"
+#include "rv_trace.h"
+
+/* Loads a Kineto trace (plain or gzip) or a binary snapshot, by its first
+ * bytes. *out is new (rv_trace_free). */
+int rv_cli_load_trace(const char *path, rv_trace **out, rv_error *err);
+
 #endif

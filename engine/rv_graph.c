@@ -421,6 +421,12 @@ static int make_tasks(builder *b)
     }
     g->cap_tasks = k ? k : 1;
     g->ntasks = k;
+    /* Per distinct kernel name: 0 unknown, 1 collective, 2 not. */
+    uint8_t *nccl = calloc(tr->strings.count + 1, 1);
+    if (!nccl) {
+        free(ord);
+        return RV_ERR_NOMEM;
+    }
     for (size_t i = 0; i < k; i++) {
         const rv_event *ev = &tr->events[ord[i].event];
         rv_task *t = &g->tasks[i];
@@ -436,7 +442,10 @@ static int make_tasks(builder *b)
         t->meas_dur_ns = ev->dur_ns;
         t->dur_ns = ev->dur_ns;
         t->bytes = ev->bytes;
-        if (gpu && ev->cat == RV_CAT_KERNEL && is_nccl_name(rv_trace_str(tr, ev->name))) {
+        if (gpu && ev->cat == RV_CAT_KERNEL && ev->name < tr->strings.count && !nccl[ev->name])
+            nccl[ev->name] = is_nccl_name(rv_trace_str(tr, ev->name)) ? 1 : 2;
+        if (gpu && ev->cat == RV_CAT_KERNEL && ev->name < tr->strings.count &&
+            nccl[ev->name] == 1) {
             t->flags |= RV_TF_NCCL;
             t->kind = RV_TASK_COMM;
         }
@@ -446,6 +455,7 @@ static int make_tasks(builder *b)
         th->last = (int32_t)i;
         th->norig++;
     }
+    free(nccl);
     free(ord);
     g->ngpu_tasks = ngpu;
     return 0;
@@ -672,6 +682,11 @@ static int annotate_cpu_threads(builder *b)
     span *spans = NULL;
     size_t nspans = 0, cap = 0;
     span **stack = NULL;
+    /* Phase and step tests per distinct name, not per op: names repeat. */
+    uint8_t *phase_cache = malloc(tr->strings.count + 1);
+    if (!phase_cache)
+        return RV_ERR_NOMEM;
+    memset(phase_cache, 0xff, tr->strings.count + 1);
 
     for (size_t ti = 0; ti < g->nthreads; ti++) {
         rv_thread *th = &g->threads[ti];
@@ -695,13 +710,19 @@ static int annotate_cpu_threads(builder *b)
                 cap = ncap;
             }
             span *s = &spans[nspans++];
-            const char *nm = rv_trace_str(tr, ev->name);
-            int64_t step;
             s->start = ev->ts_ns - g->origin_ns;
             s->end = s->start + ev->dur_ns;
             s->name = ev->name;
-            s->is_step = (uint8_t)parse_step(nm, &step);
-            s->phase = phase_of_op(nm);
+            uint8_t c = ev->name < tr->strings.count ? phase_cache[ev->name] : 0xff;
+            if (c == 0xff) {
+                const char *nm = rv_trace_str(tr, ev->name);
+                int64_t step;
+                c = (uint8_t)(phase_of_op(nm) | (parse_step(nm, &step) ? 0x80 : 0));
+                if (ev->name < tr->strings.count)
+                    phase_cache[ev->name] = c;
+            }
+            s->is_step = (uint8_t)((c & 0x80) != 0);
+            s->phase = c & 0x7f;
         }
         qsort(spans, nspans, sizeof(*spans), cmp_span);
         free(stack);
@@ -787,6 +808,7 @@ static int annotate_cpu_threads(builder *b)
 out:
     free(spans);
     free(stack);
+    free(phase_cache);
     return rc;
 }
 
