@@ -100,6 +100,11 @@ int tc_do(const tc_req *q, tc_resp *out)
         out->len = 0;
     }
 out:
+    if (rc != 0) {
+        /* No status: nothing for the caller to free. */
+        free(out->body);
+        out->body = NULL;
+    }
     if (f)
         fclose(f);
     curl_slist_free_all(hdrs);

@@ -24,7 +24,7 @@ typedef struct tc_req {
 } tc_req;
 
 /* Performs the request; returns 0 and fills *out (free with tc_resp_free),
- * or -1 when the transfer failed (no HTTP status). */
+ * or -1 when the transfer failed (no HTTP status; *out holds nothing). */
 int tc_do(const tc_req *q, tc_resp *out);
 void tc_resp_free(tc_resp *r);
 
