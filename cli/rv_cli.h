@@ -11,6 +11,9 @@ int rv_cmd_overheads(int argc, char **argv);
 /* `reverie overheads predict`: needs no database. */
 int rv_cmd_overheads_predict(int argc, char **argv);
 
+int rv_cmd_token(int argc, char **argv);
+int rv_cmd_whatif(int argc, char **argv);
+int rv_cmd_fleet(int argc, char **argv);
 /* `reverie snapshot TRACE OUT`. */
 int rv_cmd_snapshot(int argc, char **argv);
 

@@ -244,10 +244,15 @@ rv_graph *rv_graph_clone(const rv_graph *g)
         rv_graph_free(c);
         return NULL;
     }
-    memcpy(c->tasks, g->tasks, g->ntasks * sizeof(rv_task));
-    memcpy(c->edges, g->edges, g->nedges * sizeof(rv_edge));
-    memcpy(c->threads, g->threads, g->nthreads * sizeof(rv_thread));
-    memcpy(c->iters, g->iters, g->niters * sizeof(rv_iter));
+    /* memcpy from NULL is undefined even for zero bytes. */
+    if (g->ntasks)
+        memcpy(c->tasks, g->tasks, g->ntasks * sizeof(rv_task));
+    if (g->nedges)
+        memcpy(c->edges, g->edges, g->nedges * sizeof(rv_edge));
+    if (g->nthreads)
+        memcpy(c->threads, g->threads, g->nthreads * sizeof(rv_thread));
+    if (g->niters)
+        memcpy(c->iters, g->iters, g->niters * sizeof(rv_iter));
     return c;
 }
 

@@ -33,6 +33,10 @@ int rv_whatif_is_empty(const rv_whatif *w);
  * removed, inserted, and its parameters. */
 int rv_whatif_apply(const rv_whatif *w, rv_graph *g, json_t **applied, rv_error *err);
 
+/* The catalogue of kinds and fields with types, ranges, defaults and a
+ * sentence each (GET /v1/whatif/kinds). New reference. */
+json_t *rv_whatif_kinds(void);
+
 /* The schedule policy the document asks for (RV_SCHED_EARLIEST_START default). */
 int rv_whatif_schedule(const rv_whatif *w);
 

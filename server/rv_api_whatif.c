@@ -357,6 +357,6 @@ out:
 
 void rv_api_whatif_kinds(rv_req *r, void *app)
 {
-    rv_req_error(r, 501, "not_implemented", NULL,
-                 "the list of what-if kinds is not published by the engine yet");
+    (void)app;
+    rv_req_respond_json(r, 200, rv_whatif_kinds());
 }
