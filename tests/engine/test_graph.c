@@ -3,8 +3,9 @@
  * Hand-built traces check the rules with figures worked out by hand; the
  * golden table checks real public traces: task and step counts and the
  * measured median step were computed independently from the raw JSON with
- * python3 (json + gzip + statistics.median over the ProfilerStep#N "dur"),
- * see tests/data/golden/README.md. */
+ * python3: json + gzip, tasks = X events of the runtime/driver and
+ * kernel/memcpy/memset categories with ts > 0, measured = statistics.median
+ * of the "dur" of the ProfilerStep#N cpu_op/user_annotation events. */
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdio.h>
