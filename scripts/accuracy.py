@@ -2,7 +2,8 @@
 """Build docs/accuracy.json and docs/ACCURACY.md: Reverie's measured error.
 
     python3 scripts/accuracy.py                       # public traces; GPU rows carried over
-    python3 scripts/accuracy.py --gpu-results DIR --import-traces   # after bench/gpu/run_all.sh
+    python3 scripts/accuracy.py --gpu-results DIR [--gpu-results DIR2] --import-traces
+                                                      # after bench/gpu/run_all.sh
     python3 scripts/accuracy.py --md-only             # ACCURACY.md from accuracy.json alone
 
 Every prediction is computed here by running `reverie simulate` / `reverie
@@ -244,23 +245,37 @@ def load_json(path):
         return json.load(f)
 
 
-def gpu_rows(rv, results, import_traces):
-    pairs_path = os.path.join(results, "pairs.json")
-    if not os.path.exists(pairs_path):
-        pairs_path = os.path.join(REPO, "bench/gpu/pairs.json")
-    doc = load_json(pairs_path)
-    manifest = load_json(os.path.join(results, "manifest.json")) if os.path.exists(
-        os.path.join(results, "manifest.json")) else {}
-    gpu = manifest.get("gpu")
-    cdir = os.path.join(results, "configs")
+def merged_results(dirs):
+    """Several run_all.sh folders (one per device call) as one: for each
+    file of a config, the last folder that has it wins."""
+    pairs_path, gpu, nccl, files = None, None, None, {}
+    for d in dirs:
+        if not os.path.isdir(d):
+            sys.exit("accuracy: --gpu-results %s is not a folder" % d)
+        if pairs_path is None and os.path.exists(os.path.join(d, "pairs.json")):
+            pairs_path = os.path.join(d, "pairs.json")
+        m = os.path.join(d, "manifest.json")
+        if gpu is None and os.path.exists(m):
+            gpu = load_json(m).get("gpu")
+        if os.path.exists(os.path.join(d, "nccl_allreduce.json")):
+            nccl = os.path.join(d, "nccl_allreduce.json")
+        cdir = os.path.join(d, "configs")
+        for cid in sorted(os.listdir(cdir)) if os.path.isdir(cdir) else []:
+            for fn in os.listdir(os.path.join(cdir, cid)):
+                files.setdefault(cid, {})[fn] = os.path.join(cdir, cid, fn)
+    doc = load_json(pairs_path or os.path.join(REPO, "bench/gpu/pairs.json"))
+    return doc, gpu, nccl, files
+
+
+def gpu_rows(rv, dirs, import_traces):
+    doc, gpu, nccl, files = merged_results(dirs)
     timing, sims, trace_ref = {}, {}, {}
     baselines = {p["baseline"] for p in doc["pairs"]}
-    for cid in sorted(os.listdir(cdir)) if os.path.isdir(cdir) else []:
-        tpath = os.path.join(cdir, cid, "timing.json")
-        if os.path.exists(tpath):
-            timing[cid] = load_json(tpath)
-        trace = os.path.join(cdir, cid, "profiler.pt.trace.json.gz")
-        if not os.path.exists(trace):
+    for cid in sorted(files):
+        if "timing.json" in files[cid]:
+            timing[cid] = load_json(files[cid]["timing.json"])
+        trace = files[cid].get("profiler.pt.trace.json.gz")
+        if not trace:
             continue
         # Rows name a trace only when it is in the repository (imported);
         # otherwise they keep its place in the results folder.
@@ -313,9 +328,9 @@ def gpu_rows(rv, results, import_traces):
                         bool(p.get("targeted")) and pred is not None, **extra))
     # Collector vs torch.profiler.
     for cid in sorted(sims):
-        ctrace = os.path.join(cdir, cid, "collector.json.gz")
-        ctime = os.path.join(cdir, cid, "collector_timing.json")
-        if not os.path.exists(ctrace):
+        ctrace = files[cid].get("collector.json.gz")
+        ctime = files[cid].get("collector_timing.json")
+        if not ctrace:
             continue
         try:
             cs = rv.simulate(ctrace)
@@ -330,7 +345,7 @@ def gpu_rows(rv, results, import_traces):
         rows.append(row("replay collector " + cid, "replay", wl, "iteration_us", cs["measured_us"],
                         cs["baseline_us"], "gpu", True, platform=gpu, training=True,
                         note="collector trace"))
-        if os.path.exists(ctime) and timing.get(cid, {}).get("median_us"):
+        if ctime and timing.get(cid, {}).get("median_us"):
             ct = load_json(ctime)
             if ct.get("window_median_us"):
                 ref = timing[cid]["median_us"]
@@ -339,8 +354,7 @@ def gpu_rows(rv, results, import_traces):
                                 reference_us=ref, overhead=ct["window_median_us"] / ref - 1.0,
                                 note="measured = median step while the collector captures; "
                                      "reference = median step without any profiler (target 3%)"))
-    nccl = os.path.join(results, "nccl_allreduce.json")
-    if os.path.exists(nccl):
+    if nccl:
         n = load_json(nccl)
         for r in n.get("rows", []):
             t = r.get("distributed_us", r.get("nccl_us"))
@@ -597,7 +611,8 @@ def main():
                                                   "reverie"))
     ap.add_argument("--traces", default=os.environ.get("RV_SHARED_TRACES",
                                                        os.path.join(REPO, SHARED)))
-    ap.add_argument("--gpu-results", help="output folder of bench/gpu/run_all.sh")
+    ap.add_argument("--gpu-results", action="append",
+                    help="output folder of bench/gpu/run_all.sh (repeat for several runs)")
     ap.add_argument("--import-traces", action="store_true",
                     help="copy GPU baseline traces into " + GPU_DATA + " (committed test data)")
     ap.add_argument("--carry", default=os.path.join(REPO, "docs/accuracy.json"),

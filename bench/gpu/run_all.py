@@ -2,9 +2,10 @@
 
     python3 bench/gpu/run_all.py --out DIR [resnet50 gpt2 dlrm nccl ...]
 
-For every config the pairs of the chosen workloads need, three fresh
-processes: `time` (no profiler), `profile` (torch.profiler) and, when
-REVERIE_COLLECTOR names libreverie-collector.so, `collect`. Then the NCCL
+For every config the pairs of the chosen workloads need: one process that
+measures without a profiler and then captures a torch.profiler trace
+(`--mode time,profile`), and, when REVERIE_COLLECTOR names
+libreverie-collector.so, a second one under the collector. Then the NCCL
 sweep. Each command, its exit status and its seconds go into
 DIR/manifest.json, rewritten after every command so a cut-off run keeps what
 it measured; running again with more workloads adds to the same folder.
@@ -38,22 +39,27 @@ def git_commit():
 
 
 def find_cupti(collector):
-    """The libcupti the collector links, for NVTX_INJECTION64_PATH (step ranges)."""
+    """(libcupti path for NVTX_INJECTION64_PATH, folder to add to
+    LD_LIBRARY_PATH or None): the libcupti the collector links, else the one
+    pip's PyTorch wheels bundle (nvidia/*/lib), else the CUDA toolkit's."""
     if os.environ.get("REVERIE_CUPTI"):
-        return os.environ["REVERIE_CUPTI"]
+        return os.environ["REVERIE_CUPTI"], None
     try:
         out = subprocess.run(["ldd", collector], capture_output=True, text=True, timeout=10).stdout
         m = re.search(r"libcupti\.so[^ ]*\s*=>\s*(\S+)", out)
         if m and os.path.exists(m.group(1)):
-            return m.group(1)
+            return m.group(1), None
     except Exception:
         pass
-    for pat in ["/usr/local/cuda/extras/CUPTI/lib64/libcupti.so*", "/usr/local/cuda/lib64/libcupti.so*",
-                "/usr/lib/x86_64-linux-gnu/libcupti.so*"]:
-        hits = sorted(glob.glob(pat))
+    pats = [os.path.join(p, "nvidia", "*", "lib", "libcupti.so*") for p in sys.path if p]
+    pats += [os.path.join(p, "nvidia", "*", "*", "lib", "libcupti.so*") for p in sys.path if p]
+    pats += ["/usr/local/cuda/extras/CUPTI/lib64/libcupti.so*", "/usr/local/cuda/lib64/libcupti.so*",
+             "/usr/local/cuda/lib/libcupti.so*", "/usr/lib/x86_64-linux-gnu/libcupti.so*"]
+    for pat in pats:
+        hits = sorted(glob.glob(pat), key=len)
         if hits:
-            return hits[0]
-    return None
+            return hits[0], os.path.dirname(hits[0])
+    return None, None
 
 
 def main():
@@ -122,7 +128,7 @@ def main():
         entry = {"command": " ".join(cmd), "rc": rc, "seconds": round(time.time() - t0, 1),
                  "log": os.path.relpath(log, args.out)}
         if env is not None:
-            entry["env"] = {k: env[k] for k in sorted(env) if k.startswith(("REVERIE_", "CUDA_INJ", "NVTX_"))}
+            entry["env"] = {k: env[k] for k in sorted(env) if k.startswith(("REVERIE_", "CUDA_INJ", "NVTX_", "LD_LIB"))}
         manifest["commands"].append(entry)
         save()
         print("%-8s %6.1fs  %s" % (rc, entry["seconds"], entry["command"]), flush=True)
@@ -141,9 +147,12 @@ def main():
         modes.remove("collect")
     if collector and not os.path.exists(collector):
         sys.exit("run_all: REVERIE_COLLECTOR=%s does not exist" % collector)
-    cupti = find_cupti(collector) if collector else None
+    cupti, cupti_dir = find_cupti(collector) if collector else (None, None)
     manifest["collector"] = collector
     manifest["nvtx_injection"] = cupti
+    if collector and not cupti:
+        print("run_all: no libcupti found for NVTX step ranges; the collector keeps the whole run",
+              flush=True)
 
     py = sys.executable
     first = len(manifest["commands"])
@@ -151,11 +160,12 @@ def main():
         out = os.path.join(args.out, "configs", cid)
         base = [py, os.path.join(HERE, "train.py"), "--pairs", args.pairs, "--config", cid,
                 "--out", out, "--warmup", str(args.warmup), "--iters", str(args.iters)]
-        for mode in modes:
-            log = os.path.join(args.out, "logs", "%s.%s.log" % (cid, mode))
-            if mode != "collect":
-                run(base + ["--mode", mode], log)
-                continue
+        inproc = [m for m in ("time", "profile") if m in modes]
+        if inproc:
+            run(base + ["--mode", ",".join(inproc)],
+                os.path.join(args.out, "logs", "%s.%s.log" % (cid, "+".join(inproc))))
+        if "collect" in modes:
+            log = os.path.join(args.out, "logs", "%s.collect.log" % cid)
             env = dict(os.environ)
             env.update({"CUDA_INJECTION64_PATH": os.path.abspath(collector),
                         "REVERIE_OUTPUT": os.path.abspath(os.path.join(out, "collector.json.gz")),
@@ -164,6 +174,8 @@ def main():
             env.pop("REVERIE_SERVER", None)
             if cupti:
                 env["NVTX_INJECTION64_PATH"] = cupti
+            if cupti_dir:  # the collector's libcupti is not on the loader's path
+                env["LD_LIBRARY_PATH"] = cupti_dir + ":" + env.get("LD_LIBRARY_PATH", "")
             run(base + ["--mode", "collect"], log, env)
     if "nccl" in what:
         run([py, os.path.join(HERE, "nccl_sweep.py"), "--out",

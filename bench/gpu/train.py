@@ -1,11 +1,11 @@
 """One training configuration, in one of three modes.
 
-    python3 bench/gpu/train.py --config resnet50-b64-fp32 --mode time    --out DIR
-    python3 bench/gpu/train.py --config resnet50-b64-fp32 --mode profile --out DIR
+    python3 bench/gpu/train.py --config resnet50-b64-fp32 --mode time,profile --out DIR
     python3 bench/gpu/train.py --config resnet50-b64-fp32 --mode collect --out DIR
 
 Configs are named in bench/gpu/pairs.json (or given inline with
---config-json). Modes:
+--config-json). Modes (time and profile may share one process, time first;
+collect runs alone because the collector is injected at process start):
 
 - time: no profiler. Warm-up, then at least --iters iterations (and at least
   --min-seconds), each ended by torch.cuda.synchronize(); writes
@@ -63,7 +63,8 @@ def main():
     ap.add_argument("--config", help="config id in --pairs")
     ap.add_argument("--config-json", help="an inline config object instead")
     ap.add_argument("--pairs", default=os.path.join(HERE, "pairs.json"))
-    ap.add_argument("--mode", choices=["time", "profile", "collect"], required=True)
+    ap.add_argument("--mode", required=True,
+                    help="time, profile or collect; time,profile runs both in one process")
     ap.add_argument("--out", required=True, help="output folder for this config")
     ap.add_argument("--warmup", type=int, default=15, help="iterations before measuring")
     ap.add_argument("--iters", type=int, default=60, help="timed iterations (>= 50)")
@@ -76,6 +77,10 @@ def main():
     args = ap.parse_args()
     if not args.config and not args.config_json:
         ap.error("give --config or --config-json")
+    modes = args.mode.split(",")
+    if any(m not in ("time", "profile", "collect") for m in modes) or (
+            "collect" in modes and len(modes) > 1):
+        ap.error("--mode: time, profile, time,profile or collect (alone: it runs under the collector)")
 
     try:
         import torch
@@ -165,7 +170,7 @@ def main():
         props = torch.cuda.get_device_properties(0)
         uuid = str(getattr(props, "uuid", "")) or None
     result = {
-        "config": cfg, "mode": args.mode, "device": args.device,
+        "config": cfg, "device": args.device,
         "gpu": torch.cuda.get_device_name(0) if cuda else "cpu",
         "torch": torch.__version__, "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if cuda else None,
@@ -175,7 +180,14 @@ def main():
     }
     result.update(info)
 
-    if args.mode == "time":
+    def write(name, doc):
+        path = os.path.join(args.out, name)
+        with open(path + ".tmp", "w") as f:
+            json.dump(dict(result, **doc), f, indent=1)
+        os.replace(path + ".tmp", path)
+        return path
+
+    def run_time():
         for _ in range(args.warmup):
             step()
         nvml_before = nvml_info.info(uuid) if cuda else {}
@@ -189,24 +201,25 @@ def main():
         elapsed = time.perf_counter() - t_start
         e1 = nvml_info.energy_mj() if cuda else None
         med = statistics.median(times)
-        result.update({
-            "iterations": len(times), "times_us": [round(t, 1) for t in times],
+        doc = {
+            "mode": "time", "iterations": len(times), "times_us": [round(t, 1) for t in times],
             "median_us": med, "mean_us": statistics.fmean(times),
             "p10_us": percentile(times, 10), "p90_us": percentile(times, 90),
             "samples_per_s": int(cfg["batch"]) / (med / 1e6),
             "nvml_before": nvml_before, "nvml_after": nvml_info.info(uuid) if cuda else {},
-        })
+        }
         if e0 is not None and e1 is not None and e1 > e0:
             joules = (e1 - e0) / 1000.0
-            result.update({"energy_j_per_iter": joules / len(times),
-                           "avg_power_w": joules / elapsed})
+            doc.update({"energy_j_per_iter": joules / len(times), "avg_power_w": joules / elapsed})
         else:
-            result["energy_note"] = "no NVML energy counter: %s" % (
+            doc["energy_note"] = "no NVML energy counter: %s" % (
                 nvml_before.get("error") or "counter did not advance")
         if cuda:
-            result["max_memory_allocated"] = torch.cuda.max_memory_allocated()
-        path = os.path.join(args.out, "timing.json")
-    elif args.mode == "profile":
+            doc["max_memory_allocated"] = torch.cuda.max_memory_allocated()
+        write("timing.json", doc)
+        return "median %.1f us" % med
+
+    def run_profile():
         from torch.profiler import ProfilerActivity, profile, schedule
 
         for _ in range(args.warmup):
@@ -215,8 +228,8 @@ def main():
         raw = os.path.join(args.out, "profiler.pt.trace.json")
 
         def on_ready(p):
-            # export_chrome_trace writes plain JSON; gzip it ourselves so
-            # every PyTorch version gives the same file.
+            # export_chrome_trace writes plain JSON; gzip it here so every
+            # PyTorch version gives the same file.
             p.export_chrome_trace(raw)
             with open(raw, "rb") as src, gzip.open(final, "wb", compresslevel=6) as dst:
                 shutil.copyfileobj(src, dst)
@@ -229,10 +242,12 @@ def main():
             for _ in range(args.prof_wait + args.prof_warmup + args.prof_active):
                 step()
                 prof.step()
-        result.update({"trace": os.path.basename(final), "profiled_steps": args.prof_active,
-                       "trace_bytes": os.path.getsize(final)})
-        path = os.path.join(args.out, "profiler.json")
-    else:
+        write("profiler.json", {"mode": "profile", "trace": os.path.basename(final),
+                                "profiled_steps": args.prof_active,
+                                "trace_bytes": os.path.getsize(final)})
+        return final
+
+    def run_collect():
         skip = int(os.environ.get("REVERIE_SKIP", "3"))
         keep = int(os.environ.get("REVERIE_ITERATIONS", "5"))
         nvtx = torch.cuda.nvtx if cuda else None
@@ -248,19 +263,15 @@ def main():
             if nvtx:
                 nvtx.range_pop()
         window = times[skip:skip + keep]
-        result.update({
-            "times_us": [round(t, 1) for t in times], "skip": skip, "kept": keep,
-            "window_median_us": statistics.median(window) if window else None,
+        return write("collector_timing.json", {
+            "mode": "collect", "times_us": [round(t, 1) for t in times], "skip": skip,
+            "kept": keep, "window_median_us": statistics.median(window) if window else None,
             "collector": os.environ.get("CUDA_INJECTION64_PATH"),
-            "output": os.environ.get("REVERIE_OUTPUT"),
-        })
-        path = os.path.join(args.out, "collector_timing.json")
+            "output": os.environ.get("REVERIE_OUTPUT")})
 
-    with open(path + ".tmp", "w") as f:
-        json.dump(result, f, indent=1)
-    os.replace(path + ".tmp", path)
-    print("%s %s: %s" % (cfg["id"], args.mode,
-                         "median %.1f us" % result["median_us"] if "median_us" in result else path))
+    for mode in modes:
+        what = {"time": run_time, "profile": run_profile, "collect": run_collect}[mode]()
+        print("%s %s: %s" % (cfg["id"], mode, what), flush=True)
 
 
 if __name__ == "__main__":
