@@ -53,6 +53,24 @@ def load_config(args):
     return cfg
 
 
+def tf32_off(torch):
+    """Turns TF32 off; returns the settings as read back. PyTorch 2.9 added
+    fp32_precision and deprecated allow_tf32; mixing the two is refused, so
+    use the new one where it exists."""
+    b = torch.backends
+    if hasattr(b, "fp32_precision"):
+        b.fp32_precision = "ieee"
+        b.cuda.matmul.fp32_precision = "ieee"
+        b.cudnn.fp32_precision = "ieee"
+        b.cudnn.conv.fp32_precision = "ieee"
+        b.cudnn.rnn.fp32_precision = "ieee"
+        return {"api": "fp32_precision", "matmul": b.cuda.matmul.fp32_precision,
+                "cudnn_conv": b.cudnn.conv.fp32_precision}
+    b.cuda.matmul.allow_tf32 = False
+    b.cudnn.allow_tf32 = False
+    return {"api": "allow_tf32", "matmul": b.cuda.matmul.allow_tf32, "cudnn": b.cudnn.allow_tf32}
+
+
 def percentile(xs, p):
     s = sorted(xs)
     return s[min(len(s) - 1, max(0, int(round(p / 100.0 * (len(s) - 1)))))]
@@ -100,8 +118,7 @@ def main():
 
     # FP32 means FP32: TF32 off for matmul and cuDNN in every config, so the
     # AMP pairs compare true FP32 with bf16/fp16 (MODELS.md D).
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    tf32_state = tf32_off(torch)
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
 
@@ -174,8 +191,7 @@ def main():
         "gpu": torch.cuda.get_device_name(0) if cuda else "cpu",
         "torch": torch.__version__, "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if cuda else None,
-        "tf32": {"matmul": torch.backends.cuda.matmul.allow_tf32,
-                 "cudnn": torch.backends.cudnn.allow_tf32},
+        "tf32": tf32_state,
         "optimizer_kwargs": opt_kw, "warmup": args.warmup,
     }
     result.update(info)
