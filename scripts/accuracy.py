@@ -325,7 +325,7 @@ def gpu_rows(rv, dirs, import_traces):
             except RuntimeError as e:
                 extra["note"] = "what-if failed: %s" % e
         rows.append(row(p["name"], "whatif", p["workload"], "iteration_us", mt, pred, "gpu",
-                        bool(p.get("targeted")) and pred is not None, **extra))
+                        bool(p.get("targeted")), **extra))
     # Collector vs torch.profiler.
     for cid in sorted(sims):
         ctrace = files[cid].get("collector.json.gz")

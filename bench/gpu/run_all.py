@@ -71,6 +71,8 @@ def main():
     ap.add_argument("--iters", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=15)
     ap.add_argument("--modes", default="time,profile,collect")
+    ap.add_argument("--device", default="cuda",
+                    help="cpu only checks this runner's logic (no NCCL, numbers mean nothing)")
     ap.add_argument("what", nargs="*", help="resnet50 gpt2 dlrm nccl (default: all)")
     args = ap.parse_args()
     what = args.what or WORKLOADS + ["nccl"]
@@ -82,7 +84,8 @@ def main():
         import torch
     except ImportError:
         sys.exit("run_all: PyTorch is not installed for %s; nothing measured" % sys.executable)
-    if not torch.cuda.is_available():
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
         sys.exit("run_all: no CUDA GPU visible to PyTorch (torch %s); nothing measured" %
                  torch.__version__)
     import nvml_info
@@ -96,13 +99,14 @@ def main():
     if os.path.exists(mpath):
         with open(mpath) as f:
             manifest = json.load(f)
-    props = torch.cuda.get_device_properties(0)
+    props = torch.cuda.get_device_properties(0) if cuda else None
     manifest.update({
         "updated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(), "python": sys.version.split()[0], "torch": torch.__version__,
         "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-        "gpu": torch.cuda.get_device_name(0), "gpu_memory": props.total_memory,
-        "nvml": nvml_info.info(str(getattr(props, "uuid", "")) or None),
+        "gpu": torch.cuda.get_device_name(0) if cuda else "cpu (logic check)",
+        "gpu_memory": props.total_memory if cuda else None,
+        "nvml": nvml_info.info(str(getattr(props, "uuid", "")) or None) if cuda else None,
         "repo_commit": git_commit(),
     })
     try:
@@ -159,7 +163,10 @@ def main():
     for cid in ids:
         out = os.path.join(args.out, "configs", cid)
         base = [py, os.path.join(HERE, "train.py"), "--pairs", args.pairs, "--config", cid,
-                "--out", out, "--warmup", str(args.warmup), "--iters", str(args.iters)]
+                "--out", out, "--warmup", str(args.warmup), "--iters", str(args.iters),
+                "--device", args.device]
+        if not cuda:
+            base += ["--min-seconds", "0", "--prof-warmup", "1", "--prof-active", "2"]
         inproc = [m for m in ("time", "profile") if m in modes]
         if inproc:
             run(base + ["--mode", ",".join(inproc)],
@@ -177,7 +184,7 @@ def main():
             if cupti_dir:  # the collector's libcupti is not on the loader's path
                 env["LD_LIBRARY_PATH"] = cupti_dir + ":" + env.get("LD_LIBRARY_PATH", "")
             run(base + ["--mode", "collect"], log, env)
-    if "nccl" in what:
+    if "nccl" in what and cuda:
         run([py, os.path.join(HERE, "nccl_sweep.py"), "--out",
              os.path.join(args.out, "nccl_allreduce.json")],
             os.path.join(args.out, "logs", "nccl_sweep.log"))
