@@ -15,7 +15,7 @@ import { h, cssVar, showTip, hideTip, fmtUs, clear } from './ui.js';
 import { KIND_NAMES, KIND_VARS, PHASES, LOD_BINS } from './tldata.js';
 
 const DETAIL_MAX = 6000;
-const ROW_H = 18, ROW_GAP = 2, TRACK_HEAD = 20, AXIS_H = 24, GUTTER = 168;
+const ROW_H = 18, ROW_GAP = 2, TRACK_HEAD = 30, AXIS_H = 24, GUTTER = 168;
 
 export class Timeline {
   constructor(tracks, { title = 'Timeline', height } = {}) {
@@ -167,9 +167,10 @@ export class Timeline {
     for (const ys of this.rowsY) {
       const tr = ys.track;
       g.fillStyle = col.fg; g.font = '600 12px system-ui, sans-serif';
-      g.fillText(`${tr.title}`, 6, ys.y + TRACK_HEAD / 2);
-      g.fillStyle = col.muted; g.font = '11px system-ui, sans-serif';
-      g.fillText(`${tr.n.toLocaleString('en-US')} tasks${tr.truncated ? ' (truncated)' : ''}`, GUTTER + 4, ys.y + TRACK_HEAD / 2);
+      g.fillText(`${tr.title}`, 6, ys.y + 9);
+      g.fillStyle = col.muted; g.font = '10.5px system-ui, sans-serif';
+      g.fillText(`${tr.n.toLocaleString('en-US')} tasks${tr.truncated ? ' (truncated)' : ''}`, 6, ys.y + 22);
+      g.font = '11px system-ui, sans-serif';
       for (const { row, y } of ys.rows) {
         g.fillStyle = col.panel2; g.fillRect(GUTTER, y, W, ROW_H);
         g.fillStyle = col.muted;
@@ -299,7 +300,7 @@ export class Timeline {
       const x = Math.round(X(it.start_us)) + 0.5;
       if (x < GUTTER - 1 || x > GUTTER + W + 1) continue;
       g.beginPath(); g.moveTo(x, top); g.lineTo(x, bottom); g.stroke();
-      if (x - lastLabel > 60) { g.fillText(`step ${it.step}`, x + 3, ys.y + TRACK_HEAD / 2); lastLabel = x; }
+      if (x - lastLabel > 60) { g.fillText(`step ${it.step}`, x + 3, ys.y + TRACK_HEAD - 9); lastLabel = x; }
     }
     g.restore();
   }

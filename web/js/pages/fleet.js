@@ -34,7 +34,7 @@ export function fleetPage({ main }) {
   const run = h('button', { class: 'btn primary', type: 'submit', id: 'run-fleet' }, 'Run fleet what-if');
   const curlBox = h('div', { class: 'curl' });
   const out = h('div', { id: 'fleet-out' }, empty('Choose a selection and scenarios, then run.'));
-  const form = h('form', { id: 'fleet-form' },
+  const form = h('form', { id: 'fleet-form', novalidate: true },
     h('h3', {}, 'Selection'),
     h('div', { class: 'fields' },
       h('div', { class: 'field' }, h('label', { for: 'fleet-platform' }, 'Platform'), platSel),

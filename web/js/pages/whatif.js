@@ -208,7 +208,7 @@ export function whatifPage({ main, arg }) {
   const formErr = h('div', { id: 'whatif-error' });
   const results = h('div', { id: 'whatif-results' });
   const sweepBox = h('div', { id: 'sweep-box' });
-  const form = h('form', { id: 'whatif-form', 'aria-label': 'What-if document' }, formBox,
+  const form = h('form', { id: 'whatif-form', 'aria-label': 'What-if document', novalidate: true }, formBox,
     h('div', { class: 'row', style: 'margin:12px 0' }, runBtn, h('span', { class: 'sub', id: 'kinds-source' })), formErr,
     h('h3', {}, 'The same request with curl'), curlBox);
   main.append(h('div', { class: 'grid2', style: 'grid-template-columns: minmax(380px, 1fr) minmax(380px, 1.4fr); align-items:start' },
