@@ -244,7 +244,7 @@ int rv_cmd_sweep(int argc, char **argv)
             if (!prc)
                 prc = rv_sim_run(pg, rv_whatif_schedule(w), &ps, &err);
             if (!prc)
-                prc = rv_report_iteration(pg, ps, RV_ITER_MEDIAN, &pred, &err);
+                prc = rv_report_compare(g, bs, pg, ps, RV_ITER_MEDIAN, &base, &pred, &err);
             if (!prc) {
                 rv_window win = rv_report_window(pg, ps, pred.iter);
                 if (rv_whatif_energy(w, pg, ps, win.t0_ns, win.t1_ns, &e) == 0)

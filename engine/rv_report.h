@@ -35,9 +35,10 @@ int rv_report_iteration(const rv_graph *g, const rv_sim *s, int64_t iteration,
 
 /* Baseline and what-if figures together. For one step, both come from
  * that step. For the median, the prediction is the baseline median scaled
- * by the ratio of the simulated spans of all steps: step boundaries are CPU
- * positions, and when the CPU runs ahead of a changed GPU single steps
- * stretch or shrink while their sum stays right. pg/ps may equal bg/bs. */
+ * by the ratio of the simulated spans of the steady steps (all but the
+ * first when there are three or more): step boundaries are CPU positions,
+ * and when the CPU runs ahead of a changed GPU single steps stretch or
+ * shrink while their sum stays right. pg/ps may equal bg/bs. */
 int rv_report_compare(const rv_graph *bg, const rv_sim *bs, const rv_graph *pg,
                       const rv_sim *ps, int64_t iteration, rv_iter_figures *base,
                       rv_iter_figures *pred, rv_error *err);

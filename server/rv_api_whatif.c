@@ -76,8 +76,7 @@ json_t *rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc, int 
     if (rv_sim_run(g2, (rv_schedule)rv_whatif_schedule(w), &pred, err) != 0)
         goto out;
     rv_metrics_add(a->metrics, RV_M_SIMULATIONS, 1);
-    if (rv_report_iteration(l->graph, l->base, RV_ITER_MEDIAN, &fb, err) != 0 ||
-        rv_report_iteration(g2, pred, RV_ITER_MEDIAN, &fp, err) != 0)
+    if (rv_report_compare(l->graph, l->base, g2, pred, RV_ITER_MEDIAN, &fb, &fp, err) != 0)
         goto out;
     rv_window wb = rv_report_window(l->graph, l->base, fb.iter);
     rv_window wp = rv_report_window(g2, pred, fp.iter);

@@ -20,6 +20,7 @@ static const char *traces;
 typedef struct loaded {
     rv_trace *tr;
     rv_graph *g;
+    rv_sim *s; /* the baseline simulation */
     double measured_us, simulated_us;
 } loaded;
 
@@ -44,12 +45,13 @@ static int load(const char *rel, loaded *l)
     }
     l->measured_us = f.measured_us;
     l->simulated_us = f.simulated_us;
-    rv_sim_free(s);
+    l->s = s;
     return 0;
 }
 
 static void unload(loaded *l)
 {
+    rv_sim_free(l->s);
     rv_graph_free(l->g);
     rv_trace_free(l->tr);
 }
@@ -67,7 +69,7 @@ static int predict(const loaded *l, const char *doc, result *r)
     rv_whatif *w = NULL;
     rv_error err;
     rv_sim *s = NULL;
-    rv_iter_figures f;
+    rv_iter_figures f, base;
     memset(r, 0, sizeof(*r));
     int rc = rv_whatif_parse_text(doc, &w, &err);
     if (rc)
@@ -78,7 +80,7 @@ static int predict(const loaded *l, const char *doc, result *r)
     if (!rc)
         rc = rv_sim_run(g, rv_whatif_schedule(w), &s, &err);
     if (!rc)
-        rc = rv_report_iteration(g, s, RV_ITER_MEDIAN, &f, &err);
+        rc = rv_report_compare(l->g, l->s, g, s, RV_ITER_MEDIAN, &base, &f, &err);
     if (!rc) {
         rv_window win = rv_report_window(g, s, f.iter);
         rv_energy e;

@@ -291,6 +291,19 @@ test('what-if page: form from the kinds, run, numbers equal the API, error, swee
   await page.fill('#k-cpu_speed-factor', '');
   await page.uncheck('#k-cpu_speed-on');
 
+  // A custom selection: scale every kernel by 0.5 (selector sub-form).
+  await page.goto(base + `/#/whatif/${resnetId}`);
+  await page.click('details[data-kind="scale"] > summary');
+  await page.selectOption('#k-scale-select-kind', 'kernel');
+  await page.fill('#k-scale-factor', '0.5');
+  await page.click('#run-whatif');
+  await page.waitForSelector('#whatif-cards');
+  const sdoc = { optimizations: [{ kind: 'scale', select: { kind: 'kernel' }, factor: 0.5 }] };
+  assert.deepEqual(JSON.parse(/-d '(.*)'\s*$/s.exec(await page.textContent('#curl-text'))[1]), sdoc, 'curl shows the selector');
+  const ws = (await api('POST', `/v1/traces/${resnetId}/whatif`, JSON.stringify(sdoc))).json;
+  near(await attr('[data-metric="predicted"]', 'data-us'), ws.predicted_us, 'scaled kernels: predicted');
+  await page.uncheck('#k-scale-on');
+
   // A power-limit sweep, one what-if per point, drawn as a curve with its knee.
   await page.selectOption('#sweep-kind', 'power');
   await page.click('#run-sweep');
