@@ -15,6 +15,7 @@
 #include "rv_graph.h"
 #include "rv_kineto.h"
 #include "rv_report.h"
+#include "rv_retime.h"
 #include "rv_sim.h"
 #include "rv_whatif.h"
 
@@ -29,7 +30,9 @@ static void usage(FILE *f)
                "--whatif      a what-if request document (see docs/whatif.md)\n"
                "--timeline    write the simulated baseline as Chrome-trace JSON (Perfetto)\n"
                "--predicted-timeline  the same for the what-if prediction\n"
-               "--top         number of top kernels to list (default 10)\n");
+               "--top         number of top kernels to list (default 10)\n"
+               "--overheads-from TRACE  (repeatable) pool these traces' host overheads as\n"
+               "              the platform statistics for \"host_overheads\": \"platform\"\n");
 }
 
 static void print_error(const char *what, const rv_error *e)
@@ -65,6 +68,11 @@ int rv_cmd_simulate(int argc, char **argv)
     const char *path = NULL, *whatif_text = NULL, *timeline = NULL, *ptimeline = NULL;
     int64_t iteration = RV_ITER_MEDIAN;
     int top = 10, compact = 0, status = 1;
+    enum { MAX_OH = 256 };
+    const char *oh_paths[MAX_OH];
+    rv_trace *oh_traces[MAX_OH] = {0};
+    int n_oh = 0;
+    rv_oh_table *oh_table = NULL;
     rv_trace *tr = NULL;
     rv_graph *g = NULL, *pg = NULL;
     rv_sim *bs = NULL, *ps = NULL;
@@ -98,6 +106,12 @@ int rv_cmd_simulate(int argc, char **argv)
             timeline = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--predicted-timeline") == 0) {
             ptimeline = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--overheads-from") == 0) {
+            if (n_oh == MAX_OH) {
+                fprintf(stderr, "reverie: at most %d --overheads-from traces\n", MAX_OH);
+                return 2;
+            }
+            oh_paths[n_oh++] = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--top") == 0) {
             top = atoi(argv[++i]);
             if (top < 0 || top > 10000)
@@ -142,6 +156,19 @@ int rv_cmd_simulate(int argc, char **argv)
 
     rv_iter_figures pred = base;
     rv_window pw = bw;
+    if (n_oh > 0) {
+        for (int i = 0; i < n_oh; i++)
+            if (rv_cli_load_trace(oh_paths[i], &oh_traces[i], &err) != 0) {
+                print_error(oh_paths[i], &err);
+                goto out;
+            }
+        const rv_trace *const *pool = (const rv_trace *const *)oh_traces;
+        if (rv_oh_table_from_traces(pool, (size_t)n_oh, &oh_table, &err) != 0) {
+            print_error("overhead statistics", &err);
+            goto out;
+        }
+        rv_whatif_set_overheads(w, oh_table);
+    }
     if (w && !rv_whatif_is_empty(w)) {
         pg = rv_graph_clone(g);
         if (!pg) {
@@ -193,6 +220,8 @@ int rv_cmd_simulate(int argc, char **argv)
         json_object_set_new(out, "baseline_energy_j", json_real(be.energy_j / bw.per));
         json_object_set_new(out, "energy_j", json_real(pe.energy_j / pw.per));
         json_object_set_new(out, "avg_power_w", json_real(pe.avg_power_w));
+        json_object_set_new(out, "gpus", json_integer(pe.ngpus));
+        json_object_set_new(out, "avg_power_per_gpu_w", json_real(pe.avg_power_per_gpu_w));
         json_object_set_new(out, "power_limit_w", json_real(pe.power_limit_w));
     }
     json_object_set_new(out, "applied", applied ? applied : json_array());
@@ -221,6 +250,9 @@ int rv_cmd_simulate(int argc, char **argv)
     fputc('\n', stdout);
     status = 0;
 out:
+    rv_oh_table_free(oh_table);
+    for (int i = 0; i < n_oh; i++)
+        rv_trace_free(oh_traces[i]);
     json_decref(out);
     json_decref(applied);
     rv_whatif_free(w);

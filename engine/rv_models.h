@@ -88,6 +88,8 @@ struct rv_whatif {
     int has_schedule;
     char gpu[64];   /* hardware override; "" = from the trace */
     int batch_size; /* samples per iteration; 0 unknown */
+    int platform_overheads; /* "host_overheads": "platform" */
+    const struct rv_oh_table *overheads; /* borrowed; set by the caller */
 };
 
 /* The hardware row for g (the override when given). May be NULL. */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "rv_models.h"
+#include "rv_retime.h"
 
 #define RV_WHATIF_MAX_OPTS 256
 #define RV_WHATIF_MAX_TEXT (16u * 1024u * 1024u)
@@ -68,8 +69,9 @@ static const char *const dist_fields[] = {"workers",
                                           "ps_servers",
                                           NULL};
 
-static const char *const top_fields[] = {
-    "optimizations", "distributed", "power_limit_w", "schedule", "gpu", "batch_size", NULL};
+static const char *const top_fields[] = {"optimizations", "distributed",  "power_limit_w",
+                                         "schedule",      "gpu",          "batch_size",
+                                         "host_overheads", NULL};
 
 static const char *const algo_names[] = {"ring", "tree", "hierarchical", "parameter_server"};
 
@@ -485,11 +487,32 @@ int rv_whatif_parse(const json_t *doc, rv_whatif **out, rv_error *err)
         goto out;
     rc = 0;
     w->batch_size = bs;
+    json_t *ho = json_object_get(doc, "host_overheads");
+    if (ho) {
+        const char *how = json_string_value(ho);
+        if (!how || (strcmp(how, "trace") != 0 && strcmp(how, "platform") != 0)) {
+            rc = rv_error_field(err, RV_ERR_INVALID, "host_overheads",
+                                "host_overheads must be trace or platform");
+            goto out;
+        }
+        w->platform_overheads = strcmp(how, "platform") == 0;
+    }
     *out = w;
     w = NULL;
 out:
     rv_whatif_free(w);
     return rc;
+}
+
+void rv_whatif_set_overheads(rv_whatif *w, const struct rv_oh_table *tab)
+{
+    if (w)
+        w->overheads = tab;
+}
+
+int rv_whatif_uses_platform_overheads(const rv_whatif *w)
+{
+    return w && w->platform_overheads;
 }
 
 int rv_whatif_parse_text(const char *text, rv_whatif **out, rv_error *err)
@@ -521,7 +544,8 @@ int rv_whatif_parse_text(const char *text, rv_whatif **out, rv_error *err)
 
 int rv_whatif_is_empty(const rv_whatif *w)
 {
-    return !w || (w->nopts == 0 && !w->has_dist && w->power_limit_w <= 0 && !w->has_schedule);
+    return !w || (w->nopts == 0 && !w->has_dist && w->power_limit_w <= 0 && !w->has_schedule &&
+                  !w->platform_overheads);
 }
 
 int rv_whatif_schedule(const rv_whatif *w)
@@ -627,6 +651,20 @@ int rv_whatif_apply(const rv_whatif *w, rv_graph *g, json_t **applied, rv_error 
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
     if (!w)
         goto done;
+    if (w->platform_overheads) {
+        /* First, so that every model works on the platform's host times. */
+        json_t *o = NULL;
+        if (!w->overheads) {
+            rc = rv_error_field(err, RV_ERR_UNSUPPORTED, "host_overheads",
+                                "host_overheads is platform but no platform statistics were "
+                                "given (the service supplies its platform's; the CLI takes "
+                                "--overheads-from TRACE)");
+            goto fail;
+        }
+        if ((rc = rv_retime_overheads(g, w->overheads, &o, err)) != 0)
+            goto fail;
+        json_array_append_new(arr, o);
+    }
     for (int stage = STAGE_PRECISION; stage <= STAGE_DATALOADER; stage++) {
         if (stage == STAGE_DISTRIBUTED && w->has_dist) {
             if ((rc = rv_models__distributed(w, g, arr, err)) != 0)

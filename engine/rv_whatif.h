@@ -33,6 +33,15 @@ int rv_whatif_is_empty(const rv_whatif *w);
  * removed, inserted, and its parameters. */
 int rv_whatif_apply(const rv_whatif *w, rv_graph *g, json_t **applied, rv_error *err);
 
+/* Host-overhead statistics of the trace's platform (borrowed; must outlive
+ * rv_whatif_apply), used when the document says "host_overheads":
+ * "platform": the graph's host work is re-timed from them first
+ * (rv_retime.h). */
+struct rv_oh_table;
+void rv_whatif_set_overheads(rv_whatif *w, const struct rv_oh_table *tab);
+/* True when the document asks for the platform's overheads. */
+int rv_whatif_uses_platform_overheads(const rv_whatif *w);
+
 /* The catalogue of kinds and fields with types, ranges, defaults and a
  * sentence each (GET /v1/whatif/kinds). New reference. */
 json_t *rv_whatif_kinds(void);

@@ -148,6 +148,8 @@ static const field_doc top_docs[] = {
     {"gpu", F_STRING, 0, 0, 0, NULL, NULL, 0,
      "hardware override, a name from GET /v1/hardware (default: the trace's GPU)"},
     {"batch_size", F_INT, 1, 1 << 24, 0, NULL, NULL, 0, "samples per step, for samples per joule"},
+    {"host_overheads", F_ENUM, 0, 0, 0, "\"trace\"", "trace,platform", 0,
+     "host overheads from the trace itself, or the platform's shared statistics"},
 };
 
 static const char *type_name(ftype t)

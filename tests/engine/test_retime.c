@@ -12,6 +12,7 @@
 #include "rv_report.h"
 #include "rv_retime.h"
 #include "rv_sim.h"
+#include "rv_whatif.h"
 
 static const char *g_shared;
 
@@ -127,6 +128,46 @@ static void test_direction(void)
     unload(&l);
 }
 
+/* The what-if document's "host_overheads": "platform" applies the table
+ * the caller set, and says so when there is none. */
+static void test_whatif_field(void)
+{
+    if (!g_shared)
+        return;
+    loaded l, other;
+    load("param/dlrm-8rank/worker0.kineto.json.gz", &l);
+    load("param/dlrm-8rank/worker1.kineto.json.gz", &other);
+    rv_whatif *w = NULL;
+    rv_error err;
+    CU_ASSERT_EQUAL_FATAL(rv_whatif_parse_text("{\"host_overheads\":\"platform\"}", &w, &err), 0);
+    CU_ASSERT_FALSE(rv_whatif_is_empty(w));
+    rv_graph *c = rv_graph_clone(l.g);
+    json_t *applied = NULL;
+    CU_ASSERT_EQUAL(rv_whatif_apply(w, c, &applied, &err), RV_ERR_UNSUPPORTED);
+    CU_ASSERT_STRING_EQUAL(err.field, "host_overheads");
+    const rv_trace *ts[1] = {other.t};
+    rv_oh_table *tab = NULL;
+    CU_ASSERT_EQUAL_FATAL(rv_oh_table_from_traces(ts, 1, &tab, &err), 0);
+    rv_whatif_set_overheads(w, tab);
+    CU_ASSERT_EQUAL(rv_whatif_apply(w, c, &applied, &err), 0);
+    CU_ASSERT_STRING_EQUAL(
+        json_string_value(json_object_get(json_array_get(applied, 0), "kind")), "overheads");
+    rv_sim *s = NULL;
+    rv_iter_figures b, p;
+    CU_ASSERT_EQUAL_FATAL(rv_sim_run(c, RV_SCHED_EARLIEST_START, &s, &err), 0);
+    CU_ASSERT_EQUAL(rv_report_compare(l.g, l.s, c, s, RV_ITER_MEDIAN, &b, &p, &err), 0);
+    /* Another rank's host overheads predict this rank within 10%. */
+    CU_ASSERT(fabs(p.simulated_us / l.measured_us - 1) < 0.10);
+    CU_ASSERT(p.simulated_us != b.simulated_us);
+    json_decref(applied);
+    rv_sim_free(s);
+    rv_graph_free(c);
+    rv_oh_table_free(tab);
+    rv_whatif_free(w);
+    unload(&l);
+    unload(&other);
+}
+
 int main(void)
 {
     g_shared = getenv("RV_SHARED_TRACES");
@@ -148,6 +189,7 @@ int main(void)
     CU_pSuite s = CU_add_suite("retime", NULL, NULL);
     CU_add_test(s, "DLRM ranks: own vs shared overheads", test_dlrm_shared_overheads);
     CU_add_test(s, "overheads drive the prediction", test_direction);
+    CU_add_test(s, "host_overheads in the what-if document", test_whatif_field);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures();
