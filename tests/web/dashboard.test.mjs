@@ -292,7 +292,8 @@ test('what-if page: form from the kinds, run, numbers equal the API, error, swee
   await page.uncheck('#k-cpu_speed-on');
 
   // A custom selection: scale every kernel by 0.5 (selector sub-form).
-  await page.goto(base + `/#/whatif/${resnetId}`);
+  await page.reload(); // a fresh form
+  await page.waitForSelector('details[data-kind="scale"] > summary');
   await page.click('details[data-kind="scale"] > summary');
   await page.selectOption('#k-scale-select-kind', 'kernel');
   await page.fill('#k-scale-factor', '0.5');

@@ -1,6 +1,7 @@
-// What-if kinds for the form. The form is generated from GET /v1/whatif/kinds;
-// while the server answers 501 there (the engine does not publish the list
-// yet), it falls back to this copy of docs/whatif.md, in the same shape:
+// What-if kinds for the form. The form is generated from GET /v1/whatif/kinds
+// ({optimizations: [{kind, description, fields: [...]}], distributed: [...],
+// top_level: [...]}); when the server cannot answer it (older servers said
+// 501), it falls back to this copy of docs/whatif.md, in this shape:
 //
 //   {kinds: [{kind, label, description, fields: [{name, type, min, max,
 //     exclusive_min, default, required, values, description}]}],
@@ -77,6 +78,13 @@ export const FALLBACK_KINDS = {
   ],
 };
 
+// One field of the server's list in the form's terms: a "select" (or an
+// object named select/after) is a task selector; min_exclusive -> exclusive_min.
+function fieldSpec(x) {
+  const sel = x.type === 'select' || x.type === 'selector' || (x.type === 'object' && /select|after/.test(x.name));
+  return { ...x, type: sel ? SEL : x.type, values: x.values || x.enum, exclusive_min: x.exclusive_min ?? x.min_exclusive };
+}
+
 // Accepts the server's answer in a few plausible shapes: kinds as an array of
 // {kind|name, fields|params} (fields as an array or a name->spec map), or a
 // map kind->spec. Anything missing comes from the fallback.
@@ -90,14 +98,14 @@ export function normalizeKinds(resp) {
   const out = kinds.map((k) => {
     const kind = k.kind || k.name;
     const f = fb.get(kind) || {};
-    const fields = fieldsOf(k.fields || k.params || k.parameters).map((x) => ({ ...x, type: x.type === 'object' && /select|after/.test(x.name) ? SEL : x.type, values: x.values || x.enum }));
+    const fields = fieldsOf(k.fields || k.params || k.parameters).map(fieldSpec);
     return { kind, label: k.label || f.label || kind, description: k.description || f.description || '', fields: fields.length ? fields : f.fields || [] };
   });
   return {
     source: 'GET /v1/whatif/kinds',
     kinds: out,
-    top: resp.top ? fieldsOf(resp.top) : FALLBACK_KINDS.top,
-    distributed: resp.distributed ? { ...FALLBACK_KINDS.distributed, fields: fieldsOf(resp.distributed.fields || resp.distributed) } : FALLBACK_KINDS.distributed,
+    top: resp.top_level || resp.top ? fieldsOf(resp.top_level || resp.top).map(fieldSpec) : FALLBACK_KINDS.top,
+    distributed: resp.distributed ? { ...FALLBACK_KINDS.distributed, fields: fieldsOf(resp.distributed.fields || resp.distributed).map(fieldSpec) } : FALLBACK_KINDS.distributed,
     selector: resp.selector ? fieldsOf(resp.selector) : FALLBACK_KINDS.selector,
   };
 }
