@@ -22,7 +22,7 @@
 #define DEFAULT_GPU_GAP_NS 1000
 /* An API call this long that returns just after a GPU task ends was
  * waiting for it; the slack absorbs timestamp jitter between CPU and GPU. */
-#define BLOCKED_CALL_MIN_NS 50000
+#define BLOCKED_CALL_MIN_NS RV_GRAPH_BLOCKED_CALL_NS
 #define BLOCKED_CALL_SLACK_NS 5000
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -909,7 +909,7 @@ static int measure_gpu_constants(builder *b)
     return 0;
 }
 
-static int is_sync_call(const char *n)
+int rv_graph_is_sync_call(const char *n)
 {
     static const char *const names[] = {
         "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
@@ -1060,7 +1060,7 @@ static int link_syncs(builder *b)
             int32_t th = gpu_thread_of_stream(g, se->device, se->stream);
             if (th >= 0)
                 target = last_launched_before(b, &g->threads[th], c->meas_start_ns);
-        } else if (se || is_sync_call(name)) {
+        } else if (se || rv_graph_is_sync_call(name)) {
             /* A synchronous copy's own copy is linked by
              * link_blocking_copies; this covers the work queued before it. */
             target = sync_target(b, -1, c->meas_start_ns);

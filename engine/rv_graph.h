@@ -156,6 +156,13 @@ int32_t rv_graph_add_thread(rv_graph *g, const rv_thread *th);
 /* Marks a task removed (zero duration and gap, dependencies kept). */
 void rv_graph_remove_task(rv_graph *g, int32_t task);
 
+/* True for API calls that block until GPU work is done (cudaDeviceSynchronize,
+ * cudaStreamSynchronize, cudaMemcpy, cudaFree, their HIP and driver forms). */
+int rv_graph_is_sync_call(const char *name);
+/* An API call at least this long that returns right after a GPU task ends
+ * is taken to have waited for it (a full launch queue, implicit syncs). */
+#define RV_GRAPH_BLOCKED_CALL_NS 50000
+
 const char *rv_phase_name(int phase);
 const char *rv_task_kind_name(int kind);
 

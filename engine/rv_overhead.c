@@ -1,5 +1,7 @@
 #include "rv_overhead.h"
 
+#include "rv_graph.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,11 +118,58 @@ static int other_thread_busy(const rv_trace *t, const uint32_t *ops, size_t nops
     return 0;
 }
 
+/* Calls on a thread that wait for the GPU (syncs, and non-launch calls as
+ * long as the graph's blocked-call rule) are GPU time, not host overhead:
+ * their time is taken out of the T1/T2/T3/T5 samples they fall in. */
+typedef struct waits {
+    const uint32_t *idx; /* event indices sorted by thread, then start */
+    int64_t *prefix;     /* prefix[k] = summed durations of idx[0..k) */
+    size_t n;
+} waits;
+
+static int64_t wait_ns(const rv_trace *t, const waits *w, const rv_event *on, int64_t a,
+                       int64_t b)
+{
+    /* First call on on's thread that starts at or after a. */
+    size_t lo = 0, hi = w->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const rv_event *e = &t->events[w->idx[mid]];
+        int c = cmp_thread(e, on);
+        if (c < 0 || (c == 0 && e->ts_ns < a))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t k = lo;
+    while (k < w->n) {
+        const rv_event *e = &t->events[w->idx[k]];
+        if (cmp_thread(e, on) != 0 || e->ts_ns >= b)
+            break;
+        k++;
+    }
+    int64_t sum = w->prefix[k] - w->prefix[lo];
+    /* A last call that runs past b counts up to b only. */
+    if (k > lo) {
+        const rv_event *e = &t->events[w->idx[k - 1]];
+        if (e->ts_ns + e->dur_ns > b)
+            sum -= e->ts_ns + e->dur_ns - b;
+    }
+    return sum;
+}
+
+static int64_t net(int64_t v, int64_t wait)
+{
+    v -= wait;
+    return v > 0 ? v : 0;
+}
+
 int rv_overhead_extract(const rv_trace *t, rv_overhead_samples *out, rv_error *err)
 {
     int64_t *corr = NULL;
-    uint32_t *ops = NULL, *launches = NULL;
+    uint32_t *ops = NULL, *launches = NULL, *widx = NULL;
     size_t ncorr = 0, nops = 0, nl = 0;
+    waits wt = {0};
     int rc = 0;
 
     memset(out, 0, sizeof(*out));
@@ -129,7 +178,9 @@ int rv_overhead_extract(const rv_trace *t, rv_overhead_samples *out, rv_error *e
     corr = malloc((t->nevents + 1) * sizeof(*corr));
     ops = malloc((t->nevents + 1) * sizeof(*ops));
     launches = malloc((t->nevents + 1) * sizeof(*launches));
-    if (!corr || !ops || !launches) {
+    widx = malloc((t->nevents + 1) * sizeof(*widx));
+    wt.prefix = malloc((t->nevents + 2) * sizeof(*wt.prefix));
+    if (!corr || !ops || !launches || !widx || !wt.prefix) {
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "overheads: out of memory");
         goto out;
     }
@@ -144,10 +195,19 @@ int rv_overhead_extract(const rv_trace *t, rv_overhead_samples *out, rv_error *e
     qsort(corr, ncorr, sizeof(*corr), cmp_i64);
     for (size_t i = 0; i < t->nevents; i++) {
         const rv_event *e = &t->events[i];
-        if ((e->cat == RV_CAT_RUNTIME || e->cat == RV_CAT_DRIVER) && e->correlation != RV_NONE &&
-            has_corr(corr, ncorr, e->correlation))
+        if (e->cat != RV_CAT_RUNTIME && e->cat != RV_CAT_DRIVER)
+            continue;
+        if (e->correlation != RV_NONE && has_corr(corr, ncorr, e->correlation))
             launches[nl++] = (uint32_t)i;
+        else if (e->dur_ns >= RV_GRAPH_BLOCKED_CALL_NS ||
+                 rv_graph_is_sync_call(rv_trace_str(t, e->name)))
+            widx[wt.n++] = (uint32_t)i;
     }
+    qsort_r(widx, wt.n, sizeof(*widx), cmp_ops, (void *)t);
+    wt.idx = widx;
+    wt.prefix[0] = 0;
+    for (size_t i = 0; i < wt.n; i++)
+        wt.prefix[i + 1] = wt.prefix[i] + t->events[widx[i]].dur_ns;
     /* qsort_r (glibc): the comparator needs the trace. */
     qsort_r(ops, nops, sizeof(*ops), cmp_ops, (void *)t);
     qsort_r(launches, nl, sizeof(*launches), cmp_ops, (void *)t);
@@ -173,7 +233,8 @@ int rv_overhead_extract(const rv_trace *t, rv_overhead_samples *out, rv_error *e
          * waiting for it (the main thread during backward), not paying
          * overhead: such a gap is no T1 sample. */
         if (prev_top && !other_thread_busy(t, ops, nops, op, top_end, op->ts_ns))
-            rc = push(out, RV_OH_T1, op->name, op->ts_ns - top_end);
+            rc = push(out, RV_OH_T1, op->name,
+                      net(op->ts_ns - top_end, wait_ns(t, &wt, op, top_end, op->ts_ns)));
         prev_top = op;
         top_end = end;
 
@@ -194,17 +255,19 @@ int rv_overhead_extract(const rv_trace *t, rv_overhead_samples *out, rv_error *e
             if (!first)
                 first = l;
             else {
-                int64_t gap = l->ts_ns - (last->ts_ns + last->dur_ns);
-                rc = push(out, RV_OH_T5, op->name, gap > 0 ? gap : 0);
+                int64_t from = last->ts_ns + last->dur_ns;
+                rc = push(out, RV_OH_T5, op->name,
+                          net(l->ts_ns - from, wait_ns(t, &wt, op, from, l->ts_ns)));
             }
             last = l;
             li++;
         }
         if (first && !rc) {
-            rc = push(out, RV_OH_T2, op->name, first->ts_ns - op->ts_ns);
-            int64_t t3 = end - (last->ts_ns + last->dur_ns);
+            rc = push(out, RV_OH_T2, op->name,
+                      net(first->ts_ns - op->ts_ns, wait_ns(t, &wt, op, op->ts_ns, first->ts_ns)));
+            int64_t from = last->ts_ns + last->dur_ns;
             if (!rc)
-                rc = push(out, RV_OH_T3, op->name, t3 > 0 ? t3 : 0);
+                rc = push(out, RV_OH_T3, op->name, net(end - from, wait_ns(t, &wt, op, from, end)));
         }
     }
     if (rc)
@@ -214,6 +277,8 @@ out:
     free(corr);
     free(ops);
     free(launches);
+    free(widx);
+    free(wt.prefix);
     if (rc)
         rv_overhead_samples_free(out);
     return rc;

@@ -103,6 +103,12 @@ static double lookup_ns(const lookup *lk, int type, uint32_t name)
     return isnan(v) ? NAN : v * 1000.0;
 }
 
+/* Matches the calls rv_overhead.c leaves out of the samples. */
+static int waits_for_gpu(const rv_task *t)
+{
+    return (t->flags & RV_TF_SYNC) || t->meas_dur_ns >= RV_GRAPH_BLOCKED_CALL_NS;
+}
+
 typedef struct top_op {
     int64_t start, end; /* graph time */
     uint32_t name;
@@ -249,12 +255,14 @@ int rv_retime_overheads(rv_graph *g, const rv_oh_table *tab, json_t **applied, r
                 continue;
             }
             /* Scale what is not data loading between the two launches. */
+            /* Calls that wait for the GPU keep their time: it is the GPU's,
+             * and the statistics leave it out too (rv_overhead.c). */
             int64_t dl = 0, other = 0;
             for (int32_t k = a; k < b; k++) {
                 const rv_task *t = &g->tasks[k];
                 dl += t->gap_dl_ns;
                 other += t->gap_ns - t->gap_dl_ns;
-                if (k > a)
+                if (k > a && !waits_for_gpu(t))
                     other += t->dur_ns;
             }
             double target = want - (double)dl;
@@ -269,7 +277,7 @@ int rv_retime_overheads(rv_graph *g, const rv_oh_table *tab, json_t **applied, r
                 rv_task *t = &g->tasks[k];
                 int64_t own = t->gap_ns - t->gap_dl_ns;
                 t->gap_ns = t->gap_dl_ns + (int64_t)llround((double)own * f);
-                if (k > a)
+                if (k > a && !waits_for_gpu(t))
                     t->dur_ns = (int64_t)llround((double)t->dur_ns * f);
             }
         }

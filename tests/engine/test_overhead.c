@@ -2,7 +2,9 @@
  *
  * The expected figures for hta/critical-path-simple-add.json.gz (HTA test
  * data, MIT; see the shared traces README) were computed independently of
- * the C code, from the raw JSON, by this python3 script (run as
+ * the C code, from the raw JSON, by this python3 script (same definitions:
+ * ProfilerStep is not an op, a T1 gap while another thread of the process
+ * starts ops is no sample, calls that wait for the GPU are taken out) (run as
  * `python3 expected.py $RV_SHARED_TRACES/hta/critical-path-simple-add.json.gz`),
  * whose output is pasted into `expected` below:
  *
@@ -11,13 +13,30 @@
  * ev = [e for e in json.load(gzip.open(sys.argv[1]), parse_float=decimal.Decimal)['traceEvents'] if e.get('ph') == 'X']
  * OPS = {'cpu_op', 'Operator'}; RT = {'cuda_runtime', 'Runtime', 'cuda_driver'}
  * GPU = {'kernel', 'Kernel', 'gpu_memcpy', 'Memcpy', 'gpu_memset', 'Memset'}
+ * SYNC = {'cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventSynchronize', 'cudaMemcpy',
+ *         'cudaMemcpy2D', 'cudaMemcpyToSymbol', 'cudaMemcpyFromSymbol', 'cudaFree', 'cudaFreeHost',
+ *         'cuCtxSynchronize', 'cuStreamSynchronize', 'cuEventSynchronize', 'hipDeviceSynchronize',
+ *         'hipStreamSynchronize', 'hipEventSynchronize', 'hipMemcpy', 'hipFree'}
  * ns = lambda x: int((decimal.Decimal(x) * 1000).to_integral_value(rounding=decimal.ROUND_HALF_EVEN))
  * corr = {e['args']['correlation'] for e in ev if e.get('cat') in GPU and 'correlation' in e.get('args', {})}
- * ops = [e for e in ev if e.get('cat') in OPS]
+ * ops = [e for e in ev if e.get('cat') in OPS and not e['name'].startswith('ProfilerStep#')]
  * ln = [e for e in ev if e.get('cat') in RT and e.get('args', {}).get('correlation') in corr]
+ * thr = lambda e: (str(e['pid']), str(e['tid']))
+ * # Calls that wait for the GPU: syncs and other non-launch calls >= 50 us.
+ * waits = [e for e in ev if e.get('cat') in RT and e.get('args', {}).get('correlation') not in corr
+ *          and (ns(e['dur']) >= 50000 or e['name'] in SYNC)]
+ * def wait(th, a, b):
+ *     t = 0
+ *     for w in waits:
+ *         s = ns(w['ts'])
+ *         if thr(w) == th and a <= s < b:
+ *             t += min(s + ns(w['dur']), b) - s
+ *     return t
+ * net = lambda v, w: max(0, v - w)
+ * def other_busy(th, a, b):
+ *     return any(str(e['pid']) == th[0] and str(e['tid']) != th[1] and a < ns(e['ts']) < b for e in ops)
  * S = []  # (type, name, value_ns)
  * for l in ln: S.append((4, l['name'], ns(l['dur'])))
- * thr = lambda e: (str(e['pid']), str(e['tid']))
  * for th in sorted({thr(e) for e in ops}):
  *     o = sorted([e for e in ops if thr(e) == th], key=lambda e: (ns(e['ts']), -ns(e['dur'])))
  *     L = sorted([e for e in ln if thr(e) == th], key=lambda e: (ns(e['ts']), -ns(e['dur'])))
@@ -25,14 +44,17 @@
  *     for e in o:
  *         s, end = ns(e['ts']), ns(e['ts']) + ns(e['dur'])
  *         if top_end is not None and s < top_end: continue
- *         if top_end is not None: S.append((1, e['name'], s - top_end))
+ *         if top_end is not None and not other_busy(th, top_end, s):
+ *             S.append((1, e['name'], net(s - top_end, wait(th, top_end, s))))
  *         top_end = end
  *         mine = [l for l in L if s <= ns(l['ts']) <= end]
  *         for a, b in zip(mine, mine[1:]):
- *             S.append((5, e['name'], max(0, ns(b['ts']) - (ns(a['ts']) + ns(a['dur'])))))
+ *             f = ns(a['ts']) + ns(a['dur'])
+ *             S.append((5, e['name'], net(ns(b['ts']) - f, wait(th, f, ns(b['ts'])))))
  *         if mine:
- *             S.append((2, e['name'], ns(mine[0]['ts']) - s))
- *             S.append((3, e['name'], max(0, end - (ns(mine[-1]['ts']) + ns(mine[-1]['dur'])))))
+ *             S.append((2, e['name'], net(ns(mine[0]['ts']) - s, wait(th, s, ns(mine[0]['ts'])))))
+ *             f = ns(mine[-1]['ts']) + ns(mine[-1]['dur'])
+ *             S.append((3, e['name'], net(end - f, wait(th, f, end))))
  * def q(v, p):
  *     pos = p * (len(v) - 1); lo = math.floor(pos); hi = math.ceil(pos)
  *     return v[lo] + (v[hi] - v[lo]) * (pos - lo)
@@ -73,8 +95,8 @@ typedef struct expect {
  * samples. */
 static const expect expected[] = {
     {1, NULL, 146, 128, 32.46875, 24.0941958, 28.5, 64.2},
-    {2, NULL, 59, 49, 582.571429, 1266.78119, 58, 1819.4},
-    {3, NULL, 59, 52, 76.1730769, 62.4271025, 49.5, 180.5},
+    {2, NULL, 59, 50, 83.96, 73.6290595, 58, 185.9},
+    {3, NULL, 59, 47, 48.5319149, 19.3664011, 41, 74.4},
     {4, NULL, 98, 85, 15.8, 5.84465568, 15, 25.6},
     {5, NULL, 39, 33, 42.3333333, 73.4874414, 11, 136.4},
     {1, "aten::_has_compatible_shallow_copy_type", 32, 29, 10.6551724, 6.42342621, 8, 20},
@@ -86,12 +108,12 @@ static const expect expected[] = {
     {1, "aten::conv2d", 10, 8, 54.625, 21.1479166, 44.5, 86.2},
     {1, "aten::linear", 6, 5, 30.2, 5.97996656, 29, 37.4},
     {1, "aten::max_pool2d", 6, 5, 36.2, 9.13016977, 36, 46.8},
-    {2, "aten::to", 16, 15, 1215.8, 1912.0301, 58, 4433.6},
+    {2, "aten::to", 16, 13, 57.3076923, 14.567533, 57, 75},
     {2, "aten::relu_", 14, 13, 21.8461538, 5.50309219, 20, 28.8},
-    {2, "aten::conv2d", 10, 9, 6085.88889, 8577.46052, 1213, 18572},
-    {2, "aten::linear", 6, 6, 5681, 6016.3195, 3490.5, 13434.5},
-    {2, "aten::max_pool2d", 6, 5, 2487, 4912.5003, 32, 7400.4},
-    {3, "aten::to", 16, 14, 100.214286, 57.3201268, 83.5, 173.5},
+    {2, "aten::conv2d", 10, 9, 706.444444, 683.882237, 226, 1517.8},
+    {2, "aten::linear", 6, 5, 146.2, 30.9218369, 139, 180.2},
+    {2, "aten::max_pool2d", 6, 5, 37.8, 14.2042247, 32, 52.8},
+    {3, "aten::to", 16, 13, 51.6153846, 16.2174572, 49, 72.4},
     {3, "aten::relu_", 14, 12, 38.5833333, 5.90844499, 36, 46.7},
     {3, "aten::conv2d", 10, 9, 148.333333, 102.848324, 76, 288.6},
     {3, "aten::linear", 6, 5, 46.8, 13.7898513, 44, 63.4},
