@@ -101,7 +101,9 @@ export function grouped(cats, series, { fmt = (v) => v.toFixed(1), title = 'bars
         g.fillStyle = colorOf(s.color);
         g.fillRect(gx + si * bw, top + ph - bh, bw - 2, bh);
       });
-      g.fillStyle = col.fg; g.fillText(cat, left + gw * ci + gw / 2, H - bottom + 12);
+      g.fillStyle = col.fg; g.font = gw < 56 ? '10px system-ui, sans-serif' : '11.5px system-ui, sans-serif';
+      g.fillText(cat, left + gw * ci + gw / 2, H - bottom + 12 + (gw < 56 && ci % 2 ? 11 : 0)); // stagger crowded labels
+      g.font = '11.5px system-ui, sans-serif';
     });
     legend(g, series, 12, H - bottom + 30, w - 4, col);
   });
