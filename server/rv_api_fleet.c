@@ -18,6 +18,7 @@
 #include "rv_api_internal.h"
 #include "rv_db.h"
 #include "rv_metrics.h"
+#include "rv_retime.h"
 #include "rv_sha256.h"
 #include "rv_whatif.h"
 
@@ -154,6 +155,81 @@ static int fleet_select(rv_app *a, const json_t *sel, int64_t **ids, size_t *n, 
     return 0;
 }
 
+/* What one trace needs across scenarios, fetched at most once each: the
+ * loaded graph, and for scenarios with "host_overheads": "platform" the
+ * version of its platform's statistics (cache key) and their table. */
+typedef struct fleet_trace {
+    int64_t id;
+    rv_loaded l;
+    int loaded;       /* 0 not tried, 1 loaded, -1 failed (load_err) */
+    int versioned;    /* same for version */
+    int tabled;       /* same for oh */
+    char version[128];
+    rv_oh_table *oh;
+    rv_error load_err, version_err, table_err;
+} fleet_trace;
+
+/* The answer of one scenario (borrowed) on one trace, from the cache or
+ * computed and cached. NULL with *e on failure. */
+static json_t *fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *plain_hash,
+                         rv_error *e)
+{
+    char hash[RV_SHA256_HEX_LEN + 1];
+    json_t *res = NULL;
+    int platform = rv_api_doc_uses_platform(doc);
+
+    snprintf(hash, sizeof(hash), "%s", plain_hash);
+    if (platform) {
+        if (!ft->versioned) {
+            rv_error_clear(&ft->version_err);
+            ft->versioned = rv_db_trace_overheads(a->db, ft->id, NULL, ft->version,
+                                                  sizeof(ft->version), NULL, NULL,
+                                                  &ft->version_err) == 0 ? 1 : -1;
+        }
+        if (ft->versioned < 0) {
+            *e = ft->version_err;
+            return NULL;
+        }
+        rv_api_request_hash(doc, ft->version, hash);
+    }
+    rv_error_clear(e);
+    if (rv_db_whatif_cache_get(a->db, ft->id, hash, &res, e) == 0 && res) {
+        rv_metrics_add(a->metrics, RV_M_CACHE_HITS, 1);
+        return res;
+    }
+    rv_metrics_add(a->metrics, RV_M_CACHE_MISSES, 1);
+    if (!ft->loaded) {
+        rv_error_clear(&ft->load_err);
+        ft->loaded = rv_api_load(a, ft->id, &ft->l, &ft->load_err) == 0 ? 1 : -1;
+    }
+    if (ft->loaded < 0) {
+        *e = ft->load_err;
+        return NULL;
+    }
+    if (platform) {
+        if (!ft->tabled) {
+            rv_error_clear(&ft->table_err);
+            ft->tabled = rv_api_platform_table(a, ft->id, &ft->oh, ft->version,
+                                               sizeof(ft->version), &ft->table_err) == 0 ? 1
+                                                                                        : -1;
+        }
+        if (ft->tabled < 0) {
+            *e = ft->table_err;
+            return NULL;
+        }
+        /* Keyed by the statistics actually used. */
+        rv_api_request_hash(doc, ft->version, hash);
+    }
+    rv_error_clear(e);
+    res = rv_api_whatif_run(a, &ft->l, doc, ft->oh, 0, e);
+    if (res) {
+        rv_error e2;
+        rv_error_clear(&e2);
+        rv_db_whatif_cache_put(a->db, ft->id, hash, res, &e2);
+    }
+    return res;
+}
+
 /* Rows for ids[0..n) under every scenario: [[row per trace] per scenario]. */
 static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t *scenarios,
                           int64_t progress_job, double p0, double p1)
@@ -169,30 +245,15 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
     }
     for (size_t s = 0; s < ns; s++) {
         json_array_append_new(per, json_array());
-        rv_api_request_hash(json_array_get(scenarios, s), hashes[s]);
+        rv_api_request_hash(json_array_get(scenarios, s), NULL, hashes[s]);
     }
     for (size_t i = 0; i < n; i++) {
-        rv_loaded l = {0};
+        fleet_trace ft;
         rv_error e;
-        int loaded = 0;
+        memset(&ft, 0, sizeof(ft));
+        ft.id = ids[i];
         for (size_t s = 0; s < ns; s++) {
-            json_t *res = NULL;
-            rv_error_clear(&e);
-            if (rv_db_whatif_cache_get(a->db, ids[i], hashes[s], &res, &e) == 0 && res) {
-                rv_metrics_add(a->metrics, RV_M_CACHE_HITS, 1);
-            } else {
-                rv_metrics_add(a->metrics, RV_M_CACHE_MISSES, 1);
-                if (!loaded) {
-                    rv_error_clear(&e);
-                    loaded = rv_api_load(a, ids[i], &l, &e) == 0 ? 1 : -1;
-                }
-                if (loaded > 0) {
-                    rv_error_clear(&e);
-                    res = rv_api_whatif_run(a, &l, json_array_get(scenarios, s), 0, &e);
-                    if (res)
-                        rv_db_whatif_cache_put(a->db, ids[i], hashes[s], res, &e);
-                }
-            }
+            json_t *res = fleet_one(a, &ft, json_array_get(scenarios, s), hashes[s], &e);
             json_t *row;
             if (res) {
                 row = json_pack("{s:I,s:O*,s:O*,s:O*,s:O*,s:O*,s:O*}", "trace_id",
@@ -210,7 +271,8 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
             }
             json_array_append_new(json_array_get(per, s), row);
         }
-        rv_api_loaded_free(&l);
+        rv_api_loaded_free(&ft.l);
+        rv_oh_table_free(ft.oh);
         if (progress_job > 0) {
             rv_error_clear(&e);
             rv_db_job_progress(a->db, progress_job, p0 + (p1 - p0) * (double)(i + 1) / (double)n,

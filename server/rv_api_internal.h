@@ -41,9 +41,23 @@ int rv_api_load(rv_app *a, int64_t id, rv_loaded *out, rv_error *err);
 void rv_api_loaded_free(rv_loaded *l);
 
 /* Runs one what-if document (borrowed) on a loaded trace and returns the
- * result object (new), or NULL with *err (field names the bad part). */
+ * result object (new), or NULL with *err (field names the bad part). oh
+ * (borrowed, may be NULL) is the platform's overhead table, needed when the
+ * document says "host_overheads": "platform". */
+struct rv_oh_table;
 json_t *rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc,
-                          int with_timeline, rv_error *err);
+                          const struct rv_oh_table *oh, int with_timeline, rv_error *err);
+
+/* 1 when the document (borrowed) asks for "host_overheads": "platform". */
+int rv_api_doc_uses_platform(const json_t *doc);
+
+/* The overhead table of trace_id's platform from its stored statistics
+ * (*out new; rv_oh_table_free) and their version (into version, cap bytes;
+ * may be NULL). A platform without statistics is RV_ERR_UNSUPPORTED with
+ * field host_overheads and a message that says so; no such trace is
+ * RV_ERR_NOTFOUND. */
+int rv_api_platform_table(rv_app *a, int64_t trace_id, struct rv_oh_table **out, char *version,
+                          size_t cap, rv_error *err);
 
 /* Fleet jobs: init once (names this replica), then call run_one from the
  * fleet threads; it returns 1 after working a job, 0 when the queue is empty. */
@@ -51,7 +65,9 @@ void rv_api_fleet_init(rv_app *a);
 int rv_api_fleet_run_one(rv_app *a);
 
 /* Lowercase hex SHA-256 of the canonical form of doc (sorted keys, compact)
- * prefixed by the engine model version, so a model change misses the cache. */
-void rv_api_request_hash(const json_t *doc, char *out);
+ * prefixed by the engine model version, so a model change misses the cache,
+ * and followed by inputs (may be NULL): the version of other data the answer
+ * depends on (the platform's overhead statistics). */
+void rv_api_request_hash(const json_t *doc, const char *inputs, char *out);
 
 #endif

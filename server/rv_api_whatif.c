@@ -12,6 +12,7 @@
 #include "rv_db.h"
 #include "rv_metrics.h"
 #include "rv_report.h"
+#include "rv_retime.h"
 #include "rv_sha256.h"
 #include "rv_whatif.h"
 
@@ -27,7 +28,7 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-void rv_api_request_hash(const json_t *doc, char *out)
+void rv_api_request_hash(const json_t *doc, const char *inputs, char *out)
 {
     char *canon = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
     rv_sha256 s;
@@ -37,6 +38,10 @@ void rv_api_request_hash(const json_t *doc, char *out)
     rv_sha256_update(&s, RV_MODEL_VERSION "\n", strlen(RV_MODEL_VERSION) + 1);
     if (canon)
         rv_sha256_update(&s, canon, strlen(canon));
+    if (inputs) {
+        rv_sha256_update(&s, "\n", 1);
+        rv_sha256_update(&s, inputs, strlen(inputs));
+    }
     rv_sha256_final(&s, d);
     rv_sha256_to_hex(d, out);
     free(canon);
@@ -47,8 +52,79 @@ static double ratio(double num, double den)
     return den > 0 ? num / den : 0.0;
 }
 
-json_t *rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc, int with_timeline,
-                          rv_error *err)
+int rv_api_doc_uses_platform(const json_t *doc)
+{
+    const char *how = json_string_value(json_object_get(doc, "host_overheads"));
+    return how && strcmp(how, "platform") == 0;
+}
+
+/* The engine's table from stored rows (borrowed). Names are interned first
+ * and pointed at afterwards, because interning may move the string data. */
+static int oh_table_from_rows(const rv_db_overhead_row *rows, size_t n, rv_oh_table **out,
+                              rv_error *err)
+{
+    rv_oh_table *tab = calloc(1, sizeof(*tab));
+    uint32_t *ids = calloc(n ? n : 1, sizeof(*ids));
+    int rc = 0;
+
+    *out = NULL;
+    if (!tab || !ids || !(tab->entries = calloc(n ? n : 1, sizeof(*tab->entries))) ||
+        rv_strtab_intern(&tab->names, "", 0) == UINT32_MAX) {
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *nm = rows[i].op_name ? rows[i].op_name : "*";
+        ids[i] = strcmp(nm, "*") == 0 ? RV_OH_OVERALL : rv_strtab_intern(&tab->names, nm, strlen(nm));
+        if (ids[i] == UINT32_MAX && strcmp(nm, "*") != 0) {
+            rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (rows[i].type < 1 || rows[i].type > RV_OH_NTYPES || rows[i].stat.count == 0)
+            continue;
+        rv_oh_entry *e = &tab->entries[tab->n++];
+        e->type = (uint8_t)rows[i].type;
+        e->name = ids[i] == RV_OH_OVERALL ? NULL : rv_strtab_get(&tab->names, ids[i]);
+        e->mean_us = rows[i].stat.mean;
+    }
+    *out = tab;
+    tab = NULL;
+out:
+    free(ids);
+    rv_oh_table_free(tab);
+    return rc;
+}
+
+int rv_api_platform_table(rv_app *a, int64_t trace_id, rv_oh_table **out, char *version,
+                          size_t cap, rv_error *err)
+{
+    rv_db_overhead_row *rows = NULL;
+    size_t n = 0;
+    int64_t pid = 0;
+
+    *out = NULL;
+    int rc = rv_db_trace_overheads(a->db, trace_id, &pid, version, cap, &rows, &n, err);
+    if (rc != 0)
+        return rc;
+    if (n > 0)
+        rc = oh_table_from_rows(rows, n, out, err);
+    rv_db_overhead_rows_free(rows, n);
+    if (rc == 0 && (!*out || (*out)->n == 0)) {
+        rv_oh_table_free(*out);
+        *out = NULL;
+        rc = rv_error_field(err, RV_ERR_UNSUPPORTED, "host_overheads",
+                            "host_overheads is platform but platform %lld (of trace %lld) has no "
+                            "host-overhead statistics yet (they come from the launch calls of "
+                            "its traces); ask with \"host_overheads\": \"trace\" instead",
+                            (long long)pid, (long long)trace_id);
+    }
+    return rc;
+}
+
+json_t *rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc,
+                          const rv_oh_table *oh, int with_timeline, rv_error *err)
 {
     rv_whatif *w = NULL;
     rv_graph *g2 = NULL;
@@ -61,6 +137,15 @@ json_t *rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc, int 
 
     if (rv_whatif_parse(doc, &w, err) != 0)
         goto out;
+    if (rv_whatif_uses_platform_overheads(w)) {
+        if (!oh) {
+            rv_error_field(err, RV_ERR_UNSUPPORTED, "host_overheads",
+                           "host_overheads is platform but the platform's statistics are "
+                           "not available");
+            goto out;
+        }
+        rv_whatif_set_overheads(w, oh);
+    }
     g2 = rv_graph_clone(l->graph);
     if (!g2) {
         rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory cloning the graph");
@@ -141,8 +226,9 @@ void rv_api_trace_whatif(rv_req *r, void *app)
     int64_t id = rv_api_id_param(r, "id");
     json_t *doc = NULL, *res = NULL;
     rv_loaded l = {0};
+    rv_oh_table *oh = NULL;
     rv_error e;
-    char hash[RV_SHA256_HEX_LEN + 1];
+    char hash[RV_SHA256_HEX_LEN + 1], version[128] = "";
 
     rv_error_clear(&e);
     if (id < 0)
@@ -158,7 +244,15 @@ void rv_api_trace_whatif(rv_req *r, void *app)
      * the model, so it stays out of the cache key. */
     int with_tl = json_is_true(json_object_get(doc, "timeline"));
     json_object_del(doc, "timeline");
-    rv_api_request_hash(doc, hash);
+    /* With the platform's overheads the answer also depends on the platform's
+     * statistics, which change with every upload: their version joins the key. */
+    int platform = rv_api_doc_uses_platform(doc);
+    if (platform && rv_db_trace_overheads(a->db, id, NULL, version, sizeof(version), NULL, NULL,
+                                          &e) != 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    rv_api_request_hash(doc, platform ? version : NULL, hash);
     if (!with_tl) {
         json_t *cached = NULL;
         if (rv_db_whatif_cache_get(a->db, id, hash, &cached, &e) == 0 && cached) {
@@ -175,7 +269,15 @@ void rv_api_trace_whatif(rv_req *r, void *app)
         rv_req_error_rv(r, &e);
         goto out;
     }
-    res = rv_api_whatif_run(a, &l, doc, with_tl, &e);
+    if (platform) {
+        if (rv_api_platform_table(a, id, &oh, version, sizeof(version), &e) != 0) {
+            rv_req_error_rv(r, &e);
+            goto out;
+        }
+        /* The statistics may have changed since the lookup: key by those used. */
+        rv_api_request_hash(doc, version, hash);
+    }
+    res = rv_api_whatif_run(a, &l, doc, oh, with_tl, &e);
     if (!res) {
         if (e.code == RV_ERR_LIMIT)
             rv_req_error(r, 503, "budget_exceeded", NULL, "%s", e.message);
@@ -197,6 +299,7 @@ void rv_api_trace_whatif(rv_req *r, void *app)
     res = NULL;
 out:
     rv_api_loaded_free(&l);
+    rv_oh_table_free(oh);
     json_decref(res);
     json_decref(doc);
 }
@@ -257,6 +360,7 @@ void rv_api_trace_timeline(rv_req *r, void *app)
     rv_graph *g2 = NULL;
     rv_sim *pred = NULL;
     rv_whatif *w = NULL;
+    rv_oh_table *oh = NULL;
     json_t *doc = NULL;
     rv_error e;
 
@@ -298,6 +402,13 @@ void rv_api_trace_timeline(rv_req *r, void *app)
         if (rv_whatif_parse(doc, &w, &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;
+        }
+        if (rv_whatif_uses_platform_overheads(w)) {
+            if (rv_api_platform_table(a, id, &oh, NULL, 0, &e) != 0) {
+                rv_req_error_rv(r, &e);
+                goto out;
+            }
+            rv_whatif_set_overheads(w, oh);
         }
     }
     if (rv_api_load(a, id, &l, &e) != 0) {
@@ -349,6 +460,7 @@ void rv_api_trace_timeline(rv_req *r, void *app)
 out:
     json_decref(doc);
     rv_whatif_free(w);
+    rv_oh_table_free(oh);
     rv_sim_free(pred);
     rv_graph_free(g2);
     rv_api_loaded_free(&l);

@@ -1,4 +1,5 @@
 #include "rv_db.h"
+#include "rv_report.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -743,38 +744,14 @@ static void us_text(char *out, size_t cap, int64_t ns)
              (unsigned long long)(a % 1000));
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Measured iteration: median ProfilerStep#N duration; else the span of the
- * trace. */
+/* Measured iteration as the engine sees it: the median step, else the
+ * span (rv_report_trace_figures). */
 static void measure_iterations(const rv_trace *t, double *measured_us, int *iterations)
 {
-    size_t n = 0;
-    int64_t *d = malloc((t->nevents + 1) * sizeof(*d));
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (size_t i = 0; i < t->nevents; i++) {
-        const rv_event *e = &t->events[i];
-        if (e->ts_ns < lo)
-            lo = e->ts_ns;
-        if (e->ts_ns + e->dur_ns > hi)
-            hi = e->ts_ns + e->dur_ns;
-        if (d && e->cat == RV_CAT_USER_ANNOTATION &&
-            strncmp(rv_trace_str(t, e->name), "ProfilerStep#", 13) == 0)
-            d[n++] = e->dur_ns;
-    }
-    *iterations = (int)n;
-    if (n) {
-        qsort(d, n, sizeof(*d), cmp_i64);
-        *measured_us = (n % 2 ? (double)d[n / 2] : ((double)d[n / 2 - 1] + (double)d[n / 2]) / 2) /
-                       1000.0;
-    } else {
-        *measured_us = t->nevents ? (double)(hi - lo) / 1000.0 : 0;
-    }
-    free(d);
+    rv_trace_figures f;
+    rv_report_trace_figures(t, &f);
+    *measured_us = f.measured_us;
+    *iterations = f.iterations;
 }
 
 static json_t *build_summary(const rv_trace *t, double measured_us, int iterations,
@@ -1541,6 +1518,89 @@ int rv_db_overheads_load(rv_db *db, int64_t platform_id, rv_db_overhead_row **ro
     }
 out:
     if (rc) {
+        rv_db_overhead_rows_free(*rows, *n);
+        *rows = NULL;
+        *n = 0;
+    }
+    PQclear(r);
+    release(db, pc);
+    return rc;
+}
+
+int rv_db_trace_overheads(rv_db *db, int64_t trace_id, int64_t *platform_id, char *version,
+                          size_t cap, rv_db_overhead_row **rows, size_t *n, rv_error *err)
+{
+    char id_s[24];
+    const char *vals[1] = {id_s};
+    int rc = 0;
+    PGresult *r = NULL;
+
+    snprintf(id_s, sizeof(id_s), "%lld", (long long)trace_id);
+    if (rows) {
+        *rows = NULL;
+        *n = 0;
+    }
+    pconn *pc = acquire(db, err);
+    if (!pc)
+        return RV_ERR_IO;
+    /* The version is computed by the same statement that reads the rows, so
+     * a cached answer is always keyed by the statistics it was made with. */
+    if (rows)
+        r = q(pc, "trace overheads",
+              "SELECT t.platform_id, count(o.type) OVER (), coalesce((extract(epoch FROM "
+              "max(o.updated_at) OVER ()) * 1000000)::bigint, 0), o.type, o.op_name, o.samples, "
+              "o.count, o.mean, o.std, o.median, o.p90 FROM traces t LEFT JOIN "
+              "platform_overheads o ON o.platform_id = t.platform_id WHERE t.id = $1 "
+              "ORDER BY o.type, o.op_name",
+              1, vals, PGRES_TUPLES_OK, err);
+    else
+        r = q(pc, "trace overheads version",
+              "SELECT t.platform_id, count(o.type), coalesce((extract(epoch FROM "
+              "max(o.updated_at)) * 1000000)::bigint, 0) FROM traces t LEFT JOIN "
+              "platform_overheads o ON o.platform_id = t.platform_id WHERE t.id = $1 "
+              "GROUP BY t.platform_id",
+              1, vals, PGRES_TUPLES_OK, err);
+    if (!r) {
+        rc = RV_ERR_IO;
+        goto out;
+    }
+    size_t k = (size_t)PQntuples(r);
+    if (k == 0) {
+        rc = rv_error_set(err, RV_ERR_NOTFOUND, -1, -1, "trace %lld does not exist",
+                          (long long)trace_id);
+        goto out;
+    }
+    if (platform_id)
+        *platform_id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    if (version && cap)
+        snprintf(version, cap, "platform %s, %s rows, updated %s", PQgetvalue(r, 0, 0),
+                 PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2));
+    if (!rows || PQgetisnull(r, 0, 3))
+        goto out; /* no statistics: one row of NULLs from the outer join */
+    *rows = calloc(k, sizeof(**rows));
+    if (!*rows) {
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < k; i++) {
+        rv_db_overhead_row *o = &(*rows)[i];
+        int ri = (int)i;
+        o->type = atoi(PQgetvalue(r, ri, 3));
+        o->op_name = strdup(PQgetvalue(r, ri, 4));
+        o->stat.samples = (size_t)strtoull(PQgetvalue(r, ri, 5), NULL, 10);
+        o->stat.count = (size_t)strtoull(PQgetvalue(r, ri, 6), NULL, 10);
+        o->stat.mean = strtod(PQgetvalue(r, ri, 7), NULL);
+        o->stat.std = strtod(PQgetvalue(r, ri, 8), NULL);
+        o->stat.median = strtod(PQgetvalue(r, ri, 9), NULL);
+        o->stat.p90 = strtod(PQgetvalue(r, ri, 10), NULL);
+        *n = i + 1;
+        if (!o->op_name) {
+            rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+            break;
+        }
+    }
+out:
+    if (rc && rows) {
         rv_db_overhead_rows_free(*rows, *n);
         *rows = NULL;
         *n = 0;

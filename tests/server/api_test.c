@@ -6,6 +6,8 @@
 #include <CUnit/Basic.h>
 #include <curl/curl.h>
 #include <jansson.h>
+#include <libpq-fe.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -516,6 +518,136 @@ static void test_whatif(void)
     tc_resp_free(&r);
 }
 
+static json_t *whatif_json(int64_t id, const char *doc, long want)
+{
+    tc_resp r;
+    char p[64];
+
+    snprintf(p, sizeof(p), "/v1/traces/%lld/whatif", (long long)id);
+    long st = req(port_a, "POST", p, tok_read, "application/json", doc, NULL, &r);
+    if (st != want)
+        fprintf(stderr, "\n    what-if %s: %ld %s", doc, st, r.body);
+    CU_ASSERT_EQUAL(st, want);
+    json_t *j = body_json(&r);
+    tc_resp_free(&r);
+    return j;
+}
+
+static int64_t trace_platform(int64_t id)
+{
+    tc_resp r;
+    char p[64];
+    int64_t pid = -1;
+
+    snprintf(p, sizeof(p), "/v1/traces/%lld", (long long)id);
+    if (req(port_a, NULL, p, tok_read, NULL, NULL, NULL, &r) == 200) {
+        json_t *j = body_json(&r);
+        pid = (int64_t)json_integer_value(json_object_get(json_object_get(j, "platform"), "id"));
+        json_decref(j);
+    }
+    tc_resp_free(&r);
+    return pid;
+}
+
+/* "host_overheads": "platform": the server re-times the trace's host work
+ * from its platform's stored statistics. The ResNet trace is alone on its
+ * platform, so the statistics are its own and the prediction must stay near
+ * the measurement; the answer is cached under the statistics' version. */
+static void test_whatif_platform_overheads(void)
+{
+    const char *doc = "{\"host_overheads\":\"platform\"}";
+    char hash1[80] = "", p[256], sql[160];
+
+    json_t *j = whatif_json(id_resnet, doc, 200);
+    double meas = json_number_value(json_object_get(j, "measured_us"));
+    double pred = json_number_value(json_object_get(j, "predicted_us"));
+    json_t *a0 = json_array_get(json_object_get(j, "applied"), 0);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(a0, "kind")), "overheads");
+    CU_ASSERT_TRUE(json_integer_value(json_object_get(a0, "launches_retimed")) > 1000);
+    fprintf(stderr, "\n    resnet host_overheads platform: measured %.0f us, predicted %.0f us "
+                    "(%+.1f%%)",
+            meas, pred, meas > 0 ? 100.0 * (pred - meas) / meas : 0.0);
+    CU_ASSERT_TRUE(meas > 0 && pred > 0);
+    CU_ASSERT_TRUE(meas > 0 && pred > 0.9 * meas && pred < 1.1 * meas);
+    /* Not a no-op: the re-timed host work moves the prediction. */
+    CU_ASSERT_TRUE(fabs(pred - json_number_value(json_object_get(j, "baseline_us"))) > 1.0);
+    CU_ASSERT_FALSE(json_is_true(json_object_get(j, "cached")));
+    snprintf(hash1, sizeof(hash1), "%s", json_string_value(json_object_get(j, "request_hash")));
+    json_decref(j);
+
+    /* The same statistics: a cache hit with the same key, and that key is
+     * not the one of the document alone. */
+    j = whatif_json(id_resnet, doc, 200);
+    CU_ASSERT_TRUE(json_is_true(json_object_get(j, "cached")));
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "request_hash")), hash1);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(j, "predicted_us")), pred, 1e-6);
+    json_decref(j);
+    j = whatif_json(id_resnet, "{\"host_overheads\":\"trace\"}", 200);
+    CU_ASSERT_STRING_NOT_EQUAL(json_string_value(json_object_get(j, "request_hash")), hash1);
+    json_decref(j);
+
+    /* The timeline of the prediction takes the same statistics. */
+    snprintf(p, sizeof(p),
+             "/v1/traces/%lld/timeline?source=predicted&max_tasks=10&whatif=%%7B%%22host_"
+             "overheads%%22%%3A%%22platform%%22%%7D",
+             (long long)id_resnet);
+    tc_resp r;
+    CU_ASSERT_EQUAL(req(port_a, NULL, p, tok_read, NULL, NULL, NULL, &r), 200);
+    tc_resp_free(&r);
+
+    /* A platform without statistics: a clear 400 naming the field. */
+    int64_t pid = trace_platform(id_resnet);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    PGconn *c = PQconnectdb(conninfo);
+    CU_ASSERT_EQUAL_FATAL(PQstatus(c), CONNECTION_OK);
+    snprintf(sql, sizeof(sql), "DELETE FROM platform_overheads WHERE platform_id = %lld",
+             (long long)pid);
+    PGresult *res = PQexec(c, sql);
+    CU_ASSERT_EQUAL(PQresultStatus(res), PGRES_COMMAND_OK);
+    PQclear(res);
+    PQfinish(c);
+    j = whatif_json(id_resnet, doc, 400);
+    json_t *e = json_object_get(j, "error");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(e, "field")), "host_overheads");
+    CU_ASSERT_PTR_NOT_NULL(strstr(json_string_value(json_object_get(e, "message")),
+                                  "no host-overhead statistics"));
+    json_decref(j);
+
+    /* Rebuilt statistics (same numbers, new version): a new key, computed
+     * again, same prediction. */
+    rv_db *db = NULL;
+    rv_error err;
+    size_t groups = 0;
+    rv_error_clear(&err);
+    CU_ASSERT_EQUAL_FATAL(rv_db_open(conninfo, 1, &db, &err), 0);
+    CU_ASSERT_EQUAL(rv_db_overheads_rebuild(db, pid, &groups, &err), 0);
+    rv_db_close(db);
+    CU_ASSERT_TRUE(groups > 0);
+    j = whatif_json(id_resnet, doc, 200);
+    CU_ASSERT_FALSE(json_is_true(json_object_get(j, "cached")));
+    CU_ASSERT_STRING_NOT_EQUAL(json_string_value(json_object_get(j, "request_hash")), hash1);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(j, "predicted_us")), pred,
+                           pred * 1e-9);
+    json_decref(j);
+
+    /* Fleet rows take the platform's statistics too. */
+    char body[256];
+    snprintf(body, sizeof(body),
+             "{\"select\":{\"trace_ids\":[%lld]},\"scenarios\":[{\"host_overheads\":"
+             "\"platform\"}]}",
+             (long long)id_resnet);
+    CU_ASSERT_EQUAL(req(port_a, "POST", "/v1/fleet/whatif", tok_read, "application/json", body,
+                        NULL, &r), 200);
+    j = body_json(&r);
+    tc_resp_free(&r);
+    json_t *row0 = json_array_get(
+        json_object_get(json_array_get(json_object_get(j, "scenarios"), 0), "rows"), 0);
+    CU_ASSERT_PTR_NULL(json_object_get(row0, "error"));
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(row0, "predicted_us")), pred,
+                           pred * 1e-9);
+    json_decref(j);
+}
+
 static void test_catalogs(void)
 {
     tc_resp r;
@@ -693,6 +825,7 @@ int main(void)
     CU_add_test(s, "list_get_original", test_list_get_original);
     CU_add_test(s, "timeline", test_timeline);
     CU_add_test(s, "whatif", test_whatif);
+    CU_add_test(s, "whatif_platform_overheads", test_whatif_platform_overheads);
     CU_add_test(s, "catalogs", test_catalogs);
     CU_add_test(s, "fleet_inline_and_job", test_fleet_inline_and_job);
     CU_add_test(s, "restart_durability", test_restart_durability);
