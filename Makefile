@@ -15,11 +15,11 @@ deps:
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-	@cmake --build $(BUILD) -j $(JOBS)
+	@cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
 build-san:
 	@cmake -S . -B $(SANBUILD) -DCMAKE_BUILD_TYPE=Debug -DRV_ASAN=ON -DRV_UBSAN=ON >/dev/null
-	@cmake --build $(SANBUILD) -j $(JOBS)
+	@cmake --build $(SANBUILD) -j $(JOBS) -- --no-print-directory
 
 run: build
 	@sh scripts/run.sh $(BUILD) $(SAMPLE)

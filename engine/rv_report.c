@@ -113,6 +113,36 @@ int rv_report_compare(const rv_graph *bg, const rv_sim *bs, const rv_graph *pg,
     return 0;
 }
 
+void rv_report_trace_figures(const rv_trace *t, rv_trace_figures *out)
+{
+    rv_graph *g = NULL;
+    rv_error err;
+    memset(out, 0, sizeof(*out));
+    if (rv_graph_build(t, NULL, &g, &err) == 0) {
+        double *m = malloc((g->niters + 1) * sizeof(double));
+        out->iterations = (int)g->niters;
+        if (m && g->niters) {
+            for (size_t i = 0; i < g->niters; i++)
+                m[i] = us(g->iters[i].end_ns - g->iters[i].start_ns);
+            out->measured_us = median(m, g->niters);
+        } else {
+            out->measured_us = us(g->span_ns);
+        }
+        free(m);
+        rv_graph_free(g);
+        return;
+    }
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (size_t i = 0; i < t->nevents; i++) {
+        const rv_event *e = &t->events[i];
+        if (e->ts_ns < lo)
+            lo = e->ts_ns;
+        if (e->ts_ns + e->dur_ns > hi)
+            hi = e->ts_ns + e->dur_ns;
+    }
+    out->measured_us = t->nevents ? us(hi - lo) : 0;
+}
+
 json_t *rv_report_iterations(const rv_graph *g, const rv_sim *s)
 {
     json_t *arr = json_array();

@@ -43,6 +43,16 @@ int rv_report_compare(const rv_graph *bg, const rv_sim *bs, const rv_graph *pg,
                       const rv_sim *ps, int64_t iteration, rv_iter_figures *base,
                       rv_iter_figures *pred, rv_error *err);
 
+/* The measured figures of a trace as the simulator sees them: its steps
+ * (ProfilerStep#N, else optimizer markers) and their median duration, else
+ * the span of its tasks. Traces the graph refuses (no GPU work) fall back
+ * to the span of all events with no steps. For stores and listings. */
+typedef struct rv_trace_figures {
+    int iterations;
+    double measured_us;
+} rv_trace_figures;
+void rv_report_trace_figures(const rv_trace *t, rv_trace_figures *out);
+
 /* The window matching rv_report_iteration's choice: one step, or all steps
  * (per = number of steps) for the median, or the whole run. */
 rv_window rv_report_window(const rv_graph *g, const rv_sim *s, int32_t iter_index);

@@ -12,6 +12,10 @@ if [ "${REVERIE_RUN:-serve}" = simulate ] || [ ! -x "$BUILD/bin/reveried" ]; the
 fi
 PORT=${REVERIE_PORT:-8080}
 URL="http://127.0.0.1:$PORT"
+if curl -fsS "$URL/healthz" >/dev/null 2>&1; then
+    echo "reverie: something already answers on $URL; stop it or set REVERIE_PORT" >&2
+    exit 1
+fi
 "$BUILD/bin/reveried" --port "$PORT" &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; exit 0' INT TERM
