@@ -10,7 +10,7 @@ if [ "$mode" = test ]; then
     # clang's runtime for the sanitizer build and fuzzers; Chromium, Node.js
     # and npm for the dashboard's browser test; python3 for the accuracy
     # report and the API contract test.
-    pkgs="$pkgs clang libclang-rt-14-dev chromium python3"
+    pkgs="$pkgs clang libclang-rt-14-dev chromium python3 python3-yaml python3-jsonschema"
     # A Node.js from elsewhere (with its own npm) is fine; Debian's only
     # when there is none, since Debian's npm would replace such a node.
     command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"

@@ -75,8 +75,12 @@ static int oh_table_from_rows(const rv_db_overhead_row *rows, size_t n, rv_oh_ta
     }
     for (size_t i = 0; i < n; i++) {
         const char *nm = rows[i].op_name ? rows[i].op_name : "*";
-        ids[i] = strcmp(nm, "*") == 0 ? RV_OH_OVERALL : rv_strtab_intern(&tab->names, nm, strlen(nm));
-        if (ids[i] == UINT32_MAX && strcmp(nm, "*") != 0) {
+        if (strcmp(nm, "*") == 0) {
+            ids[i] = RV_OH_OVERALL;
+            continue;
+        }
+        ids[i] = rv_strtab_intern(&tab->names, nm, strlen(nm));
+        if (ids[i] == UINT32_MAX) {
             rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
             goto out;
         }
