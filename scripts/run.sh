@@ -38,7 +38,8 @@ cat <<TXT
 Reverie is running at $URL/   (Ctrl-C stops it)
 
   curl -s $URL/v1/traces
-  curl -s -X POST $URL/v1/traces/1/whatif -d '{"optimizations":[{"kind":"dataloader","workers":4}]}'
+  curl -s -X POST -H 'Content-Type: application/json' $URL/v1/traces/1/whatif \
+       -d '{"optimizations":[{"kind":"dataloader","workers":4}]}'
 
 TXT
 wait $pid
