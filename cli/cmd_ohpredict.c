@@ -47,7 +47,7 @@ int rv_cmd_overheads_predict(int argc, char **argv)
 {
     int n = 0, status = 1;
     item *items = calloc((size_t)argc + 1, sizeof(*items));
-    const rv_trace **traces = calloc((size_t)argc + 1, sizeof(*traces));
+    const rv_trace **traces = calloc((size_t)argc + 1, sizeof(const rv_trace *));
     rv_oh_table *shared = NULL;
     json_t *rows = json_array();
     rv_error err;

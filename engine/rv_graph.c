@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_TASKS (64 * 1024 * 1024)
-#define MAX_EDGES (256 * 1024 * 1024)
+#define MAX_TASKS ((size_t)64 * 1024 * 1024)
+#define MAX_EDGES ((size_t)256 * 1024 * 1024)
 #define MAX_THREADS (1 << 16)
 
 /* A CPU thread that sits idle longer than this and resumes right after
@@ -729,9 +729,10 @@ static int annotate_cpu_threads(builder *b)
             s->is_step = (uint8_t)((c & 0x80) != 0);
             s->phase = c & 0x7f;
         }
-        qsort(spans, nspans, sizeof(*spans), cmp_span);
+        if (nspans)
+            qsort(spans, nspans, sizeof(*spans), cmp_span);
         free(stack);
-        stack = malloc((nspans + 1) * sizeof(*stack));
+        stack = malloc((nspans + 1) * sizeof(span *));
         if (!stack) {
             rc = RV_ERR_NOMEM;
             goto out;
@@ -830,7 +831,7 @@ static int link_launches(builder *b)
         if (t->kind == RV_TASK_CPU && ev->correlation != RV_NONE)
             i64map_put(&b->corr, ev->correlation, (int32_t)i);
     }
-    b->launch_ts = malloc(g->ntasks * sizeof(int64_t));
+    b->launch_ts = malloc((g->ntasks + 1) * sizeof(int64_t));
     if (!b->launch_ts)
         return RV_ERR_NOMEM;
     for (size_t i = 0; i < g->ntasks; i++) {
@@ -1197,7 +1198,7 @@ static int add_handoff_edges(builder *b)
     for (size_t i = 0; i < g->ntasks; i++)
         if (g->tasks[i].kind == RV_TASK_CPU)
             n++;
-    cpu_end *ends = malloc(n * sizeof(*ends));
+    cpu_end *ends = malloc((n + 1) * sizeof(*ends));
     if (!ends)
         return RV_ERR_NOMEM;
     size_t k = 0;

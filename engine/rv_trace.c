@@ -84,7 +84,8 @@ uint32_t rv_strtab_intern(rv_strtab *st, const char *s, size_t len)
     }
     id = st->count++;
     st->offsets[id] = (uint32_t)st->len;
-    memcpy(st->data + st->len, s, len);
+    if (len)
+        memcpy(st->data + st->len, s, len);
     st->data[st->len + len] = '\0';
     st->len += len + 1;
     uint32_t i = hash_bytes(s, len) & (st->nslots - 1);

@@ -123,7 +123,7 @@ static inline const char *rv_trace_str(const rv_trace *t, uint32_t id)
 
 /* Appends a copy of *ev; returns its index or a negative rv_err. Capped at
  * RV_TRACE_MAX_EVENTS. */
-#define RV_TRACE_MAX_EVENTS (64u * 1024u * 1024u)
+#define RV_TRACE_MAX_EVENTS ((size_t)64 * 1024 * 1024)
 int64_t rv_trace_push(rv_trace *t, const rv_event *ev);
 
 /* Appends a device record (copied); 0 or RV_ERR_NOMEM. */
