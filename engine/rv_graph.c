@@ -354,6 +354,42 @@ static int cmp_task_order(const void *a, const void *b)
     return (x->event > y->event) - (x->event < y->event);
 }
 
+/* Sorts by (thread, start, event): a stable counting pass by thread, then
+ * a check per thread, since traces list most of a thread's events in time
+ * order; only out-of-order threads pay for a comparison sort. *ord may be
+ * replaced. */
+static int sort_task_order(task_order **ord, size_t n, size_t nthreads)
+{
+    size_t *start = calloc(nthreads + 1, sizeof(*start));
+    task_order *out = malloc((n + 1) * sizeof(*out));
+    if (!start || !out) {
+        free(start);
+        free(out);
+        return RV_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        start[(*ord)[i].thread + 1]++;
+    for (size_t t = 1; t <= nthreads; t++)
+        start[t] += start[t - 1];
+    for (size_t i = 0; i < n; i++)
+        out[start[(*ord)[i].thread]++] = (*ord)[i];
+    /* start[t] is now the end of thread t's run. */
+    size_t a = 0;
+    for (size_t t = 0; t < nthreads; t++) {
+        size_t b = start[t];
+        for (size_t i = a + 1; i < b; i++)
+            if (cmp_task_order(&out[i - 1], &out[i]) > 0) {
+                qsort(out + a, b - a, sizeof(*out), cmp_task_order);
+                break;
+            }
+        a = b;
+    }
+    free(start);
+    free(*ord);
+    *ord = out;
+    return 0;
+}
+
 /* Creates tasks and threads from the events, sorted by (thread, start). */
 static int make_tasks(builder *b)
 {
@@ -398,7 +434,8 @@ static int make_tasks(builder *b)
     g->origin_ns = origin;
     g->span_ns = last_end - origin;
 
-    task_order *ord = malloc(n * sizeof(*ord));
+    int rc_sort;
+    task_order *ord = malloc((n + 1) * sizeof(*ord));
     if (!ord)
         return RV_ERR_NOMEM;
     size_t k = 0;
@@ -417,7 +454,10 @@ static int make_tasks(builder *b)
         ord[k].ts = ev->ts_ns;
         k++;
     }
-    qsort(ord, k, sizeof(*ord), cmp_task_order);
+    if ((rc_sort = sort_task_order(&ord, k, g->nthreads)) != 0) {
+        free(ord);
+        return rc_sort;
+    }
 
     g->tasks = calloc(k ? k : 1, sizeof(rv_task));
     if (!g->tasks) {
@@ -729,8 +769,12 @@ static int annotate_cpu_threads(builder *b)
             s->is_step = (uint8_t)((c & 0x80) != 0);
             s->phase = c & 0x7f;
         }
-        if (nspans)
-            qsort(spans, nspans, sizeof(*spans), cmp_span);
+        /* Ops usually arrive sorted; check before paying for a sort. */
+        for (size_t i = 1; i < nspans; i++)
+            if (cmp_span(&spans[i - 1], &spans[i]) > 0) {
+                qsort(spans, nspans, sizeof(*spans), cmp_span);
+                break;
+            }
         free(stack);
         stack = malloc((nspans + 1) * sizeof(span *));
         if (!stack) {
@@ -1279,6 +1323,11 @@ int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **
     if ((rc = make_tasks(&b)) != 0)
         goto out;
     label_threads(&b);
+    /* Every task has a thread edge and most GPU tasks a launch edge: reserve
+     * once instead of doubling through the build. */
+    if ((rc = grow((void **)&g->edges, &g->cap_edges, g->ntasks * 2 + 16, sizeof(rv_edge),
+                   MAX_EDGES)) != 0)
+        goto out;
     if ((rc = find_iterations(&b)) != 0)
         goto out;
     if ((rc = annotate_cpu_threads(&b)) != 0)

@@ -208,10 +208,54 @@ static void ivals_add(ivals *s, int64_t a, int64_t b, const rv_window *w)
     s->n++;
 }
 
-static int cmp_ival(const void *x, const void *y)
+/* Sorts intervals by start: LSD radix on 16-bit digits of start - min,
+ * linear in n, since a breakdown sorts a few 100k intervals per call. */
+static void sort_ivals(ival *v, size_t n)
 {
-    const ival *p = x, *q = y;
-    return (p->a > q->a) - (p->a < q->a);
+    if (n < 2)
+        return;
+    int64_t lo = v[0].a, hi = v[0].a;
+    for (size_t i = 1; i < n; i++) {
+        if (v[i].a < lo)
+            lo = v[i].a;
+        if (v[i].a > hi)
+            hi = v[i].a;
+    }
+    uint64_t range = (uint64_t)hi - (uint64_t)lo;
+    ival *tmp = malloc(n * sizeof(*tmp));
+    size_t *count = malloc(65537 * sizeof(*count)); /* off the stack: worker threads */
+    if (!tmp || !count) {
+        free(tmp);
+        free(count);
+        /* Out of memory: an insertion sort is slow but needs nothing. */
+        for (size_t i = 1; i < n; i++) {
+            ival x = v[i];
+            size_t j = i;
+            while (j > 0 && v[j - 1].a > x.a) {
+                v[j] = v[j - 1];
+                j--;
+            }
+            v[j] = x;
+        }
+        return;
+    }
+    ival *src = v, *dst = tmp;
+    for (int shift = 0; shift < 64 && (range >> shift) != 0; shift += 16) {
+        memset(count, 0, 65537 * sizeof(*count));
+        for (size_t i = 0; i < n; i++)
+            count[(((uint64_t)src[i].a - (uint64_t)lo) >> shift & 0xffff) + 1]++;
+        for (size_t d = 1; d <= 65536; d++)
+            count[d] += count[d - 1];
+        for (size_t i = 0; i < n; i++)
+            dst[count[((uint64_t)src[i].a - (uint64_t)lo) >> shift & 0xffff]++] = src[i];
+        ival *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != v)
+        memcpy(v, src, n * sizeof(*v));
+    free(tmp);
+    free(count);
 }
 
 /* Length of the union; sorts in place. */
@@ -219,7 +263,7 @@ static int64_t ivals_union(ivals *s)
 {
     if (s->n == 0)
         return 0;
-    qsort(s->v, s->n, sizeof(ival), cmp_ival);
+    sort_ivals(s->v, s->n);
     int64_t total = 0, ca = s->v[0].a, cb = s->v[0].b;
     for (size_t i = 1; i < s->n; i++) {
         if (s->v[i].a > cb) {
@@ -233,22 +277,31 @@ static int64_t ivals_union(ivals *s)
     return total + (cb - ca);
 }
 
-/* Union of two sets without disturbing them. */
+/* Length of the union of two sets already sorted by ivals_union: a merge. */
 static int64_t ivals_union2(const ivals *x, const ivals *y)
 {
-    ivals u = {0};
-    u.cap = x->n + y->n + 1;
-    u.v = malloc(u.cap * sizeof(ival));
-    if (!u.v)
-        return 0;
-    if (x->n)
-        memcpy(u.v, x->v, x->n * sizeof(ival));
-    if (y->n)
-        memcpy(u.v + x->n, y->v, y->n * sizeof(ival));
-    u.n = x->n + y->n;
-    int64_t r = ivals_union(&u);
-    free(u.v);
-    return r;
+    size_t i = 0, j = 0;
+    int64_t total = 0, ca = 0, cb = 0;
+    int open = 0;
+    while (i < x->n || j < y->n) {
+        const ival *next;
+        if (j >= y->n || (i < x->n && x->v[i].a <= y->v[j].a))
+            next = &x->v[i++];
+        else
+            next = &y->v[j++];
+        if (!open) {
+            ca = next->a;
+            cb = next->b;
+            open = 1;
+        } else if (next->a > cb) {
+            total += cb - ca;
+            ca = next->a;
+            cb = next->b;
+        } else if (next->b > cb) {
+            cb = next->b;
+        }
+    }
+    return open ? total + (cb - ca) : 0;
 }
 
 static int task_counts(const rv_task *t)

@@ -294,7 +294,8 @@ static int64_t rb_off(const rbuf *r)
             int64_t v = rb_s(r);                                                                   \
             if ((r)->bad || (n_ && !(CHECK)))                                                      \
                 return bad_col(r, err, name_, 0);                                                  \
-            for (size_t i_ = 0; i_ < n_; i_++) {                                                   \
+            /* Events start zeroed (calloc): a constant 0 needs no pass. */                        \
+            for (size_t i_ = 0; v != 0 && i_ < n_; i_++) {                                         \
                 rv_event *e = &(t)->events[i_];                                                    \
                 SET;                                                                               \
             }                                                                                      \

@@ -717,6 +717,60 @@ static int cmp_pw(const void *a, const void *b)
     return x->open - y->open; /* ends before starts at equal times */
 }
 
+/* Orders events as cmp_pw does, in linear time: stable counting passes on
+ * the least significant key first (open, then 16-bit digits of the time,
+ * then the device). Falls back to qsort when memory is short. */
+static void sort_pw(pw_ev *ev, size_t n, int32_t maxdev)
+{
+    if (n < 2)
+        return;
+    pw_ev *tmp = malloc(n * sizeof(*tmp));
+    size_t *count = malloc(65537 * sizeof(*count));
+    if (!tmp || !count || maxdev > 65535) {
+        free(tmp);
+        free(count);
+        qsort(ev, n, sizeof(*ev), cmp_pw);
+        return;
+    }
+    int64_t lo = ev[0].t, hi = ev[0].t;
+    for (size_t i = 1; i < n; i++) {
+        if (ev[i].t < lo)
+            lo = ev[i].t;
+        if (ev[i].t > hi)
+            hi = ev[i].t;
+    }
+    uint64_t range = (uint64_t)hi - (uint64_t)lo;
+    pw_ev *src = ev, *dst = tmp;
+    /* Key 0: open (ends first); keys 1..: time digits; last: device. */
+    for (int pass = 0;; pass++) {
+        int shift = (pass - 1) * 16;
+        int is_open = pass == 0, is_dev = 0;
+        if (!is_open && (shift >= 64 || (range >> shift) == 0))
+            is_dev = 1;
+        memset(count, 0, 65537 * sizeof(*count));
+#define PW_KEY(e)                                                                                  \
+    (is_open ? (size_t)(e).open                                                                    \
+             : is_dev ? (size_t)(e).dev                                                            \
+                      : (size_t)((((uint64_t)(e).t - (uint64_t)lo) >> shift) & 0xffff))
+        for (size_t i = 0; i < n; i++)
+            count[PW_KEY(src[i]) + 1]++;
+        for (size_t d = 1; d <= 65536; d++)
+            count[d] += count[d - 1];
+        for (size_t i = 0; i < n; i++)
+            dst[count[PW_KEY(src[i])]++] = src[i];
+#undef PW_KEY
+        pw_ev *t = src;
+        src = dst;
+        dst = t;
+        if (is_dev)
+            break;
+    }
+    if (src != ev)
+        memcpy(ev, src, n * sizeof(*ev));
+    free(tmp);
+    free(count);
+}
+
 /* Ranks the prediction stands for: the workers of a data-parallel what-if,
  * else the world size of a multi-rank trace (one rank's graph stands for
  * every rank), else 1. Energy covers the whole job. */
@@ -748,8 +802,19 @@ int rv_whatif_energy(const rv_whatif *w, const rv_graph *g, const rv_sim *s, int
      * power when none is. */
     size_t n = 0;
     pw_ev *ev = malloc((2 * g->ntasks + 1) * sizeof(*ev));
-    if (!ev)
+    /* The class of a kernel follows from its name, and its power from the
+     * class: both are worked out once per distinct name. */
+    uint32_t nstr = g->trace->strings.count;
+    int8_t *cls_of_name = malloc((size_t)nstr + 1);
+    double pw_of_class[RV_KC_COUNT];
+    if (!ev || !cls_of_name) {
+        free(ev);
+        free(cls_of_name);
         return RV_ERR_NOMEM;
+    }
+    memset(cls_of_name, -1, (size_t)nstr + 1);
+    for (int c = 0; c < RV_KC_COUNT; c++)
+        pw_of_class[c] = rv_power_kernel_w(&pm, c, cap);
     int32_t maxdev = -1;
     for (size_t i = 0; i < g->ntasks; i++) {
         const rv_task *t = &g->tasks[i];
@@ -765,11 +830,20 @@ int rv_whatif_energy(const rv_whatif *w, const rv_graph *g, const rv_sim *s, int
             dev = 0;
         if (dev > maxdev)
             maxdev = dev;
-        double pw = rv_power_kernel_w(&pm, rv_kclass_of_task(g, i), cap);
+        int cls;
+        if (t->kind == RV_TASK_GPU && t->cat == RV_CAT_KERNEL && !(t->flags & RV_TF_NCCL) &&
+            t->name < nstr) {
+            if (cls_of_name[t->name] < 0)
+                cls_of_name[t->name] = (int8_t)rv_kclass_of_task(g, i);
+            cls = cls_of_name[t->name];
+        } else {
+            cls = rv_kclass_of_task(g, i);
+        }
+        double pw = pw_of_class[cls];
         ev[n++] = (pw_ev){a, pw, dev, 1};
         ev[n++] = (pw_ev){b, pw, dev, 0};
     }
-    qsort(ev, n, sizeof(*ev), cmp_pw);
+    sort_pw(ev, n, maxdev);
     double e_j = 0;
     int ndev = 0;
     size_t i = 0;
@@ -812,6 +886,7 @@ int rv_whatif_energy(const rv_whatif *w, const rv_graph *g, const rv_sim *s, int
         e_j += pm.idle_w * (double)((t1_ns - t0_ns) - busy) * 1e-9;
     }
     free(ev);
+    free(cls_of_name);
     if (ndev == 0) {
         ndev = 1;
         e_j = pm.idle_w * (double)(t1_ns - t0_ns) * 1e-9;
