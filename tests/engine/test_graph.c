@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <zlib.h>
 
 #include "rv_graph.h"
@@ -382,6 +383,83 @@ static void test_gpu_bound_sensitivity(void)
     rv_trace_free(t);
 }
 
+/* Every file of the public traces folder either simulates or is refused
+ * with the reason this table gives; nothing else (a new file must be added
+ * here on purpose). */
+static void test_every_public_trace(void)
+{
+    if (!g_shared)
+        return;
+    static const struct {
+        const char *file;
+        int code;
+        const char *says;
+    } refused[] = {
+        {"hta/edge/cpu-only.json.gz", RV_ERR_UNSUPPORTED, "CPU-only"},
+        {"hta/edge/cupti-counters-no-kernels.json.gz", RV_ERR_UNSUPPORTED, "counters-only"},
+        {"hta/edge/no-distributed-info.json.gz", RV_ERR_UNSUPPORTED, "no GPU kernels"},
+        {"hta/edge/rank-non-gpu.json.gz", RV_ERR_UNSUPPORTED, "no GPU kernels"},
+    };
+    static const char *const dirs[] = {"kineto", "hta", "hta/edge", "param", "param/dlrm-8rank",
+                                       "tracelens", "chakra"};
+    size_t simulated = 0, rejected = 0;
+    for (size_t d = 0; d < sizeof(dirs) / sizeof(dirs[0]); d++) {
+        char dpath[4096];
+        snprintf(dpath, sizeof(dpath), "%s/%s", g_shared, dirs[d]);
+        DIR *dir = opendir(dpath);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+        struct dirent *de;
+        while ((de = readdir(dir)) != NULL) {
+            const char *n = de->d_name;
+            size_t len = strlen(n);
+            if (!(len > 5 && (strcmp(n + len - 5, ".json") == 0 ||
+                              (len > 8 && strcmp(n + len - 8, ".json.gz") == 0))))
+                continue;
+            char rel[512];
+            snprintf(rel, sizeof(rel), "%s/%s", dirs[d], n);
+            /* The reference overlay is HTA's output, checked separately. */
+            if (strstr(n, "reference-overlay"))
+                continue;
+            rv_trace *t;
+            rv_graph *g;
+            rv_sim *s;
+            rv_error err;
+            rv_error_clear(&err);
+            int rc = load(rel, &t, &g, &s, &err);
+            int expect = 0;
+            const char *says = NULL;
+            /* PyTorch execution traces (ET) are a different format. */
+            if (strstr(n, ".et.json") || strncmp(rel, "chakra/", 7) == 0) {
+                expect = RV_ERR_UNSUPPORTED;
+                says = "execution trace";
+            }
+            for (size_t k = 0; k < sizeof(refused) / sizeof(refused[0]); k++)
+                if (strcmp(refused[k].file, rel) == 0) {
+                    expect = refused[k].code;
+                    says = refused[k].says;
+                }
+            if (rc != expect)
+                printf("\n  %s: rc %d, expected %d (%s)", rel, rc, expect, err.message);
+            CU_ASSERT_EQUAL(rc, expect);
+            if (says)
+                CU_ASSERT_PTR_NOT_NULL(strstr(err.message, says));
+            if (rc == 0)
+                simulated++;
+            else if (!strstr(n, ".et.json") && strncmp(rel, "chakra/", 7) != 0)
+                rejected++;
+            rv_sim_free(s);
+            rv_graph_free(g);
+            rv_trace_free(t);
+        }
+        closedir(dir);
+    }
+    printf("\n  public traces: %zu simulate, %zu Kineto traces refused with a reason (and every "
+           "execution trace)",
+           simulated, rejected);
+    CU_ASSERT_EQUAL(rejected, sizeof(refused) / sizeof(refused[0]));
+    CU_ASSERT(simulated >= 25);
+}
+
 /* HTA's critical path for the simple-add benchmark, overlaid on the trace
  * (args.critical = 1), against ours on the same API calls and GPU tasks
  * matched by name and measured start. */
@@ -479,6 +557,7 @@ int main(void)
     CU_add_test(s, "CPU-bound resnet sensitivity", test_resnet_sensitivity);
     CU_add_test(s, "GPU-bound sensitivity", test_gpu_bound_sensitivity);
     CU_add_test(s, "critical path vs HTA reference", test_critical_path_vs_hta);
+    CU_add_test(s, "every public trace simulates or is refused", test_every_public_trace);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures();
