@@ -1566,7 +1566,7 @@ int rv_db_trace_overheads(rv_db *db, int64_t trace_id, int64_t *platform_id, cha
     }
     size_t k = (size_t)PQntuples(r);
     if (k == 0) {
-        rc = rv_error_set(err, RV_ERR_NOTFOUND, -1, -1, "trace %lld does not exist",
+        rc = rv_error_set(err, RV_ERR_NOTFOUND, -1, -1, "no trace with id %lld",
                           (long long)trace_id);
         goto out;
     }

@@ -520,6 +520,8 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
     c.call("POST", wi, 400, params={"id": id_resnet}, body="{nope", ctype="application/json",
            what="invalid JSON")
     c.call("POST", wi, 404, params={"id": 987654321}, body={})
+    c.call("POST", wi, 404, params={"id": 987654321}, body={"host_overheads": "platform"},
+           what="platform overheads, no such trace")
     c.call("POST", wi, 413, params={"id": id_resnet}, body="{" + " " * (70 * 1024) + "}",
            ctype="application/json", what="over the JSON cap")
     c.call("POST", wi, 415, params={"id": id_resnet}, body="{}", ctype="text/plain")
