@@ -125,3 +125,19 @@ double rv_coll_ps(const rv_net *net, double bytes)
     /* Push then pull of the same amount; latency per partition. */
     return 2.0 * (push + parts * net->alpha_s);
 }
+
+double rv_coll_table_time(const rv_coll_table *t, double bytes)
+{
+    if (t->n <= 0 || bytes <= 0)
+        return 0;
+    if (t->n == 1)
+        return t->seconds[0] * bytes / t->bytes[0];
+    int k = 1;
+    while (k < t->n - 1 && t->bytes[k] < bytes)
+        k++;
+    /* Segment [k-1, k] in log-log. */
+    double x0 = log(t->bytes[k - 1]), x1 = log(t->bytes[k]);
+    double y0 = log(t->seconds[k - 1]), y1 = log(t->seconds[k]);
+    double slope = (y1 - y0) / (x1 - x0);
+    return exp(y0 + slope * (log(bytes) - x0));
+}

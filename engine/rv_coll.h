@@ -54,6 +54,18 @@ double rv_coll_blueconnect(const rv_net *net, double bytes, double *intra, doubl
 /* DGC: sparse all-gather of 8 * density * P bytes per rank, P = bytes / 4. */
 double rv_coll_dgc(const rv_net *net, double bytes, double density);
 
+/* A measured size -> time table (nccl-tests on the target cluster, or the
+ * ground-truth sweep): points sorted by bytes, interpolated piecewise
+ * linearly in log-log as dPRO does; past either end the nearest segment's
+ * slope continues (one point: time proportional to size). Seconds. */
+#define RV_COLL_TABLE_MAX 256
+typedef struct rv_coll_table {
+    int n;
+    double bytes[RV_COLL_TABLE_MAX];
+    double seconds[RV_COLL_TABLE_MAX];
+} rv_coll_table;
+double rv_coll_table_time(const rv_coll_table *t, double bytes);
+
 /* Parameter server push + pull of `bytes` (MODELS.md B8). */
 double rv_coll_ps(const rv_net *net, double bytes);
 

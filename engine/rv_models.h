@@ -76,6 +76,7 @@ typedef struct rv_dist {
     double interference;        /* compute slowdown while a collective overlaps */
     double gradient_mb;         /* total gradient bytes override; 0: estimate */
     int ps_servers;             /* parameter servers; 0: colocated */
+    rv_coll_table allreduce;    /* measured all-reduce times; n == 0: alpha-beta */
 } rv_dist;
 
 struct rv_whatif {

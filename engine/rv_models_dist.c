@@ -111,7 +111,10 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
         double f0 = rv_coll_busbw_factor(op, n0);
         double bytes = tb - steps * b.alpha_s;
         bytes = bytes > 0 ? bytes * rv_coll_ring_bw(&b) / (f0 > 0 ? f0 : 1) : 0;
-        double tn = x.n > 1 ? rv_coll_time(&x, op, w->dist.algorithm, bytes) : 0;
+        double tn = x.n <= 1 ? 0
+                    : (op == RV_COLL_ALLREDUCE && w->dist.allreduce.n > 0)
+                        ? rv_coll_table_time(&w->dist.allreduce, bytes)
+                        : rv_coll_time(&x, op, w->dist.algorithm, bytes);
         before += tb;
         after += tn;
         t->dur_ns = (int64_t)llround(tn * 1e9);
@@ -123,6 +126,9 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
                   "rescale_collectives", "baseline_workers", n0, "workers", w->dist.workers,
                   "collectives_rescaled", (json_int_t)n, "waits_added", (json_int_t)linked,
                   "comm_us_before", before * 1e6, "comm_us_after", after * 1e6);
+    if (r)
+        json_object_set_new(r, "allreduce_model",
+                            json_string(w->dist.allreduce.n > 0 ? "measured_table" : "alpha_beta"));
     return r && json_array_append_new(applied, r) == 0 ? 0 : RV_ERR_NOMEM;
 }
 
@@ -365,6 +371,8 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
                 } else {
                     if (d->dgc_density > 0)
                         secs = rv_coll_dgc(&net, s, d->dgc_density);
+                    else if (d->allreduce.n > 0)
+                        secs = rv_coll_table_time(&d->allreduce, s); /* measured */
                     else
                         secs = rv_coll_time(&net, RV_COLL_ALLREDUCE, d->algorithm, s);
                     if (d->tensor_fusion_mb > 0)
@@ -459,6 +467,9 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
             "blueconnect", d->blueconnect);
         if (r && d->dgc_density > 0)
             json_object_set_new(r, "dgc_density", json_real(d->dgc_density));
+        if (r)
+            json_object_set_new(r, "allreduce_model",
+                                json_string(d->allreduce.n > 0 ? "measured_table" : "alpha_beta"));
         if (r && nremoved)
             json_object_set_new(r, "optimizer_tasks_removed", json_integer((json_int_t)nremoved));
         if (!r || json_array_append_new(applied, r)) {

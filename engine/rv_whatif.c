@@ -67,6 +67,7 @@ static const char *const dist_fields[] = {"workers",
                                           "interference",
                                           "gradient_mb",
                                           "ps_servers",
+                                          "allreduce_table",
                                           NULL};
 
 static const char *const top_fields[] = {"optimizations", "distributed",  "power_limit_w",
@@ -134,6 +135,39 @@ static int get_int(const json_t *obj, const char *key, const char *prefix, long 
                               hi);
     *out = (int)json_integer_value(v);
     return 1;
+}
+
+/* distributed.<key>: [[bytes, us], ...], 1..RV_COLL_TABLE_MAX points with
+ * sizes and times > 0 and sizes increasing. Absent keeps *out empty. */
+static int get_table(const json_t *d, const char *key, rv_coll_table *out, rv_error *err)
+{
+    char f[96];
+    json_t *a = json_object_get(d, key);
+    out->n = 0;
+    if (!a || json_is_null(a))
+        return 0;
+    snprintf(f, sizeof(f), "distributed.%s", key);
+    if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > RV_COLL_TABLE_MAX)
+        return rv_error_field(err, RV_ERR_INVALID, f,
+                              "%s must be an array of 1 to %d [bytes, us] pairs", f,
+                              RV_COLL_TABLE_MAX);
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        json_t *pt = json_array_get(a, i);
+        snprintf(f, sizeof(f), "distributed.%s[%zu]", key, i);
+        if (!json_is_array(pt) || json_array_size(pt) != 2 ||
+            !json_is_number(json_array_get(pt, 0)) || !json_is_number(json_array_get(pt, 1)))
+            return rv_error_field(err, RV_ERR_INVALID, f, "%s must be [bytes, us]", f);
+        double b = json_number_value(json_array_get(pt, 0));
+        double us = json_number_value(json_array_get(pt, 1));
+        if (!isfinite(b) || !isfinite(us) || b <= 0 || us <= 0 || b > 1e15 || us > 1e12)
+            return rv_error_field(err, RV_ERR_INVALID, f, "%s needs bytes and us > 0", f);
+        if (i > 0 && b <= out->bytes[i - 1])
+            return rv_error_field(err, RV_ERR_INVALID, f, "%s: sizes must increase", f);
+        out->bytes[i] = b;
+        out->seconds[i] = us * 1e-6;
+        out->n = (int)i + 1;
+    }
+    return 0;
 }
 
 static int get_bool(const json_t *obj, const char *key, const char *prefix, int *out, rv_error *err)
@@ -383,6 +417,7 @@ static int parse_dist(const json_t *d, rv_dist *out, rv_error *err)
     TRY(get_num(d, "interference", p, 0, 4, &out->interference, err));
     TRY(get_pos(d, "gradient_mb", p, 1e7, &out->gradient_mb, err));
     TRY(get_int(d, "ps_servers", p, 0, 1 << 20, &out->ps_servers, err));
+    TRY(get_table(d, "allreduce_table", &out->allreduce, err));
     if (out->p3 && out->algorithm != RV_ALGO_PS && json_object_get(d, "algorithm"))
         return rv_error_field(err, RV_ERR_INVALID, "distributed.p3",
                               "distributed.p3 needs algorithm parameter_server (P3 is a PS "

@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-typedef enum ftype { F_NUM, F_INT, F_BOOL, F_ENUM, F_SELECT, F_STRING } ftype;
+typedef enum ftype { F_NUM, F_INT, F_BOOL, F_ENUM, F_SELECT, F_STRING, F_TABLE } ftype;
 
 typedef struct field_doc {
     const char *name;
@@ -139,6 +139,9 @@ static const field_doc dist_docs[] = {
      "slowdown of compute overlapped by communication"},
     {"gradient_mb", F_NUM, 0, 1e7, 1, NULL, NULL, 0, "gradient size (default: from the trace)"},
     {"ps_servers", F_INT, 0, 1 << 20, 0, "0", NULL, 0, "parameter servers (0 = workers)"},
+    {"allreduce_table", F_TABLE, 0, 0, 0, NULL, NULL, 0,
+     "measured all-reduce times at this worker count: [[bytes, us], ...] with sizes increasing "
+     "(replaces the alpha-beta model; log-log interpolation)"},
 };
 
 static const field_doc top_docs[] = {
@@ -154,7 +157,8 @@ static const field_doc top_docs[] = {
 
 static const char *type_name(ftype t)
 {
-    static const char *const n[] = {"number", "integer", "boolean", "enum", "select", "string"};
+    static const char *const n[] = {"number", "integer", "boolean", "enum",
+                                    "select", "string",  "table"};
     return n[t];
 }
 
