@@ -12,6 +12,7 @@
 #include <CUnit/Basic.h>
 
 #include "rv_kineto.h"
+#include "common/rv_test_util.h"
 
 #define N 5
 
@@ -117,9 +118,5 @@ int main(void)
         return 2;
     CU_pSuite s = CU_add_suite("collector_gpu", NULL, NULL);
     CU_add_test(s, "injected memset/memcpy run loads in the reader", test_injected_run);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failures = CU_get_number_of_failures();
-    CU_cleanup_registry();
-    return failures ? 1 : 0;
+    return rv_test_run() ? 1 : 0;
 }

@@ -10,26 +10,24 @@
  * Set RV_COLLECTOR_TRACE_OUT=path to keep the generated trace. */
 #include <CUnit/Basic.h>
 #include <cupti.h>
-#include <curl/curl.h>
 #include <dirent.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "rv_ktrace.h"
 #include "rv_meta.h"
-#include "rv_pgembed.h"
 #include "rv_records.h"
 #include "rv_spool.h"
 #include "rv_upload.h"
-#include "server/http_client.h"
+#include "common/http_client.h"
+#include "common/rv_test_server.h"
+#include "common/rv_test_util.h"
+#include "cupti_buf.h"
 
 #define BASE 1700000000000000000ull /* a realtime-ns epoch, like CUPTI's */
 #define PID 5151
@@ -38,54 +36,16 @@
 #define OPS_PER_STEP 4
 #define KERNELS_PER_OP 3
 
-static char home[] = "/tmp/rv_collector_ingest_XXXXXX";
-static char bin_dir[1024], url[128];
+static rv_testsrv g_srv;
+static char url[128];
 static pid_t srv = -1;
-static int port;
 
 /* ---- synthetic CUPTI buffers ----------------------------------------------------------------- */
 
-typedef struct sbuf {
-    uint8_t *p;
-    size_t len, cap;
-} sbuf;
-
-static void put(sbuf *b, const void *rec, size_t size)
-{
-    if (b->len + size > b->cap) {
-        size_t cap = (b->len + size) * 2 + 4096;
-        uint8_t *p = aligned_alloc(8, cap);
-        CU_ASSERT_FATAL(p != NULL);
-        memcpy(p, b->p, b->len);
-        free(b->p);
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, rec, size);
-    b->len += size;
-}
-
-static void api(sbuf *b, uint32_t cbid, uint64_t start, uint64_t end, uint32_t corr)
-{
-    CUpti_ActivityAPI a;
-    memset(&a, 0, sizeof(a));
-    a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-    a.cbid = cbid;
-    a.start = start;
-    a.end = end;
-    a.processId = PID;
-    a.threadId = TID;
-    a.correlationId = corr;
-    put(b, &a, sizeof(a));
-}
-
-static void kernel(sbuf *b, const char *name, uint64_t start, uint64_t end, uint32_t corr)
+static void kernel(rv_cbuf *b, const char *name, uint64_t start, uint64_t end, uint32_t corr)
 {
     CUpti_ActivityKernel10 k;
     memset(&k, 0, sizeof(k));
-    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    k.start = start;
-    k.end = end;
     k.deviceId = 0;
     k.contextId = 1;
     k.streamId = 7;
@@ -94,24 +54,7 @@ static void kernel(sbuf *b, const char *name, uint64_t start, uint64_t end, uint
     k.blockX = 256;
     k.blockY = k.blockZ = 1;
     k.registersPerThread = 64;
-    k.correlationId = corr;
-    k.name = name;
-    put(b, &k, sizeof(k));
-}
-
-static void marker(sbuf *b, int start, uint32_t id, uint64_t ts, const char *name)
-{
-    CUpti_ActivityMarker2 m;
-    memset(&m, 0, sizeof(m));
-    m.kind = CUPTI_ACTIVITY_KIND_MARKER;
-    m.flags = start ? CUPTI_ACTIVITY_FLAG_MARKER_START : CUPTI_ACTIVITY_FLAG_MARKER_END;
-    m.timestamp = ts;
-    m.id = id;
-    m.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
-    m.objectId.pt.processId = PID;
-    m.objectId.pt.threadId = TID;
-    m.name = start ? name : NULL;
-    put(b, &m, sizeof(m));
+    rv_cbuf_kernel(b, &k, name, start, end, corr);
 }
 
 /* STEPS training steps: each a ProfilerStep range holding OPS_PER_STEP op
@@ -119,57 +62,36 @@ static void marker(sbuf *b, int start, uint32_t id, uint64_t ts, const char *nam
  * kernels of step s scale by (1 + variant/10), so two variants differ in
  * content. The names must outlive the records (CUPTI's records point at
  * them), hence static storage. */
-static sbuf training_buffer(int variant)
+static rv_cbuf training_buffer(int variant)
 {
     static char steps[STEPS][32];
     static const char *ops[OPS_PER_STEP] = {"aten::conv2d", "aten::relu", "aten::linear",
                                             "aten::add_"};
     static const char *kn[OPS_PER_STEP] = {"implicit_gemm_conv", "relu_kernel", "sm90_gemm",
                                            "add_kernel"};
-    sbuf b = {aligned_alloc(8, 1 << 16), 0, 1 << 16};
+    rv_cbuf b = rv_cbuf_new(1 << 16, PID, TID);
     uint32_t corr = 1, mid = 1;
 
-    CUpti_ActivityDevice5 d;
-    memset(&d, 0, sizeof(d));
-    d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
-    d.name = "NVIDIA H200";
-    d.numMultiprocessors = 132;
-    d.globalMemorySize = 141ull << 30;
-    d.computeCapabilityMajor = 9;
-    d.numThreadsPerWarp = 32;
-    d.maxWarpsPerMultiprocessor = 64;
-    d.maxThreadsPerBlock = 1024;
-    put(&b, &d, sizeof(d));
+    rv_cbuf_device(&b, "NVIDIA H200", 141ull << 30);
 
     for (int s = 0; s < STEPS; s++) {
         uint64_t t = BASE + (uint64_t)s * 2000000; /* 2 ms per step */
         uint64_t gpu = t + 20000;
         snprintf(steps[s], sizeof(steps[s]), "ProfilerStep#%d", s);
-        marker(&b, 1, mid, t, steps[s]);
+        rv_cbuf_marker(&b, 1, mid, t, steps[s]);
         uint32_t step_id = mid++;
         /* Input copy first. */
-        api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, t + 5000, t + 9000, corr);
-        CUpti_ActivityMemcpy6 m;
-        memset(&m, 0, sizeof(m));
-        m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-        m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
-        m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
-        m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-        m.bytes = 8 << 20;
-        m.start = t + 10000;
-        m.end = t + 19000;
-        m.contextId = 1;
-        m.streamId = 7;
-        m.correlationId = corr++;
-        put(&b, &m, sizeof(m));
+        rv_cbuf_api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, t + 5000, t + 9000, corr);
+        rv_cbuf_memcpy_htod(&b, 8 << 20, t + 10000, t + 19000, 7, corr++);
         uint64_t cpu = t + 30000;
         for (int o = 0; o < OPS_PER_STEP; o++) {
-            marker(&b, 1, mid, cpu, ops[o]);
+            rv_cbuf_marker(&b, 1, mid, cpu, ops[o]);
             uint32_t op_id = mid++;
             cpu += 8000;
             for (int k = 0; k < KERNELS_PER_OP; k++) {
                 uint64_t dur = (uint64_t)(60000 + 20000 * o) * (10 + (uint64_t)variant) / 10;
-                api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, cpu, cpu + 6000, corr);
+                rv_cbuf_api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, cpu, cpu + 6000,
+                            corr);
                 if (gpu < cpu + 9000)
                     gpu = cpu + 9000;
                 kernel(&b, kn[o], gpu, gpu + dur, corr);
@@ -177,11 +99,12 @@ static sbuf training_buffer(int variant)
                 gpu += dur + 2000;
                 cpu += 6000 + 11000;
             }
-            marker(&b, 0, op_id, cpu, NULL);
+            rv_cbuf_marker(&b, 0, op_id, cpu, NULL);
             cpu += 15000;
         }
-        api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, cpu, gpu + 1000, corr++);
-        marker(&b, 0, step_id, gpu + 3000, NULL);
+        rv_cbuf_api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, cpu, gpu + 1000,
+                    corr++);
+        rv_cbuf_marker(&b, 0, step_id, gpu + 3000, NULL);
     }
     return b;
 }
@@ -189,7 +112,7 @@ static sbuf training_buffer(int variant)
 /* The collector's writer on the parsed buffer: gzip'ed Kineto JSON. */
 static int make_trace(int variant, uint8_t **data, size_t *len)
 {
-    sbuf b = training_buffer(variant);
+    rv_cbuf b = training_buffer(variant);
     rv_recset *s = rv_recset_new();
     rv_meta m;
     rv_error err;
@@ -229,21 +152,6 @@ static int make_trace(int variant, uint8_t **data, size_t *len)
 
 /* ---- the server ---------------------------------------------------------------------------- */
 
-static int free_port(void)
-{
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int p = 0;
-
-    if (s >= 0 && bind(s, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(s, (struct sockaddr *)&a, &len) == 0)
-        p = ntohs(a.sin_port);
-    if (s >= 0)
-        close(s);
-    return p;
-}
-
 static long get_json(const char *path, json_t **out)
 {
     char u[512];
@@ -277,81 +185,24 @@ static long post_json(const char *path, const char *body, json_t **out)
 
 static int suite_init(void)
 {
-    const char *b = getenv("RV_BIN_DIR");
-    char reveried[1100], p[16];
+    static const char *const args[] = {"--workers", "2", "--http-threads", "2", NULL};
 
-    if (!b) {
-        fprintf(stderr, "skip: RV_BIN_DIR unset\n");
-        return 77;
-    }
-    snprintf(bin_dir, sizeof(bin_dir), "%s", b);
-    snprintf(reveried, sizeof(reveried), "%s/reveried", b);
-    if (access(reveried, X_OK) != 0) {
-        fprintf(stderr, "skip: %s is not built\n", reveried);
-        return 77;
-    }
-    if (!mkdtemp(home))
-        return 1;
-    chmod(home, 0755); /* the embedded cluster runs as an unprivileged user */
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    port = free_port();
+    int rc = rv_testsrv_setup(&g_srv, "rv_collector_ingest");
+    if (rc != 0)
+        return rc;
+    int port = rv_testsrv_free_port();
     snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
-    srv = fork();
-    if (srv == 0) {
-        char log[1200];
-        snprintf(p, sizeof(p), "%d", port);
-        snprintf(log, sizeof(log), "%s/reveried.log", home);
-        if (!freopen(log, "a", stdout) || !freopen(log, "a", stderr))
-            _exit(127);
-        execl(reveried, reveried, "--port", p, "--home", home, "--workers", "2",
-              "--http-threads", "2", (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 1200; i++) {
-        json_t *j = NULL;
-        long st = get_json("/readyz", &j);
-        json_decref(j);
-        if (st == 200)
-            return 0;
-        if (waitpid(srv, NULL, WNOHANG) == srv) {
-            srv = -1;
-            break;
-        }
-        usleep(100 * 1000);
-    }
-    fprintf(stderr, "skip: reveried did not get ready (no PostgreSQL?); log in %s\n", home);
+    srv = rv_testsrv_spawn(&g_srv, port, args);
+    if (rv_testsrv_wait(port, "/readyz", NULL, 200, 120, &srv) == 0)
+        return 0;
+    fprintf(stderr, "skip: reveried did not get ready (no PostgreSQL?); log in %s\n", g_srv.home);
     return 77;
 }
 
 static void suite_clean(void)
 {
-    char cmd[1400], bindir[512];
-    int st;
-
-    if (srv > 0) {
-        kill(srv, SIGTERM);
-        waitpid(srv, &st, 0);
-        srv = -1;
-    }
-    /* reveried stops the cluster it started; this only acts if it did not. */
-    rv_pgembed *pg = NULL;
-    rv_error e;
-    rv_error_clear(&e);
-    snprintf(cmd, sizeof(cmd), "%s/pg/data/postmaster.pid", home);
-    if (access(cmd, F_OK) == 0 && rv_pgembed_start(home, &pg, &e) == 0 &&
-        rv_pgembed_find_bindir(NULL, bindir, sizeof(bindir), &e) == 0) {
-        snprintf(cmd, sizeof(cmd), "%s %s/pg_ctl -D '%s' stop -m fast -w >/dev/null 2>&1",
-                 geteuid() == 0 ? "runuser -u postgres --" : "", bindir, rv_pgembed_datadir(pg));
-        if (system(cmd) != 0)
-            fprintf(stderr, "note: could not stop the test cluster\n");
-    }
-    rv_pgembed_detach(pg);
-    curl_global_cleanup();
-    if (getenv("RV_KEEP_TEST_HOME"))
-        return;
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", home);
-    if (system(cmd) != 0)
-        fprintf(stderr, "note: could not remove %s\n", home);
+    rv_testsrv_stop(&srv, SIGTERM);
+    rv_testsrv_teardown(&g_srv);
 }
 
 /* ---- tests ----------------------------------------------------------------------------------- */
@@ -468,14 +319,15 @@ static void test_spool_upload(void)
 
     /* The collector spools when the server is down; the CLI sends it later. */
     CU_ASSERT_EQUAL_FATAL(make_trace(3, &data, &len), 0);
-    snprintf(dir, sizeof(dir), "%s/spool-test", home);
+    snprintf(dir, sizeof(dir), "%s/spool-test", g_srv.home);
     rv_error_clear(&err);
     CU_ASSERT_EQUAL_FATAL(rv_spool_write(dir, "collector-spooled", 0, data, len, path,
                                          sizeof(path), &err),
                           0);
     free(data);
-    snprintf(cmd, sizeof(cmd), "'%s/reverie' upload --spool '%s' --server '%s' >'%s/spool.log' 2>&1",
-             bin_dir, dir, url, home);
+    snprintf(cmd, sizeof(cmd),
+             "'%s/reverie' upload --spool '%s' --server '%s' >'%s/spool.log' 2>&1", g_srv.bin_dir,
+             dir, url, g_srv.home);
     int rc = system(cmd);
     CU_ASSERT_TRUE(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
     /* Sent files are deleted. */
@@ -514,10 +366,7 @@ int main(void)
     CU_add_test(s, "platform metadata from the reverie object", test_platform_metadata);
     CU_add_test(s, "what-ifs on the collector trace", test_whatif);
     CU_add_test(s, "spool, then reverie upload --spool", test_spool_upload);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failures = CU_get_number_of_failures();
-    CU_cleanup_registry();
+    unsigned failures = rv_test_run();
     suite_clean();
     return failures ? 1 : 0;
 }

@@ -13,56 +13,18 @@
 #include "rv_ktrace.h"
 #include "rv_records.h"
 #include "rv_window.h"
+#include "common/rv_test_util.h"
+#include "cupti_buf.h"
 
 #define BASE 1700000000000000000ull /* a realtime-ns epoch, like CUPTI's */
 #define PID  4242
 #define TID  4243
 
-typedef struct sbuf {
-    uint8_t *p;
-    size_t len, cap;
-} sbuf;
-
-static void put(sbuf *b, const void *rec, size_t size)
-{
-    if (b->len + size > b->cap) {
-        b->cap = (b->len + size) * 2 + 4096;
-        b->p = aligned_alloc(8, b->cap);
-    }
-    CU_ASSERT_FATAL(b->p != NULL);
-    memcpy(b->p + b->len, rec, size);
-    b->len += size;
-}
-
-static sbuf new_buf(size_t cap)
-{
-    sbuf b = {aligned_alloc(8, cap), 0, cap};
-    memset(b.p, 0, cap);
-    return b;
-}
-
-static void api(sbuf *b, uint32_t cbid, uint64_t start, uint64_t end, uint32_t corr)
-{
-    CUpti_ActivityAPI a;
-    memset(&a, 0, sizeof(a));
-    a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-    a.cbid = cbid;
-    a.start = start;
-    a.end = end;
-    a.processId = PID;
-    a.threadId = TID;
-    a.correlationId = corr;
-    put(b, &a, sizeof(a));
-}
-
-static void kernel(sbuf *b, const char *name, uint64_t start, uint64_t end, uint32_t corr,
+static void kernel(rv_cbuf *b, const char *name, uint64_t start, uint64_t end, uint32_t corr,
                    uint32_t stream)
 {
     CUpti_ActivityKernel10 k;
     memset(&k, 0, sizeof(k));
-    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    k.start = start;
-    k.end = end;
     k.deviceId = 0;
     k.contextId = 1;
     k.streamId = stream;
@@ -75,50 +37,20 @@ static void kernel(sbuf *b, const char *name, uint64_t start, uint64_t end, uint
     k.registersPerThread = 40;
     k.staticSharedMemory = 1024;
     k.dynamicSharedMemory = 3072;
-    k.correlationId = corr;
-    k.name = name;
-    put(b, &k, sizeof(k));
-}
-
-static void marker(sbuf *b, int start, uint32_t id, uint64_t ts, const char *name)
-{
-    CUpti_ActivityMarker2 m;
-    memset(&m, 0, sizeof(m));
-    m.kind = CUPTI_ACTIVITY_KIND_MARKER;
-    m.flags = start ? CUPTI_ACTIVITY_FLAG_MARKER_START : CUPTI_ACTIVITY_FLAG_MARKER_END;
-    m.timestamp = ts;
-    m.id = id;
-    m.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
-    m.objectId.pt.processId = PID;
-    m.objectId.pt.threadId = TID;
-    m.name = start ? name : NULL;
-    m.domain = NULL;
-    put(b, &m, sizeof(m));
+    rv_cbuf_kernel(b, &k, name, start, end, corr);
 }
 
 /* One buffer with one record of every kind the collector keeps. */
-static sbuf one_of_each(void)
+static rv_cbuf one_of_each(void)
 {
-    sbuf b = new_buf(64 * 1024);
-    CUpti_ActivityDevice5 d;
-    memset(&d, 0, sizeof(d));
-    d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
-    d.id = 0;
-    d.name = "NVIDIA H200";
-    d.numMultiprocessors = 132;
-    d.globalMemorySize = 150ull << 30;
-    d.computeCapabilityMajor = 9;
-    d.computeCapabilityMinor = 0;
-    d.numThreadsPerWarp = 32;
-    d.maxWarpsPerMultiprocessor = 64;
-    d.maxThreadsPerBlock = 1024;
-    put(&b, &d, sizeof(d));
+    rv_cbuf b = rv_cbuf_new(64 * 1024, PID, TID);
+    rv_cbuf_device(&b, "NVIDIA H200", 150ull << 30);
 
-    marker(&b, 1, 7, BASE + 1000, "ProfilerStep#1");
-    marker(&b, 1, 8, BASE + 1500, "aten::linear");
-    api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, BASE + 2000, BASE + 2500, 101);
+    rv_cbuf_marker(&b, 1, 7, BASE + 1000, "ProfilerStep#1");
+    rv_cbuf_marker(&b, 1, 8, BASE + 1500, "aten::linear");
+    rv_cbuf_api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, BASE + 2000, BASE + 2500, 101);
     kernel(&b, "void gemm<\"q\">\\(k)", BASE + 3000, BASE + 4000, 101, 7);
-    marker(&b, 0, 8, BASE + 2600, NULL);
+    rv_cbuf_marker(&b, 0, 8, BASE + 2600, NULL);
 
     CUpti_ActivityExternalCorrelation x;
     memset(&x, 0, sizeof(x));
@@ -126,25 +58,12 @@ static sbuf one_of_each(void)
     x.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
     x.externalId = 555;
     x.correlationId = 101;
-    put(&b, &x, sizeof(x));
+    rv_cbuf_put(&b, &x, sizeof(x));
 
-    api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, BASE + 5000, BASE + 5200, 102);
-    CUpti_ActivityMemcpy6 m;
-    memset(&m, 0, sizeof(m));
-    m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-    m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
-    m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
-    m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-    m.bytes = 1 << 20;
-    m.start = BASE + 5500;
-    m.end = BASE + 6500;
-    m.deviceId = 0;
-    m.contextId = 1;
-    m.streamId = 13;
-    m.correlationId = 102;
-    put(&b, &m, sizeof(m));
+    rv_cbuf_api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, BASE + 5000, BASE + 5200, 102);
+    rv_cbuf_memcpy_htod(&b, 1 << 20, BASE + 5500, BASE + 6500, 13, 102);
 
-    api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, BASE + 7000, BASE + 7100, 103);
+    rv_cbuf_api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, BASE + 7000, BASE + 7100, 103);
     CUpti_ActivityMemset4 s;
     memset(&s, 0, sizeof(s));
     s.kind = CUPTI_ACTIVITY_KIND_MEMSET;
@@ -156,10 +75,10 @@ static sbuf one_of_each(void)
     s.streamId = 7;
     s.correlationId = 103;
     s.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-    put(&b, &s, sizeof(s));
+    rv_cbuf_put(&b, &s, sizeof(s));
 
     /* cudaEventRecord on stream 13, then stream 7 waits for it. */
-    api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020, BASE + 7400, BASE + 7450, 104);
+    rv_cbuf_api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020, BASE + 7400, BASE + 7450, 104);
     CUpti_ActivityCudaEvent2 e;
     memset(&e, 0, sizeof(e));
     e.kind = CUPTI_ACTIVITY_KIND_CUDA_EVENT;
@@ -168,8 +87,9 @@ static sbuf one_of_each(void)
     e.streamId = 13;
     e.eventId = 3;
     e.cudaEventSyncId = 9001;
-    put(&b, &e, sizeof(e));
-    api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020, BASE + 7500, BASE + 7550, 105);
+    rv_cbuf_put(&b, &e, sizeof(e));
+    rv_cbuf_api(&b, CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020, BASE + 7500, BASE + 7550,
+                105);
     CUpti_ActivitySynchronization2 y;
     memset(&y, 0, sizeof(y));
     y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
@@ -181,7 +101,7 @@ static sbuf one_of_each(void)
     y.streamId = 7;
     y.cudaEventId = 3;
     y.cudaEventSyncId = 9001;
-    put(&b, &y, sizeof(y));
+    rv_cbuf_put(&b, &y, sizeof(y));
 
     CUpti_ActivityOverhead3 o;
     memset(&o, 0, sizeof(o));
@@ -192,22 +112,22 @@ static sbuf one_of_each(void)
     o.objectId.pt.threadId = TID;
     o.start = BASE + 8000;
     o.end = BASE + 8100;
-    put(&b, &o, sizeof(o));
+    rv_cbuf_put(&b, &o, sizeof(o));
 
     /* A kind the collector does not keep: counted as ignored. */
     CUpti_ActivityName nm;
     memset(&nm, 0, sizeof(nm));
     nm.kind = CUPTI_ACTIVITY_KIND_NAME;
     nm.name = "thread";
-    put(&b, &nm, sizeof(nm));
+    rv_cbuf_put(&b, &nm, sizeof(nm));
 
-    marker(&b, 0, 7, BASE + 9000, NULL);
+    rv_cbuf_marker(&b, 0, 7, BASE + 9000, NULL);
     return b;
 }
 
 static void test_parse_one_of_each(void)
 {
-    sbuf b = one_of_each();
+    rv_cbuf b = one_of_each();
     rv_recset *s = rv_recset_new();
     CU_ASSERT_FATAL(s != NULL);
     long kept = rv_records_parse_buffer(s, b.p, b.len);
@@ -325,7 +245,7 @@ static const rv_event *find(const rv_trace *t, int cat, const char *name)
 
 static void test_write_read_back(void)
 {
-    sbuf b = one_of_each();
+    rv_cbuf b = one_of_each();
     rv_recset *s = rv_recset_new();
     CU_ASSERT_FATAL(rv_records_parse_buffer(s, b.p, b.len) > 0);
     rv_ktrace_stats st;
@@ -410,23 +330,23 @@ static void test_write_read_back(void)
 static void test_window_filter(void)
 {
     enum { STEPS = 10, KPS = 20 };
-    sbuf b1 = new_buf(1 << 20), b2 = new_buf(1 << 20);
+    rv_cbuf b1 = rv_cbuf_new(1 << 20, PID, TID), b2 = rv_cbuf_new(1 << 20, PID, TID);
     uint32_t corr = 1;
     /* CUPTI records point at their names, so the names must outlive them. */
     static char names[STEPS][32];
     for (int s = 0; s < STEPS; s++) {
-        sbuf *b = s < STEPS / 2 ? &b1 : &b2;
+        rv_cbuf *b = s < STEPS / 2 ? &b1 : &b2;
         uint64_t t = BASE + (uint64_t)s * 1000000;
         snprintf(names[s], sizeof(names[s]), "ProfilerStep#%d", s);
-        marker(b, 1, 100 + (uint32_t)s, t, names[s]);
+        rv_cbuf_marker(b, 1, 100 + (uint32_t)s, t, names[s]);
         for (int k = 0; k < KPS; k++, corr++) {
             uint64_t ls = t + 1000 + (uint64_t)k * 10000;
-            api(b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, ls, ls + 2000, corr);
+            rv_cbuf_api(b, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, ls, ls + 2000, corr);
             /* The last kernel of each step ends after the step's range. */
             uint64_t ke = k == KPS - 1 ? t + 1200000 : ls + 9000;
             kernel(b, "k", ls + 5000, ke, corr, 7);
         }
-        marker(b, 0, 100 + (uint32_t)s, t + 900000, NULL);
+        rv_cbuf_marker(b, 0, 100 + (uint32_t)s, t + 900000, NULL);
     }
     rv_recset *s1 = rv_recset_new(), *s2 = rv_recset_new();
     CU_ASSERT_FATAL(rv_records_parse_buffer(s1, b1.p, b1.len) > 0);
@@ -503,7 +423,7 @@ static void test_interning_and_plain(void)
     CU_ASSERT_EQUAL(rv_recset_intern(s, NULL), 0);
 
     /* Plain JSON output is valid JSON that the reader also takes. */
-    sbuf buf = one_of_each();
+    rv_cbuf buf = one_of_each();
     CU_ASSERT_FATAL(rv_records_parse_buffer(s, buf.p, buf.len) > 0);
     rv_meta m;
     memset(&m, 0, sizeof(m));
@@ -538,9 +458,5 @@ int main(void)
     CU_add_test(su, "write Kineto JSON, read back with the engine", test_write_read_back);
     CU_add_test(su, "window keeps steps skip..skip+N", test_window_filter);
     CU_add_test(su, "string interning, plain output, output cap", test_interning_and_plain);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failures = CU_get_number_of_failures();
-    CU_cleanup_registry();
-    return failures ? 1 : 0;
+    return rv_test_run() ? 1 : 0;
 }

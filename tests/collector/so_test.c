@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <CUnit/Basic.h>
+#include "common/rv_test_util.h"
 
 #ifndef RV_COLLECTOR_SO
 #error "RV_COLLECTOR_SO must name the built library"
@@ -87,9 +88,5 @@ int main(void)
     CU_pSuite s = CU_add_suite("collector_so", NULL, NULL);
     CU_add_test(s, "dlopen and exports", test_exports);
     CU_add_test(s, "no GPU: returns 1, logs, exits cleanly", test_no_gpu_carries_on);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failures = CU_get_number_of_failures();
-    CU_cleanup_registry();
-    return failures ? 1 : 0;
+    return rv_test_run() ? 1 : 0;
 }

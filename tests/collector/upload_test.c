@@ -17,6 +17,7 @@
 
 #include "rv_spool.h"
 #include "rv_upload.h"
+#include "common/rv_test_util.h"
 
 int rv_cmd_upload(int argc, char **argv);
 
@@ -428,10 +429,7 @@ int main(void)
     CU_add_test(s, "server down -> spool -> resend", test_down_then_spool);
     CU_add_test(s, "stale claims are taken over", test_stale_claim);
     CU_add_test(s, "reverie upload (files and --spool)", test_cli);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failures = CU_get_number_of_failures();
-    CU_cleanup_registry();
+    unsigned failures = rv_test_run();
     server_stop();
     char cmd[400];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);

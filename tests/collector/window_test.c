@@ -5,6 +5,7 @@
 #include <CUnit/Basic.h>
 
 #include "rv_window.h"
+#include "common/rv_test_util.h"
 
 #define S 1000000000ull
 
@@ -144,9 +145,5 @@ int main(void)
     CU_add_test(s, "skip then keep N steps", test_steps);
     CU_add_test(s, "trigger and time window", test_trigger_and_duration);
     CU_add_test(s, "close at exit", test_close);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failures = CU_get_number_of_failures();
-    CU_cleanup_registry();
-    return failures ? 1 : 0;
+    return rv_test_run() ? 1 : 0;
 }

@@ -19,6 +19,7 @@
 #include "rv_kineto.h"
 #include "rv_overhead.h"
 #include "rv_sha256.h"
+#include "common/rv_test_util.h"
 
 static rv_testpg g_pg;
 static rv_db *g_db;
@@ -32,20 +33,6 @@ static double now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    *len = fread(b, 1, (size_t)n, f);
-    fclose(f);
-    return b;
 }
 
 static void shared_path(char *out, size_t cap, const char *rel)
@@ -170,7 +157,7 @@ static void test_ingest_and_duplicate(void)
 
     /* The stored original is the upload, byte for byte. */
     size_t len, got_len, recv;
-    uint8_t *orig = slurp(p, &len), *got = NULL;
+    uint8_t *orig = rv_test_read_file(p, &len), *got = NULL;
     int wrapped = -1;
     CU_ASSERT_EQUAL_FATAL(
         rv_db_original_get(g_db, r1.trace_id, &got, &got_len, &wrapped, &recv, &e), 0);
@@ -190,7 +177,7 @@ static void test_ingest_and_duplicate(void)
         fprintf(stderr, "ingest plain: %s\n", e.message);
     CU_ASSERT_EQUAL(rc, 0);
     if (!rc) {
-        orig = slurp(plain, &len);
+        orig = rv_test_read_file(plain, &len);
         char sha[65];
         rv_sha256_hex(orig, len, sha);
         CU_ASSERT_STRING_EQUAL(sha, r3.sha256);
@@ -238,7 +225,7 @@ static void test_bad_inputs(void)
     /* Truncated gzip: a real trace cut in half. */
     size_t len;
     shared_path(p, sizeof(p), "hta/critical-path-alexnet.json.gz");
-    uint8_t *b = slurp(p, &len);
+    uint8_t *b = rv_test_read_file(p, &len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
     rv_error_clear(&e);
     int rc = rv_db_ingest_buffer(g_db, b, len / 2, NULL, &r, &e);
@@ -385,7 +372,7 @@ static void test_crash_mid_ingest(void)
     char p[4096];
     shared_path(p, sizeof(p), "hta/critical-path-alexnet.json.gz");
     size_t len;
-    uint8_t *b = slurp(p, &len);
+    uint8_t *b = rv_test_read_file(p, &len);
     char sha[65];
     rv_sha256_hex(b, len, sha);
     free(b);
@@ -460,7 +447,7 @@ static void test_overhead_stats(void)
     rv_error e;
     shared_path(p, sizeof(p), "hta/critical-path-simple-add.json.gz");
     size_t len;
-    uint8_t *b = slurp(p, &len);
+    uint8_t *b = rv_test_read_file(p, &len);
     rv_trace *t = NULL;
     CU_ASSERT_EQUAL_FATAL(rv_kineto_read_buffer(b, len, NULL, &t, &e), 0);
     /* A platform of its own, so the DB statistics are this trace's alone.
@@ -692,10 +679,8 @@ static void test_cache_tokens_jobs(void)
 
 int main(void)
 {
-    g_shared = getenv("RV_SHARED_TRACES");
-    char probe[4096];
-    snprintf(probe, sizeof(probe), "%s/README.md", g_shared ? g_shared : "");
-    if (!g_shared || access(probe, R_OK) != 0) {
+    g_shared = rv_test_shared_traces("README.md");
+    if (!g_shared) {
         printf("skipped: the public traces (RV_SHARED_TRACES) are not available\n");
         return 77;
     }
@@ -720,10 +705,7 @@ int main(void)
     CU_add_test(s, "overhead statistics: db == engine", test_overhead_stats);
     CU_add_test(s, "snapshot load time (100k tasks)", test_snapshot_load_time);
     CU_add_test(s, "what-if cache, tokens, jobs", test_cache_tokens_jobs);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    int fails = (int)CU_get_number_of_failures();
-    CU_cleanup_registry();
+    unsigned fails = rv_test_run();
     rv_db_close(g_db);
     rv_testpg_stop(&g_pg);
     return fails ? 1 : 0;

@@ -14,6 +14,7 @@
 
 #include "pg_helper.h"
 #include "rv_pgembed.h"
+#include "common/rv_test_util.h"
 
 static char g_dir[256], g_home[300];
 
@@ -215,10 +216,7 @@ int main(void)
     CU_add_test(s, "start, reuse, stop, restart", test_start_reuse_stop);
     CU_add_test(s, "stale postmaster.pid after a crash", test_stale_pid);
     CU_add_test(s, "URL precedence, root without user", test_url_and_user);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    int fails = (int)CU_get_number_of_failures();
-    CU_cleanup_registry();
+    unsigned fails = rv_test_run();
     /* Leave nothing running or on disk: a fast shutdown (SIGINT) of any
      * postmaster still recorded there. */
     char datadir[1024];

@@ -12,6 +12,7 @@
 #include "rv_report.h"
 #include "rv_sim.h"
 #include "rv_whatif.h"
+#include "common/rv_test_util.h"
 
 static const char *g_shared;
 
@@ -109,25 +110,12 @@ static void test_model_uses_table(void)
 
 int main(void)
 {
-    g_shared = getenv("RV_SHARED_TRACES");
-    char probe[4096];
-    if (g_shared) {
-        snprintf(probe, sizeof(probe), "%s/README.md", g_shared);
-        FILE *f = fopen(probe, "r");
-        if (f)
-            fclose(f);
-        else
-            g_shared = NULL;
-    }
+    g_shared = rv_test_shared_traces("README.md");
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
     CU_pSuite s = CU_add_suite("coll_table", NULL, NULL);
     CU_add_test(s, "log-log interpolation", test_interpolation);
     CU_add_test(s, "validation names the field", test_validation);
     CU_add_test(s, "the model uses the table", test_model_uses_table);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned fails = CU_get_number_of_failures();
-    CU_cleanup_registry();
-    return fails ? 1 : 0;
+    return rv_test_run() ? 1 : 0;
 }

@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
-#include <zlib.h>
 
 #include "rv_graph.h"
 #include "rv_kineto.h"
 #include "rv_report.h"
 #include "rv_sim.h"
+#include "common/rv_test_util.h"
 
 static const char *g_shared;
 
@@ -470,18 +470,9 @@ static void test_critical_path_vs_hta(void)
     char path[4096];
     snprintf(path, sizeof(path), "%s/hta/critical-path-simple-add.reference-overlay.json.gz",
              g_shared);
-    gzFile z = gzopen(path, "rb");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(z);
-    size_t cap = 1 << 20, n = 0;
-    char *buf = malloc(cap);
-    int got;
-    while ((got = gzread(z, buf + n, (unsigned)(cap - n - 1))) > 0) {
-        n += (size_t)got;
-        if (n + 1 == cap)
-            buf = realloc(buf, cap *= 2);
-    }
-    gzclose(z);
-    buf[n] = 0;
+    size_t n;
+    char *buf = rv_test_read_gz(path, &n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
     json_t *ref = json_loads(buf, 0, NULL);
     free(buf);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
@@ -532,16 +523,7 @@ static void test_critical_path_vs_hta(void)
 
 int main(void)
 {
-    g_shared = getenv("RV_SHARED_TRACES");
-    char probe[4096];
-    if (g_shared) {
-        snprintf(probe, sizeof(probe), "%s/README.md", g_shared);
-        FILE *f = fopen(probe, "r");
-        if (f)
-            fclose(f);
-        else
-            g_shared = NULL;
-    }
+    g_shared = rv_test_shared_traces("README.md");
     if (!g_shared)
         printf("public traces not found (RV_SHARED_TRACES): real-trace cases skipped\n");
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -558,9 +540,5 @@ int main(void)
     CU_add_test(s, "GPU-bound sensitivity", test_gpu_bound_sensitivity);
     CU_add_test(s, "critical path vs HTA reference", test_critical_path_vs_hta);
     CU_add_test(s, "every public trace simulates or is refused", test_every_public_trace);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned fails = CU_get_number_of_failures();
-    CU_cleanup_registry();
-    return fails ? 1 : 0;
+    return rv_test_run() ? 1 : 0;
 }

@@ -9,54 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <zlib.h>
 
 #include "rv_kineto.h"
+#include "common/rv_test_util.h"
 
 static const char *g_shared; /* NULL when the public traces are absent */
 static char g_data[2048];    /* tests/data/kineto */
 
 /* ---------------------------------------------------------------- helpers */
-
-/* Whole file, decompressed when gzip (test helper only; the reader never
- * does this). Returns a malloc'd buffer or NULL. */
-static char *slurp(const char *path, size_t *len)
-{
-    gzFile g = gzopen(path, "rb");
-    if (!g)
-        return NULL;
-    size_t cap = 1 << 20, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (n == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-        }
-        int got = gzread(g, buf + n, (unsigned)(cap - n));
-        if (got <= 0)
-            break;
-        n += (size_t)got;
-    }
-    gzclose(g);
-    *len = n;
-    return buf;
-}
-
-/* Raw bytes of a file, no decompression. */
-static char *slurp_raw(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    *len = fread(buf, 1, (size_t)n, f);
-    fclose(f);
-    return buf;
-}
 
 static size_t count_sub(const char *hay, size_t n, const char *needle)
 {
@@ -161,7 +121,7 @@ static void expect_fail_file(const char *rel, int code, const char *needle, rv_e
     char p[4096];
     size_t len;
     data_path(p, sizeof(p), rel);
-    char *buf = slurp_raw(p, &len);
+    char *buf = rv_test_read_file(p, &len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
     expect_fail_buf(buf, len, code, needle, e);
     free(buf);
@@ -425,7 +385,7 @@ static void check_counts(const char *rel, const char *const pat[RV_CAT_COUNT])
     char p[4096];
     size_t len;
     shared_path(p, sizeof(p), rel);
-    char *raw = slurp(p, &len);
+    char *raw = rv_test_read_gz(p, &len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(raw);
     rv_trace *t = load(p, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
@@ -597,7 +557,7 @@ static void test_edge_traces(void)
     char p[4096];
     shared_path(p, sizeof(p), "tracelens/h100-bert-small-forward.json.gz");
     size_t len;
-    char *raw = slurp(p, &len);
+    char *raw = rv_test_read_gz(p, &len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(raw);
     rv_kineto_opts o = {.keep_python = 1};
     t = load(p, &o);
@@ -614,8 +574,8 @@ static void test_gzip_plain_identical(void)
     char p[4096];
     size_t len, zlen;
     shared_path(p, sizeof(p), "kineto/resnet50-v100-workers0.pt.trace.json.gz");
-    char *plain = slurp(p, &len);
-    char *zipped = slurp_raw(p, &zlen);
+    char *plain = rv_test_read_gz(p, &len);
+    char *zipped = rv_test_read_file(p, &zlen);
     CU_ASSERT_PTR_NOT_NULL_FATAL(plain);
     CU_ASSERT_PTR_NOT_NULL_FATAL(zipped);
     rv_trace *a = load(p, NULL), *b = NULL, *c = NULL, *d = NULL;
@@ -646,8 +606,8 @@ static void test_truncation(void)
     char p[4096];
     size_t len, zlen;
     shared_path(p, sizeof(p), "hta/a100-2rank-nccl.json.gz");
-    char *plain = slurp(p, &len);
-    char *zipped = slurp_raw(p, &zlen);
+    char *plain = rv_test_read_gz(p, &len);
+    char *zipped = rv_test_read_file(p, &zlen);
     CU_ASSERT_PTR_NOT_NULL_FATAL(plain);
     CU_ASSERT_PTR_NOT_NULL_FATAL(zipped);
     const size_t cuts[] = {1, 17, 4096, (1u << 20) + 3, len / 2, len - 2};
@@ -694,9 +654,7 @@ int main(void)
     const char *src = getenv("RV_SOURCE_DIR");
     snprintf(g_data, sizeof(g_data), "%s/tests/data/kineto", src ? src : ".");
     const char *sh = getenv("RV_SHARED_TRACES");
-    struct stat st;
-    if (sh && stat(sh, &st) == 0 && S_ISDIR(st.st_mode))
-        g_shared = sh;
+    g_shared = rv_test_shared_traces(".");
 
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
@@ -718,10 +676,7 @@ int main(void)
         CU_add_test(s, "gzip == plain", test_gzip_plain_identical);
         CU_add_test(s, "truncation", test_truncation);
     }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned fails = CU_get_number_of_failures();
-    CU_cleanup_registry();
+    unsigned fails = rv_test_run();
     if (fails)
         return 1;
     if (!g_shared) {

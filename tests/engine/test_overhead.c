@@ -82,6 +82,7 @@
 
 #include "rv_kineto.h"
 #include "rv_overhead.h"
+#include "common/rv_test_util.h"
 
 typedef struct expect {
     int type;
@@ -264,15 +265,7 @@ static void test_hand_built(void)
 
 int main(void)
 {
-    g_shared = getenv("RV_SHARED_TRACES");
-    char probe[4096];
-    snprintf(probe, sizeof(probe), "%s/hta/critical-path-simple-add.json.gz",
-             g_shared ? g_shared : "");
-    FILE *f = g_shared ? fopen(probe, "rb") : NULL;
-    if (f)
-        fclose(f);
-    else
-        g_shared = NULL;
+    g_shared = rv_test_shared_traces("hta/critical-path-simple-add.json.gz");
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
     CU_pSuite s = CU_add_suite("overhead", NULL, NULL);
@@ -280,10 +273,7 @@ int main(void)
     CU_add_test(s, "hand-built thread", test_hand_built);
     if (g_shared)
         CU_add_test(s, "simple-add vs python", test_simple_add);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    int fails = (int)CU_get_number_of_failures();
-    CU_cleanup_registry();
+    unsigned fails = rv_test_run();
     if (!fails && !g_shared) {
         printf("skipped: simple-add trace not found under RV_SHARED_TRACES; local checks "
                "passed\n");

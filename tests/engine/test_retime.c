@@ -13,6 +13,7 @@
 #include "rv_retime.h"
 #include "rv_sim.h"
 #include "rv_whatif.h"
+#include "common/rv_test_util.h"
 
 static const char *g_shared;
 
@@ -170,16 +171,7 @@ static void test_whatif_field(void)
 
 int main(void)
 {
-    g_shared = getenv("RV_SHARED_TRACES");
-    char probe[4096];
-    if (g_shared) {
-        snprintf(probe, sizeof(probe), "%s/README.md", g_shared);
-        FILE *f = fopen(probe, "r");
-        if (f)
-            fclose(f);
-        else
-            g_shared = NULL;
-    }
+    g_shared = rv_test_shared_traces("README.md");
     if (!g_shared) {
         printf("public traces not found (RV_SHARED_TRACES): skipped\n");
         return 77;
@@ -190,9 +182,5 @@ int main(void)
     CU_add_test(s, "DLRM ranks: own vs shared overheads", test_dlrm_shared_overheads);
     CU_add_test(s, "overheads drive the prediction", test_direction);
     CU_add_test(s, "host_overheads in the what-if document", test_whatif_field);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned fails = CU_get_number_of_failures();
-    CU_cleanup_registry();
-    return fails ? 1 : 0;
+    return rv_test_run() ? 1 : 0;
 }

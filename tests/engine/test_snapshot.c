@@ -15,6 +15,7 @@
 #include "rv_kineto.h"
 #include "rv_sha256.h"
 #include "rv_snapshot.h"
+#include "common/rv_test_util.h"
 
 static const char *g_shared;
 
@@ -305,14 +306,7 @@ static void test_sha256(void)
 
 int main(void)
 {
-    g_shared = getenv("RV_SHARED_TRACES");
-    char probe[4096];
-    snprintf(probe, sizeof(probe), "%s/README.md", g_shared ? g_shared : "");
-    FILE *f = g_shared ? fopen(probe, "r") : NULL;
-    if (f)
-        fclose(f);
-    else
-        g_shared = NULL;
+    g_shared = rv_test_shared_traces("README.md");
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
     CU_pSuite s = CU_add_suite("snapshot", NULL, NULL);
@@ -324,10 +318,7 @@ int main(void)
         CU_add_test(s, "size and speed", test_size_and_speed);
         CU_add_test(s, "corrupt input", test_corrupt);
     }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    int fails = (int)CU_get_number_of_failures();
-    CU_cleanup_registry();
+    unsigned fails = rv_test_run();
     if (!fails && !g_shared) {
         printf("skipped: RV_SHARED_TRACES is not set or missing; local checks passed\n");
         return 77;

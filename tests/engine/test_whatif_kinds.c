@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "rv_whatif.h"
+#include "common/rv_test_util.h"
 
 static int parse(json_t *doc, rv_error *err)
 {
@@ -114,9 +115,5 @@ int main(void)
         return 1;
     CU_pSuite s = CU_add_suite("whatif_kinds", NULL, NULL);
     CU_add_test(s, "catalogue matches the parser", test_catalogue_matches_parser);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned fails = CU_get_number_of_failures();
-    CU_cleanup_registry();
-    return fails ? 1 : 0;
+    return rv_test_run() ? 1 : 0;
 }

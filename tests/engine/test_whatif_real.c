@@ -14,6 +14,7 @@
 #include "rv_report.h"
 #include "rv_sim.h"
 #include "rv_whatif.h"
+#include "common/rv_test_util.h"
 
 static const char *traces;
 
@@ -522,16 +523,11 @@ static void test_multirank(void)
 
 int main(void)
 {
-    traces = getenv("RV_SHARED_TRACES");
-    char probe[1024];
-    snprintf(probe, sizeof(probe), "%s/kineto/resnet50-v100-workers0.pt.trace.json.gz",
-             traces ? traces : "");
-    FILE *f = traces ? fopen(probe, "rb") : NULL;
-    if (!f) {
+    traces = rv_test_shared_traces("kineto/resnet50-v100-workers0.pt.trace.json.gz");
+    if (!traces) {
         printf("skipped: RV_SHARED_TRACES not set or without the ResNet-50 traces\n");
         return 77;
     }
-    fclose(f);
     if (load("kineto/resnet50-v100-workers0.pt.trace.json.gz", &r50w0) ||
         load("kineto/resnet50-v100-workers4.pt.trace.json.gz", &r50w4) ||
         load("hta/a100-2rank-nccl.json.gz", &nccl2))
@@ -548,10 +544,7 @@ int main(void)
     CU_add_test(s, "distributed", test_distributed);
     CU_add_test(s, "multirank", test_multirank);
     CU_add_test(s, "memory_savers", test_memory_savers);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned fails = CU_get_number_of_failures();
-    CU_cleanup_registry();
+    unsigned fails = rv_test_run();
     unload(&r50w0);
     unload(&r50w4);
     unload(&nccl2);

@@ -8,6 +8,7 @@
 #include "rv_hw.h"
 #include "rv_power.h"
 #include "rv_whatif.h"
+#include "common/rv_test_util.h"
 
 /* Parses text and expects failure naming field. */
 static void expect_bad(const char *text, const char *field)
@@ -245,9 +246,5 @@ int main(void)
     CU_add_test(s, "hw_lookup", test_hw_lookup);
     CU_add_test(s, "power_formula", test_power_formula);
     CU_add_test(s, "collectives", test_collectives);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned f = CU_get_number_of_failures();
-    CU_cleanup_registry();
-    return f ? 1 : 0;
+    return rv_test_run() ? 1 : 0;
 }

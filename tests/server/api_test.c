@@ -4,28 +4,26 @@
  * restart, two replicas sharing a fleet job, graceful SIGTERM.
  * Skips (77) when reveried, the traces or PostgreSQL are not available. */
 #include <CUnit/Basic.h>
-#include <curl/curl.h>
 #include <jansson.h>
 #include <libpq-fe.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "http_client.h"
+#include "common/http_client.h"
+#include "common/rv_test_server.h"
+#include "common/rv_test_util.h"
 #include "rv_auth.h"
 #include "rv_db.h"
 #include "rv_pgembed.h"
 
-static char home[] = "/tmp/rv_api_test_XXXXXX";
-static char bin[1024], traces[1024];
+static rv_testsrv g_srv;
+static char traces[1024];
 static char t_small[1100], t_h100[1100], t_resnet[1100];
 static pid_t srv_a = -1, srv_b = -1;
 static int port_a, port_b;
@@ -33,59 +31,29 @@ static char conninfo[1024];
 static char tok_admin[RV_TOKEN_LEN + 1], tok_read[RV_TOKEN_LEN + 1], tok_ingest[RV_TOKEN_LEN + 1];
 static int64_t id_small, id_h100, id_resnet;
 
-static int free_port(void)
+/* The options every server of this suite runs with, then optionally
+ * --database (a second replica on the first one's cluster). */
+static pid_t start_server(int port, const char *database)
 {
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int port = 0;
+    const char *args[16] = {"--require-auth",
+                            "--workers",
+                            "4",
+                            "--http-threads",
+                            "2",
+                            "--upload-cap",
+                            "48",
+                            "--json-cap",
+                            "64",
+                            "--fleet-inline",
+                            "2"};
+    int n = 11;
 
-    if (s >= 0 && bind(s, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(s, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (s >= 0)
-        close(s);
-    return port;
-}
-
-static pid_t start_server(int port, const char *database, const char *extra)
-{
-    char p[16], log[1200];
-    pid_t pid = fork();
-
-    if (pid != 0)
-        return pid;
-    snprintf(p, sizeof(p), "%d", port);
-    snprintf(log, sizeof(log), "%s/reveried-%d.log", home, port);
-    if (!freopen(log, "a", stdout) || !freopen(log, "a", stderr))
-        _exit(127);
-    char *argv[24];
-    int n = 0;
-    argv[n++] = bin;
-    argv[n++] = "--port";
-    argv[n++] = p;
-    argv[n++] = "--home";
-    argv[n++] = home;
-    argv[n++] = "--require-auth";
-    argv[n++] = "--workers";
-    argv[n++] = "4";
-    argv[n++] = "--http-threads";
-    argv[n++] = "2";
-    argv[n++] = "--upload-cap";
-    argv[n++] = "48";
-    argv[n++] = "--json-cap";
-    argv[n++] = "64";
-    argv[n++] = "--fleet-inline";
-    argv[n++] = "2";
     if (database) {
-        argv[n++] = "--database";
-        argv[n++] = (char *)database;
+        args[n++] = "--database";
+        args[n++] = database;
     }
-    if (extra)
-        argv[n++] = (char *)extra;
-    argv[n] = NULL;
-    execv(bin, argv);
-    _exit(127);
+    args[n] = NULL;
+    return rv_testsrv_spawn(&g_srv, port, args);
 }
 
 static void base_url(char *out, size_t cap, int port, const char *path)
@@ -95,18 +63,7 @@ static void base_url(char *out, size_t cap, int port, const char *path)
 
 static int wait_status(int port, const char *path, long want, int seconds)
 {
-    char u[256];
-    base_url(u, sizeof(u), port, path);
-    for (int i = 0; i < seconds * 10; i++) {
-        tc_resp r;
-        long st = tc_get(u, tok_admin[0] ? tok_admin : NULL, &r);
-        if (st >= 0)
-            tc_resp_free(&r);
-        if (st == want)
-            return 0;
-        usleep(100 * 1000);
-    }
-    return -1;
+    return rv_testsrv_wait(port, path, tok_admin[0] ? tok_admin : NULL, want, seconds, NULL);
 }
 
 static long req(int port, const char *method, const char *path, const char *token,
@@ -163,38 +120,36 @@ static int make_token(rv_db *db, const char *name, unsigned scopes, char *tok)
 
 static int suite_init(void)
 {
-    const char *b = getenv("RV_BIN_DIR"), *t = getenv("RV_SHARED_TRACES");
+    const char *t = getenv("RV_SHARED_TRACES");
     rv_pgembed *pg = NULL;
     rv_db *db = NULL;
     rv_error e;
 
-    if (!b || !t) {
-        fprintf(stderr, "skip: RV_BIN_DIR / RV_SHARED_TRACES unset\n");
+    if (!t) {
+        fprintf(stderr, "skip: RV_SHARED_TRACES unset\n");
         return 77;
     }
-    snprintf(bin, sizeof(bin), "%s/reveried", b);
     snprintf(traces, sizeof(traces), "%s", t);
     snprintf(t_small, sizeof(t_small), "%s/hta/critical-path-simple-add.json.gz", traces);
     snprintf(t_h100, sizeof(t_h100), "%s/kineto/h100-sync-after-fix.json", traces);
     snprintf(t_resnet, sizeof(t_resnet), "%s/kineto/resnet50-v100-workers0.pt.trace.json.gz",
              traces);
-    if (access(bin, X_OK) != 0 || access(t_small, R_OK) != 0 || access(t_h100, R_OK) != 0 ||
-        access(t_resnet, R_OK) != 0) {
-        fprintf(stderr, "skip: reveried or the shared traces are missing\n");
+    if (access(t_small, R_OK) != 0 || access(t_h100, R_OK) != 0 || access(t_resnet, R_OK) != 0) {
+        fprintf(stderr, "skip: the shared traces are missing\n");
         return 77;
     }
-    if (!mkdtemp(home))
-        return 1;
-    chmod(home, 0755); /* the embedded cluster runs as an unprivileged user */
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    port_a = free_port();
-    srv_a = start_server(port_a, NULL, NULL);
-    if (wait_status(port_a, "/readyz", 200, 120) != 0) {
-        fprintf(stderr, "skip: reveried did not get ready (no PostgreSQL?); log in %s\n", home);
+    int rc = rv_testsrv_setup(&g_srv, "rv_api_test");
+    if (rc != 0)
+        return rc;
+    port_a = rv_testsrv_free_port();
+    srv_a = start_server(port_a, NULL);
+    if (rv_testsrv_wait(port_a, "/readyz", NULL, 200, 120, &srv_a) != 0) {
+        fprintf(stderr, "skip: reveried did not get ready (no PostgreSQL?); log in %s\n",
+                g_srv.home);
         return 77;
     }
     rv_error_clear(&e);
-    if (rv_pgembed_start(home, &pg, &e) != 0) {
+    if (rv_pgembed_start(g_srv.home, &pg, &e) != 0) {
         fprintf(stderr, "pgembed: %s\n", e.message);
         return 1;
     }
@@ -204,9 +159,9 @@ static int suite_init(void)
         fprintf(stderr, "db: %s\n", e.message);
         return 1;
     }
-    int rc = make_token(db, "test-admin", RV_SCOPE_ADMIN, tok_admin) |
-             make_token(db, "test-read", RV_SCOPE_READ, tok_read) |
-             make_token(db, "test-ingest", RV_SCOPE_INGEST, tok_ingest);
+    rc = make_token(db, "test-admin", RV_SCOPE_ADMIN, tok_admin) |
+         make_token(db, "test-read", RV_SCOPE_READ, tok_read) |
+         make_token(db, "test-ingest", RV_SCOPE_INGEST, tok_ingest);
     rv_db_close(db);
     if (rc != 0)
         return 1;
@@ -214,40 +169,11 @@ static int suite_init(void)
     return wait_status(port_a, "/v1/traces", 200, 10) == 0 ? 0 : 1;
 }
 
-static void stop_pid(pid_t *pid, int sig)
-{
-    int st;
-    if (*pid <= 0)
-        return;
-    kill(*pid, sig);
-    waitpid(*pid, &st, 0);
-    *pid = -1;
-}
-
 static int suite_clean(void)
 {
-    char cmd[1200];
-
-    stop_pid(&srv_b, SIGTERM);
-    stop_pid(&srv_a, SIGTERM);
-    /* A server that found the cluster running leaves it running: stop it. */
-    rv_pgembed *pg = NULL;
-    rv_error e;
-    rv_error_clear(&e);
-    char bindir[512];
-    if (access(home, F_OK) == 0 && rv_pgembed_start(home, &pg, &e) == 0 &&
-        rv_pgembed_find_bindir(NULL, bindir, sizeof(bindir), &e) == 0) {
-        snprintf(cmd, sizeof(cmd), "%s %s/pg_ctl -D '%s' stop -m fast -w >/dev/null 2>&1",
-                 geteuid() == 0 ? "runuser -u postgres --" : "", bindir, rv_pgembed_datadir(pg));
-        if (system(cmd) != 0)
-            fprintf(stderr, "note: could not stop the test cluster\n");
-    }
-    rv_pgembed_detach(pg);
-    curl_global_cleanup();
-    if (getenv("RV_KEEP_TEST_HOME"))
-        return 0;
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", home);
-    return system(cmd) == 0 ? 0 : 1;
+    rv_testsrv_stop(&srv_b, SIGTERM);
+    rv_testsrv_stop(&srv_a, SIGTERM);
+    return rv_testsrv_teardown(&g_srv);
 }
 
 static void test_health_and_public(void)
@@ -346,7 +272,7 @@ static void test_upload_errors(void)
     CU_ASSERT_STRING_EQUAL(err_code(&r), "unsupported_media_type");
     tc_resp_free(&r);
     /* Over the 48 MiB cap by Content-Length: refused before the body. */
-    snprintf(bad, sizeof(bad), "%s/big.json", home);
+    snprintf(bad, sizeof(bad), "%s/big.json", g_srv.home);
     FILE *f = fopen(bad, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     CU_ASSERT_EQUAL(ftruncate(fileno(f), 49L << 20), 0);
@@ -747,8 +673,8 @@ static void test_restart_durability(void)
 
     /* kill -9: no chance to clean up. The embedded PostgreSQL keeps running;
      * the new process finds and reuses it. */
-    stop_pid(&srv_a, SIGKILL);
-    srv_a = start_server(port_a, NULL, NULL);
+    rv_testsrv_stop(&srv_a, SIGKILL);
+    srv_a = start_server(port_a, NULL);
     CU_ASSERT_EQUAL_FATAL(wait_status(port_a, "/readyz", 200, 60), 0);
     snprintf(p, sizeof(p), "/v1/traces/%lld", (long long)id_resnet);
     CU_ASSERT_EQUAL(req(port_a, NULL, p, tok_read, NULL, NULL, NULL, &r), 200);
@@ -761,8 +687,8 @@ static void test_two_replicas(void)
     char body[256];
     tc_resp r;
 
-    port_b = free_port();
-    srv_b = start_server(port_b, conninfo, NULL);
+    port_b = rv_testsrv_free_port();
+    srv_b = start_server(port_b, conninfo);
     CU_ASSERT_EQUAL_FATAL(wait_status(port_b, "/readyz", 200, 60), 0);
     CU_ASSERT_EQUAL_FATAL(wait_status(port_b, "/v1/traces", 200, 10), 0);
     /* One trace per shard and a few scenarios, so both replicas take some. */
@@ -813,7 +739,7 @@ int main(void)
         return 77;
     }
     if (rc != 0) {
-        fprintf(stderr, "setup failed; logs in %s\n", home);
+        fprintf(stderr, "setup failed; logs in %s\n", g_srv.home);
         suite_clean();
         return 1;
     }
@@ -831,10 +757,7 @@ int main(void)
     CU_add_test(s, "restart_durability", test_restart_durability);
     CU_add_test(s, "two_replicas", test_two_replicas);
     CU_add_test(s, "delete_and_sigterm", test_delete_and_sigterm);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    int failures = (int)CU_get_number_of_failures();
-    CU_cleanup_registry();
+    unsigned failures = rv_test_run();
     suite_clean();
     return failures ? 1 : 0;
 }

@@ -13,7 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "http_client.h"
+#include "common/http_client.h"
+#include "common/rv_test_util.h"
 #include "rv_auth.h"
 #include "rv_http.h"
 #include "rv_metrics.h"
@@ -501,9 +502,5 @@ int main(void)
     CU_add_test(s, "static", test_static);
     CU_add_test(s, "busy_and_resume", test_busy_and_resume);
     CU_add_test(s, "metrics_text", test_metrics_text);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    int failures = (int)CU_get_number_of_failures();
-    CU_cleanup_registry();
-    return failures ? 1 : 0;
+    return rv_test_run() ? 1 : 0;
 }

@@ -1,0 +1,27 @@
+/* Small helpers shared by the CUnit test executables: whole files, the
+ * public traces folder, running the registered suites. Test support only;
+ * nothing here is linked into the product. */
+#ifndef RV_TEST_UTIL_H
+#define RV_TEST_UTIL_H
+
+#include <stddef.h>
+
+/* Whole file as it is on disk. Returns new (malloc'd, with a NUL one byte
+ * past *len; caller frees) or NULL when the file cannot be read. */
+void *rv_test_read_file(const char *path, size_t *len);
+
+/* Whole file, decompressed when it is gzip (plain files come back as they
+ * are). Returns new (malloc'd, with a NUL one byte past *len; caller
+ * frees) or NULL when it cannot be read. */
+void *rv_test_read_gz(const char *path, size_t *len);
+
+/* The public traces folder: RV_SHARED_TRACES when set and
+ * "$RV_SHARED_TRACES/probe" can be read (probe "." checks the folder
+ * itself), else NULL. Returns a borrowed pointer into the environment. */
+const char *rv_test_shared_traces(const char *probe);
+
+/* Runs every registered suite verbosely, then cleans the registry up.
+ * Returns the number of failed assertions. */
+unsigned rv_test_run(void);
+
+#endif
