@@ -12,8 +12,7 @@
 #include "rv_cli.h"
 
 #ifdef RV_HAVE_SERVER
-#include "rv_db.h"
-#include "rv_pgembed.h"
+#include "cli_db.h"
 
 static void usage(FILE *f)
 {
@@ -32,9 +31,12 @@ static void usage(FILE *f)
 
 int rv_cmd_migrate(int argc, char **argv)
 {
-    const char *url = NULL, *home = NULL, *dir = NULL;
+    rv_cli_db c = {0};
+    const char *dir = NULL;
     int down = 0, status = 0, rc = 1;
     for (int i = 1; i < argc; i++) {
+        if (rv_cli_db_arg(&c, argc, argv, &i))
+            continue;
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -42,12 +44,6 @@ int rv_cmd_migrate(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--status")) {
             status = 1;
-        } else if (v && !strcmp(a, "--database")) {
-            url = v;
-            i++;
-        } else if (v && !strcmp(a, "--home")) {
-            home = v;
-            i++;
         } else if (v && !strcmp(a, "--migrations")) {
             dir = v;
             i++;
@@ -66,18 +62,14 @@ int rv_cmd_migrate(int argc, char **argv)
         }
     }
 
-    char *conninfo = NULL;
-    rv_pgembed *pg = NULL;
-    rv_db *db = NULL;
     rv_error e;
     rv_error_clear(&e);
-    if (rv_pgembed_resolve(url, home, &conninfo, &pg, &e) != 0 ||
-        rv_db_open(conninfo, 1, &db, &e) != 0) {
+    if (rv_cli_db_open(&c, 0, &e) != 0) {
         fprintf(stderr, "reverie migrate: %s\n", e.message);
         goto out;
     }
     if (!status) {
-        int r = down ? rv_db_migrate_down(db, dir, down, &e) : rv_db_migrate(db, dir, &e);
+        int r = down ? rv_db_migrate_down(c.db, dir, down, &e) : rv_db_migrate(c.db, dir, &e);
         if (r != 0) {
             fprintf(stderr, "reverie migrate: %s\n", e.message);
             goto out;
@@ -85,7 +77,7 @@ int rv_cmd_migrate(int argc, char **argv)
     }
     int64_t version;
     int dirty;
-    if (rv_db_schema_version(db, &version, &dirty, &e) != 0) {
+    if (rv_db_schema_version(c.db, &version, &dirty, &e) != 0) {
         fprintf(stderr, "reverie migrate: %s\n", e.message);
         goto out;
     }
@@ -95,10 +87,7 @@ int rv_cmd_migrate(int argc, char **argv)
         printf("schema version: %lld%s\n", (long long)version, dirty ? " (dirty)" : "");
     rc = 0;
 out:
-    rv_db_close(db);
-    if (pg && rv_pgembed_stop(pg, &e) != 0)
-        fprintf(stderr, "reverie migrate: %s\n", e.message);
-    free(conninfo);
+    rv_cli_db_close(&c, "reverie migrate");
     return rc;
 }
 

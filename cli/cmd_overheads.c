@@ -10,8 +10,7 @@
 #include "rv_cli.h"
 
 #ifdef RV_HAVE_SERVER
-#include "rv_db.h"
-#include "rv_pgembed.h"
+#include "cli_db.h"
 
 static void usage(FILE *f)
 {
@@ -59,10 +58,13 @@ int rv_cmd_overheads(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "predict"))
         return rv_cmd_overheads_predict(argc - 1, argv + 1);
-    const char *url = NULL, *home = NULL, *action = NULL;
+    rv_cli_db c = {0};
+    const char *action = NULL;
     long long platform = 0;
     int json = 0, rc = 1;
     for (int i = 1; i < argc; i++) {
+        if (rv_cli_db_arg(&c, argc, argv, &i))
+            continue;
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -70,12 +72,6 @@ int rv_cmd_overheads(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = 1;
-        } else if (v && !strcmp(a, "--database")) {
-            url = v;
-            i++;
-        } else if (v && !strcmp(a, "--home")) {
-            home = v;
-            i++;
         } else if (v && !strcmp(a, "--platform")) {
             char *end;
             platform = strtoll(v, &end, 10);
@@ -97,15 +93,13 @@ int rv_cmd_overheads(int argc, char **argv)
         return 2;
     }
 
-    char *conninfo = NULL;
-    rv_pgembed *pg = NULL;
     rv_db *db = NULL;
     json_t *plats = NULL;
     rv_error e;
     rv_error_clear(&e);
-    if (rv_pgembed_resolve(url, home, &conninfo, &pg, &e) != 0 ||
-        rv_db_open(conninfo, 1, &db, &e) != 0 || rv_db_migrate(db, NULL, &e) != 0)
+    if (rv_cli_db_open(&c, 1, &e) != 0)
         goto fail;
+    db = c.db;
     if (!strcmp(action, "rebuild")) {
         size_t groups = 0;
         if (rv_db_overheads_rebuild(db, platform, &groups, &e) != 0)
@@ -145,10 +139,7 @@ fail:
     fprintf(stderr, "reverie overheads: %s\n", e.message);
 out:
     json_decref(plats);
-    rv_db_close(db);
-    if (pg && rv_pgembed_stop(pg, &e) != 0)
-        fprintf(stderr, "reverie overheads: %s\n", e.message);
-    free(conninfo);
+    rv_cli_db_close(&c, "reverie overheads");
     return rc;
 }
 

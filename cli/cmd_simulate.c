@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "rv_cli.h"
 #include "rv_graph.h"
 #include "rv_kineto.h"
@@ -116,14 +117,7 @@ int rv_cmd_simulate(int argc, char **argv)
             top = atoi(argv[++i]);
             if (top < 0 || top > 10000)
                 top = 10;
-        } else if (a[0] == '-') {
-            fprintf(stderr, "reverie: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        } else if (!path) {
-            path = a;
-        } else {
-            fprintf(stderr, "reverie: one trace at a time ('%s' is extra)\n", a);
+        } else if (rv_cli_trace_arg(a, &path, usage) != 0) {
             return 2;
         }
     }

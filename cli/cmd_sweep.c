@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "cli_args.h"
 #include "rv_cli.h"
 #include "rv_graph.h"
 #include "rv_kineto.h"
@@ -167,14 +168,7 @@ int rv_cmd_sweep(int argc, char **argv)
             vary = argv[++i];
         } else if (strcmp(a, "--json") == 0) {
             as_json = 1;
-        } else if (a[0] == '-') {
-            fprintf(stderr, "reverie: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        } else if (!path) {
-            path = a;
-        } else {
-            fprintf(stderr, "reverie: one trace at a time ('%s' is extra)\n", a);
+        } else if (rv_cli_trace_arg(a, &path, usage) != 0) {
             return 2;
         }
     }
