@@ -44,16 +44,17 @@ static pid_t srv = -1;
 
 static void kernel(rv_cbuf *b, const char *name, uint64_t start, uint64_t end, uint32_t corr)
 {
-    CUpti_ActivityKernel10 k;
-    memset(&k, 0, sizeof(k));
-    k.deviceId = 0;
-    k.contextId = 1;
-    k.streamId = 7;
-    k.gridX = 132;
-    k.gridY = k.gridZ = 1;
-    k.blockX = 256;
-    k.blockY = k.blockZ = 1;
-    k.registersPerThread = 64;
+    /* One wave on an H200: 132 blocks of 256 threads, 64 registers. */
+    static const CUpti_ActivityKernel10 k = {.deviceId = 0,
+                                             .contextId = 1,
+                                             .streamId = 7,
+                                             .gridX = 132,
+                                             .gridY = 1,
+                                             .gridZ = 1,
+                                             .blockX = 256,
+                                             .blockY = 1,
+                                             .blockZ = 1,
+                                             .registersPerThread = 64};
     rv_cbuf_kernel(b, &k, name, start, end, corr);
 }
 

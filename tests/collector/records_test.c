@@ -23,20 +23,19 @@
 static void kernel(rv_cbuf *b, const char *name, uint64_t start, uint64_t end, uint32_t corr,
                    uint32_t stream)
 {
-    CUpti_ActivityKernel10 k;
-    memset(&k, 0, sizeof(k));
-    k.deviceId = 0;
-    k.contextId = 1;
-    k.streamId = stream;
-    k.gridX = 108;
-    k.gridY = 2;
-    k.gridZ = 1;
-    k.blockX = 256;
-    k.blockY = 1;
-    k.blockZ = 1;
-    k.registersPerThread = 40;
-    k.staticSharedMemory = 1024;
-    k.dynamicSharedMemory = 3072;
+    /* 108x2 blocks of 256 threads, 40 registers, 4 KiB of shared memory. */
+    const CUpti_ActivityKernel10 k = {.deviceId = 0,
+                                      .contextId = 1,
+                                      .streamId = stream,
+                                      .gridX = 108,
+                                      .gridY = 2,
+                                      .gridZ = 1,
+                                      .blockX = 256,
+                                      .blockY = 1,
+                                      .blockZ = 1,
+                                      .registersPerThread = 40,
+                                      .staticSharedMemory = 1024,
+                                      .dynamicSharedMemory = 3072};
     rv_cbuf_kernel(b, &k, name, start, end, corr);
 }
 
