@@ -319,6 +319,29 @@ void rv_api_platform_list(rv_req *r, void *app)
     rv_req_respond_json(r, 200, json_pack("{s:o}", "platforms", arr));
 }
 
+/* 1 when platform id exists, 0 when not, a negative rv_err on a database
+ * error. The store has no single-platform lookup; the list is one row per
+ * machine identity, so it stays small. */
+static int platform_exists(rv_app *a, int64_t id, rv_error *err)
+{
+    json_t *arr = NULL;
+    size_t i;
+    json_t *p;
+    int found = 0;
+
+    if (rv_db_platform_list(a->db, &arr, err) != 0)
+        return err->code ? err->code : RV_ERR_IO;
+    json_array_foreach(arr, i, p)
+    {
+        if (json_integer_value(json_object_get(p, "id")) == id) {
+            found = 1;
+            break;
+        }
+    }
+    json_decref(arr);
+    return found;
+}
+
 void rv_api_platform_overheads(rv_req *r, void *app)
 {
     rv_app *a = app;
@@ -332,6 +355,20 @@ void rv_api_platform_overheads(rv_req *r, void *app)
     if (rv_db_overheads_get(a->db, id, &arr, &e) != 0) {
         rv_req_error_rv(r, &e);
         return;
+    }
+    /* No rows: a known platform without statistics yet (200, empty list) or
+     * no such platform (404); only then is the platform list consulted. */
+    if (json_array_size(arr) == 0) {
+        int known = platform_exists(a, id, &e);
+        if (known <= 0) {
+            json_decref(arr);
+            if (known < 0)
+                rv_req_error_rv(r, &e);
+            else
+                rv_req_error(r, 404, "not_found", "id", "platform %lld does not exist",
+                             (long long)id);
+            return;
+        }
     }
     rv_req_respond_json(r, 200, json_pack("{s:I,s:s,s:o}", "platform_id", (json_int_t)id, "unit",
                                           "us", "overheads", arr));

@@ -3,6 +3,7 @@
  *
  * Every answer carries the replay error of the unmodified graph, so a
  * prediction is never shown without the error of the model behind it. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +17,9 @@
 #include "rv_sha256.h"
 #include "rv_whatif.h"
 
-/* Bumped whenever a model changes its answers, so cached results expire. */
-#define RV_MODEL_VERSION "reverie-models-1"
+/* Bumped whenever a model changes its answers, so cached results expire.
+ * 2: replay_error is |baseline - measured| / measured (was signed). */
+#define RV_MODEL_VERSION "reverie-models-2"
 
 #define TIMELINE_DEFAULT_TASKS 20000
 
@@ -50,6 +52,14 @@ void rv_api_request_hash(const json_t *doc, const char *inputs, char *out)
 static double ratio(double num, double den)
 {
     return den > 0 ? num / den : 0.0;
+}
+
+/* The replay error as documented (api/openapi.yaml WhatIfResult): the
+ * unmodified graph's distance from the measurement, |baseline - measured| /
+ * measured, never negative. The fleet rows copy it from here. */
+static double replay_error(const rv_iter_figures *f)
+{
+    return ratio(fabs(f->simulated_us - f->measured_us), f->measured_us);
 }
 
 int rv_api_doc_uses_platform(const json_t *doc)
@@ -178,7 +188,7 @@ json_t *rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc,
     double per_b = wb.per > 0 ? wb.per : 1, per_p = wp.per > 0 ? wp.per : 1;
     res = json_pack("{s:I,s:f,s:f,s:f,s:f,s:f}", "trace_id", (json_int_t)l->id, "measured_us",
                     fb.measured_us, "baseline_us", fb.simulated_us, "replay_error",
-                    ratio(fb.simulated_us - fb.measured_us, fb.measured_us), "predicted_us",
+                    replay_error(&fb), "predicted_us",
                     fp.simulated_us, "speedup", ratio(fb.simulated_us, fp.simulated_us));
     if (!res) {
         rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
@@ -308,21 +318,139 @@ out:
     json_decref(doc);
 }
 
-/* JSON timeline for the dashboard: threads, then tasks inside [from, to). */
-static json_t *timeline_json(const rv_graph *g, const rv_sim *s, int measured, int64_t from_ns,
-                             int64_t to_ns, size_t max_tasks)
-{
-    json_t *threads = json_array(), *tasks = json_array();
-    size_t kept = 0, skipped = 0;
+/* Steps past this many in one timeline answer are left out (and the answer
+ * says truncated); a step is a marker event, so real traces stay far below. */
+#define TIMELINE_MAX_ITERS 100000
 
+/* A measured time on the thread of the trace's steps (else its first CPU
+ * thread with tasks) mapped onto the baseline simulation's clock, for the
+ * critical path of a measured window. Unbounded ends stay unbounded. */
+static int64_t measured_to_sim(const rv_graph *g, const rv_sim *s, int64_t meas_ns)
+{
+    int32_t th = -1;
+
+    if (meas_ns <= INT64_MIN / 4 || meas_ns >= INT64_MAX / 4)
+        return meas_ns;
+    if (g->niters > 0)
+        th = g->iters[0].thread;
+    for (size_t t = 0; th < 0 && t < g->nthreads; t++)
+        if (g->threads[t].kind == RV_THREAD_CPU && g->threads[t].norig > 0)
+            th = (int32_t)t;
+    if (th < 0 || g->threads[th].norig == 0)
+        return meas_ns;
+    if (meas_ns >= g->span_ns)
+        return INT64_MAX;
+    return rv_sim_map_time(g, s, th, meas_ns);
+}
+
+/* s as a JSON string. Bytes that are not UTF-8 become U+FFFD, so a name
+ * with broken bytes in the trace cannot make the whole answer invalid. */
+static void put_json_str(FILE *f, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+
+    fputc('"', f);
+    while (*p) {
+        unsigned c = *p;
+        if (c == '"' || c == '\\') {
+            fputc('\\', f);
+            fputc((int)c, f);
+            p++;
+            continue;
+        }
+        if (c < 0x20) {
+            fprintf(f, "\\u%04x", c);
+            p++;
+            continue;
+        }
+        if (c < 0x80) {
+            fputc((int)c, f);
+            p++;
+            continue;
+        }
+        /* Lead byte -> length and the range of the second byte (RFC 3629). */
+        size_t n = 0;
+        unsigned lo = 0x80, hi = 0xbf;
+        if (c >= 0xc2 && c <= 0xdf) {
+            n = 2;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            n = 3;
+            lo = c == 0xe0 ? 0xa0 : 0x80; /* no overlong forms */
+            hi = c == 0xed ? 0x9f : 0xbf; /* no surrogates */
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            n = 4;
+            lo = c == 0xf0 ? 0x90 : 0x80;
+            hi = c == 0xf4 ? 0x8f : 0xbf; /* at most U+10FFFF */
+        }
+        int ok = n > 0 && p[1] >= lo && p[1] <= hi;
+        for (size_t k = 2; ok && k < n; k++)
+            ok = (p[k] & 0xc0) == 0x80;
+        if (ok) {
+            fwrite(p, 1, n, f);
+            p += n;
+        } else {
+            fputs("\\ufffd", f);
+            p++;
+        }
+    }
+    fputc('"', f);
+}
+
+/* The steps that overlap [from, to), in the tasks' time base: measured
+ * markers, or the markers mapped onto the simulation (rv_sim_map_time). */
+static int timeline_iterations(FILE *f, const rv_graph *g, const rv_sim *s, int measured,
+                               int64_t from_ns, int64_t to_ns)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < g->niters; i++) {
+        const rv_iter *it = &g->iters[i];
+        int64_t a = it->start_ns, b = it->end_ns;
+        if (!measured) {
+            a = rv_sim_map_time(g, s, it->thread, a);
+            b = rv_sim_map_time(g, s, it->thread, b);
+        }
+        if (b < from_ns || a >= to_ns)
+            continue;
+        if (n >= TIMELINE_MAX_ITERS)
+            return 1;
+        fprintf(f, "%s{\"step\":%lld,\"start_us\":%.3f,\"end_us\":%.3f}", n ? "," : "",
+                (long long)it->step, (double)a / 1e3, (double)b / 1e3);
+        n++;
+    }
+    return 0;
+}
+
+/* JSON timeline for the dashboard, written straight to f (a jansson tree of
+ * 100k tasks costs about 1 KB per task and three times the time): threads,
+ * then tasks inside [from, to) with their layer, phase and whether they are
+ * on the critical path of the window, then the steps in the window.
+ * measured: times from the trace, the critical path from the baseline
+ * simulation s over the same window. Returns 0, or RV_ERR_NOMEM. */
+static int timeline_write(FILE *f, int64_t trace_id, const char *source, const rv_graph *g,
+                          const rv_sim *s, int measured, int64_t from_ns, int64_t to_ns,
+                          size_t max_tasks)
+{
+    static const char *kinds[] = {"cpu", "gpu", "comm"};
+    size_t kept = 0, skipped = 0;
+    uint8_t *crit = calloc(g->ntasks + 1, 1);
+
+    if (!crit)
+        return RV_ERR_NOMEM;
+    rv_window win = {from_ns, to_ns, 1, -1, -1};
+    if (measured) {
+        win.t0_ns = measured_to_sim(g, s, from_ns);
+        win.t1_ns = measured_to_sim(g, s, to_ns);
+    }
+    rv_report_critical_tasks(g, s, &win, crit);
+    fprintf(f, "{\"trace_id\":%lld,\"source\":\"%s\",\"threads\":[", (long long)trace_id, source);
     for (size_t t = 0; t < g->nthreads; t++) {
         const rv_thread *th = &g->threads[t];
-        static const char *kinds[] = {"cpu", "gpu", "comm"};
-        json_array_append_new(threads,
-                              json_pack("{s:i,s:s,s:s}", "id", (int)t, "label",
-                                        rv_trace_str(g->trace, th->label), "kind",
-                                        th->kind < 3 ? kinds[th->kind] : "other"));
+        fprintf(f, "%s{\"id\":%zu,\"label\":", t ? "," : "", t);
+        put_json_str(f, rv_trace_str(g->trace, th->label));
+        fprintf(f, ",\"kind\":\"%s\"}", th->kind < 3 ? kinds[th->kind] : "other");
     }
+    fputs("],\"tasks\":[", f);
     for (size_t i = 0; i < g->ntasks; i++) {
         const rv_task *k = &g->tasks[i];
         int64_t st, du;
@@ -343,15 +471,21 @@ static json_t *timeline_json(const rv_graph *g, const rv_sim *s, int measured, i
             skipped++;
             continue;
         }
+        fprintf(f, "%s\n{\"id\":%zu,\"thread\":%d,\"name\":", kept ? "," : "", i, k->thread);
+        put_json_str(f, rv_trace_str(g->trace, k->name));
+        fprintf(f, ",\"kind\":\"%s\",\"layer\":", rv_task_kind_name(k->kind));
+        put_json_str(f, rv_trace_str(g->trace, k->layer));
+        fprintf(f, ",\"phase\":\"%s\",\"critical\":%s,\"start_us\":%.3f,\"dur_us\":%.3f}",
+                rv_phase_name(k->phase), crit[i] ? "true" : "false", (double)st / 1e3,
+                (double)du / 1e3);
         kept++;
-        json_array_append_new(
-            tasks, json_pack("{s:i,s:s,s:s,s:s,s:f,s:f}", "thread", k->thread, "name",
-                             rv_trace_str(g->trace, k->name), "kind", rv_task_kind_name(k->kind),
-                             "phase", rv_phase_name(k->phase), "start_us", (double)st / 1e3,
-                             "dur_us", (double)du / 1e3));
     }
-    return json_pack("{s:o,s:o,s:I,s:b}", "threads", threads, "tasks", tasks, "omitted",
-                     (json_int_t)skipped, "truncated", skipped > 0);
+    free(crit);
+    fputs("],\"iterations\":[", f);
+    int cut = timeline_iterations(f, g, s, measured, from_ns, to_ns);
+    fprintf(f, "],\"omitted\":%zu,\"truncated\":%s}\n", skipped,
+            skipped > 0 || cut ? "true" : "false");
+    return ferror(f) ? RV_ERR_NOMEM : 0;
 }
 
 void rv_api_trace_timeline(rv_req *r, void *app)
@@ -453,14 +587,22 @@ void rv_api_trace_timeline(rv_req *r, void *app)
         rv_req_respond_buf(r, 200, "application/json", buf, len);
         goto out;
     }
-    json_t *tl = timeline_json(g, s, strcmp(source, "measured") == 0, from_us * 1000,
-                               to_us > INT64_MAX / 2000 - 1 ? INT64_MAX : to_us * 1000,
-                               (size_t)max_tasks);
-    if (tl) {
-        json_object_set_new(tl, "trace_id", json_integer(id));
-        json_object_set_new(tl, "source", json_string(source));
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    int rc = f ? timeline_write(f, id, source, g, s, strcmp(source, "measured") == 0,
+                                from_us * 1000,
+                                to_us > INT64_MAX / 2000 - 1 ? INT64_MAX : to_us * 1000,
+                                (size_t)max_tasks)
+               : RV_ERR_NOMEM;
+    if (f && fclose(f) != 0)
+        rc = RV_ERR_NOMEM;
+    if (rc != 0) {
+        free(buf);
+        rv_req_error(r, 500, "internal", NULL, "out of memory writing the timeline");
+        goto out;
     }
-    rv_req_respond_json(r, 200, tl);
+    rv_req_respond_buf(r, 200, "application/json", buf, len);
 out:
     json_decref(doc);
     rv_whatif_free(w);

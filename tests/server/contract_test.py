@@ -52,6 +52,7 @@ EXAMPLE_SCHEMAS = {
     "error.json": "Error",
     "fleet-power.json": "FleetRequest",
     "fleet-power.response.json": "FleetResult",
+    "timeline.response.json": "Timeline",
     "trace.response.json": "Trace",
     "whatif-amp-power.json": "WhatIf",
     "whatif-dataloader.json": "WhatIf",
@@ -487,8 +488,27 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
 
     # Timelines.
     tl = "/v1/traces/{id}/timeline"
-    c.call("GET", tl, 200, params={"id": id_resnet}, query={"source": "measured",
-                                                             "max_tasks": 50})
+    st, tm = c.call("GET", tl, 200, params={"id": id_resnet}, query={"source": "measured",
+                                                                      "max_tasks": 50})
+    if isinstance(tm, dict):
+        if len(tm.get("tasks", [])) != 50 or not tm.get("truncated") or tm.get("omitted", 0) <= 0:
+            fail(f"timeline max_tasks 50: {len(tm.get('tasks', []))} tasks, "
+                 f"omitted {tm.get('omitted')}, truncated {tm.get('truncated')}")
+        if len(tm.get("iterations", [])) < 5:
+            fail(f"timeline of the ResNet-50 trace marks {len(tm.get('iterations', []))} steps")
+    # A window: the steps and tasks in it, with critical-path flags.
+    st, tb = c.call("GET", tl, 200, params={"id": id_resnet},
+                    query={"source": "baseline", "from_us": 150000, "to_us": 200000,
+                           "max_tasks": 100000})
+    if isinstance(tb, dict):
+        ts = tb.get("tasks", [])
+        if not any(t.get("critical") for t in ts):
+            fail("timeline window 150-200 ms: no task on the critical path")
+        if any(t["start_us"] >= 200000 or t["start_us"] + t["dur_us"] < 150000 for t in ts):
+            fail("timeline window 150-200 ms: a task outside the window")
+        its = tb.get("iterations", [])
+        if not its or any(i["end_us"] < 150000 or i["start_us"] >= 200000 for i in its):
+            fail(f"timeline window 150-200 ms: steps {its}")
     c.call("GET", tl, 200, params={"id": id_small}, query={"source": "baseline"})
     c.call("GET", tl, 200, params={"id": id_small},
            query={"source": "predicted", "whatif": '{"host_overheads":"platform"}'})
@@ -502,7 +522,8 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
         with open(os.path.join(EXAMPLES, name)) as f:
             doc = json.load(f)
         c.call("POST", wi, 200, params={"id": id_resnet}, body=doc, what=name)
-    c.call("POST", wi, 200, params={"id": id_resnet}, body={}, what="empty")
+    st, empty = c.call("POST", wi, 200, params={"id": id_resnet}, body={}, what="empty")
+    check_replay_error(empty, "POST /whatif {}")
     st, cached = c.call("POST", wi, 200, params={"id": id_resnet}, body={}, what="cached")
     if isinstance(cached, dict) and cached.get("cached") is not True:
         fail("the same what-if twice is not a cache hit")
@@ -531,7 +552,13 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
         fleet_doc = json.load(f)
     fleet_doc["select"] = {"trace_ids": [id_resnet]}
     fleet_doc["scenarios"] = fleet_doc["scenarios"][:2]
-    c.call("POST", "/v1/fleet/whatif", 200, body=fleet_doc, what="inline")
+    st, fl = c.call("POST", "/v1/fleet/whatif", 200, body=fleet_doc, what="inline")
+    for sc in (fl.get("scenarios", []) if isinstance(fl, dict) else []):
+        for row in sc.get("rows", []):
+            check_replay_error(row, "fleet row")
+            if isinstance(empty, dict) and row.get("replay_error") != empty.get("replay_error"):
+                fail(f"fleet row replay_error {row.get('replay_error')} != single-trace "
+                     f"{empty.get('replay_error')}")
     st, q = c.call("POST", "/v1/fleet/whatif", 202,
                    body={"select": {}, "scenarios": [{}, {"host_overheads": "platform"}]})
     job = q.get("job_id") if isinstance(q, dict) else None
@@ -564,6 +591,8 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
     if isinstance(oh, dict) and not oh.get("overheads"):
         fail(f"platform {pid} has no overhead statistics after uploads")
     c.call("GET", "/v1/platforms/{id}/overheads", 404, params={"id": "x"})
+    c.call("GET", "/v1/platforms/{id}/overheads", 404, params={"id": 987654321},
+           what="no such platform")
     c.call("GET", "/v1/hardware", 200)
     c.call("GET", "/v1/whatif/kinds", 200)
 
@@ -572,6 +601,17 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
     c.call("DELETE", "/v1/traces/{id}", 200, params={"id": id_h100}, token=tokens["admin"])
     c.call("DELETE", "/v1/traces/{id}", 404, params={"id": id_h100}, token=tokens["admin"])
     c.call("GET", "/v1/traces/{id}", 404, params={"id": id_h100})
+
+
+def check_replay_error(res, what):
+    """replay_error is |baseline - measured| / measured wherever it is reported."""
+    if not isinstance(res, dict) or "replay_error" not in res:
+        fail(f"{what}: no replay_error")
+        return
+    m, b, e = res.get("measured_us"), res.get("baseline_us"), res["replay_error"]
+    want = abs(b - m) / m if m else 0.0
+    if e < 0 or abs(e - want) > 1e-9 * max(1.0, want):
+        fail(f"{what}: replay_error {e}, expected |{b} - {m}| / {m} = {want}")
 
 
 def check_coverage(spec):

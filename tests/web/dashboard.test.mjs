@@ -21,7 +21,7 @@ import { synthTrace } from './synth.mjs';
 const here = path.dirname(fileURLToPath(import.meta.url));
 // The dashboard's own number formats (web/ has no package.json, so load the
 // module from its text), so the test checks the text the page shows.
-const { fmtUs, fmtPct, fmtSignedPct, fmtX } = await import('data:text/javascript,' + encodeURIComponent(fs.readFileSync(path.resolve(here, '../../web/js/ui.js'), 'utf8')));
+const { fmtUs, fmtPct, fmtX } = await import('data:text/javascript,' + encodeURIComponent(fs.readFileSync(path.resolve(here, '../../web/js/ui.js'), 'utf8')));
 const SRC = process.env.RV_SOURCE_DIR || path.resolve(here, '../..');
 const BIN = process.env.RV_BIN_DIR || path.join(SRC, 'build/bin');
 const SHARED = process.env.RV_SHARED_TRACES || '';
@@ -181,10 +181,12 @@ test('trace page: cards, timeline, breakdowns, kernels, overheads, Perfetto expo
   near(await attr('[data-metric="measured"]', 'data-us'), w.measured_us, 'measured');
   near(await attr('[data-metric="simulated"]', 'data-us'), w.baseline_us, 'simulated');
   near(await attr('[data-metric="replay_error"]', 'data-value'), w.replay_error, 'replay error');
+  assert.ok(w.replay_error >= 0, `replay error is |baseline - measured| / measured (${w.replay_error})`);
+  near(w.replay_error, Math.abs(w.baseline_us - w.measured_us) / w.measured_us, 'replay error definition');
   near(await attr('[data-metric="gpu_utilization"]', 'data-value'), w.breakdown.baseline.gpu_utilization, 'GPU utilization');
   near(await attr('[data-metric="exposed_comm"]', 'data-us'), w.breakdown.baseline.gpu.exposed_communication_us, 'exposed comm');
   const cards = await page.textContent('#summary-cards');
-  for (const s of [fmtUs(w.measured_us), fmtUs(w.baseline_us), fmtSignedPct(w.replay_error), fmtPct(w.breakdown.baseline.gpu_utilization)]) assert.ok(cards.includes(s), `cards show ${s}`);
+  for (const s of [fmtUs(w.measured_us), fmtUs(w.baseline_us), fmtPct(w.replay_error, 2), fmtPct(w.breakdown.baseline.gpu_utilization)]) assert.ok(cards.includes(s), `cards show ${s}`);
   // Top kernels: the first row is the API's first kernel.
   await page.waitForSelector('#top-kernels tbody tr');
   const first = await page.textContent('#top-kernels tbody tr:first-child');
@@ -200,16 +202,31 @@ test('trace page: cards, timeline, breakdowns, kernels, overheads, Perfetto expo
   }
   // The timeline: every task of the measured timeline, iterations marked, critical path known.
   const tlMeas = (await api('GET', `/v1/traces/${resnetId}/timeline?source=measured&max_tasks=200000`)).json;
+  const tlBase = (await api('GET', `/v1/traces/${resnetId}/timeline?source=baseline&max_tasks=200000`)).json;
   await page.waitForFunction(() => window.__rvTimeline && window.__rvTimeline().tracks[0].iterations.length > 0, null, { timeout: T });
   const info = await page.evaluate(() => {
     const tl = window.__rvTimeline();
     const tr0 = tl.tracks[0];
-    return { n: tr0.n, rows: tr0.rows.length, iters: tr0.iterations.length, crit: tr0.hasCritical, view: tl.view };
+    let crit = 0, layered = 0;
+    for (let i = 0; i < tr0.n; i++) { crit += tr0.crit[i]; layered += tr0.layer[i] ? 1 : 0; }
+    return { n: tr0.n, rows: tr0.rows.length, iters: tr0.iterations, crit, layered, ids: Array.from(tr0.taskId.subarray(0, 3)), view: tl.view };
   });
+  assert.equal(tlMeas.truncated, false, 'the whole ResNet-50 trace fits one answer');
   assert.equal(info.n, tlMeas.tasks.length, 'every measured task is on the timeline');
   assert.equal(info.rows, new Set(tlMeas.tasks.map((x) => x.thread)).size);
-  assert.ok(info.iters >= 5, `iterations marked (${info.iters})`);
-  assert.ok(info.crit, 'critical path flags present');
+  assert.deepEqual(info.ids, tlMeas.tasks.slice(0, 3).map((x) => x.id), 'task ids from the API');
+  // Step marks, critical-path flags and layers are the API's own.
+  assert.ok(tlMeas.iterations.length >= 5, `the API marks the steps (${tlMeas.iterations.length})`);
+  assert.deepEqual(info.iters, tlMeas.iterations, 'step marks equal the API\'s');
+  assert.equal(info.crit, tlMeas.tasks.filter((x) => x.critical).length, 'critical flags equal the API\'s');
+  assert.ok(info.crit > 0 && info.crit < info.n, `some tasks are critical (${info.crit} of ${info.n})`);
+  assert.equal(info.layered, tlMeas.tasks.filter((x) => x.layer).length, 'layers equal the API\'s');
+  // The baseline's steps are the measured ones mapped onto the simulation: same steps, close times.
+  assert.deepEqual(tlBase.iterations.map((x) => x.step), tlMeas.iterations.map((x) => x.step));
+  for (let k = 0; k < tlMeas.iterations.length; k++) {
+    const m = tlMeas.iterations[k], b = tlBase.iterations[k];
+    assert.ok(Math.abs((b.end_us - b.start_us) - (m.end_us - m.start_us)) <= 0.02 * (m.end_us - m.start_us), `step ${m.step} replays within 2 %`);
+  }
   // Keyboard zoom and pan.
   await page.focus('#timeline-box canvas');
   await page.keyboard.press('+');
@@ -238,6 +255,8 @@ test('trace page: cards, timeline, breakdowns, kernels, overheads, Perfetto expo
   // Both views stacked.
   await page.selectOption('#tl-mode', 'both');
   await page.waitForFunction(() => window.__rvTimeline().tracks.length === 2);
+  const simIters = await page.evaluate(() => window.__rvTimeline().tracks[1].iterations);
+  assert.deepEqual(simIters, tlBase.iterations, 'simulated step marks equal the API\'s');
   // Dark theme.
   await page.click('#theme');
   await page.waitForFunction(() => document.documentElement.dataset.theme === 'dark');
@@ -273,8 +292,13 @@ test('what-if page: form from the kinds, run, numbers equal the API, error, swee
   assert.ok(w.speedup > 1.05, 'the data-loader what-if speeds the ResNet-50 trace up');
   await page.waitForSelector('#whatif-timeline canvas');
   await page.waitForFunction(() => document.querySelector('#whatif-timeline canvas').__timeline.tracks.length === 2);
-  const spans = await page.evaluate(() => document.querySelector('#whatif-timeline canvas').__timeline.tracks.map((x) => x.t1 - x.t0));
-  assert.ok(spans[1] < spans[0], 'the predicted timeline is shorter');
+  const wt = await page.evaluate(() => document.querySelector('#whatif-timeline canvas').__timeline.tracks.map((x) => ({ span: x.t1 - x.t0, n: x.n, iters: x.iterations })));
+  assert.ok(wt[1].span < wt[0].span, 'the predicted timeline is shorter');
+  const tlPred = (await api('GET', `/v1/traces/${resnetId}/timeline?source=predicted&max_tasks=200000&whatif=${encodeURIComponent(JSON.stringify(doc))}`)).json;
+  assert.equal(wt[1].n, tlPred.tasks.length, 'every predicted task is drawn');
+  assert.deepEqual(wt[1].iters, tlPred.iterations, 'predicted step marks equal the API\'s');
+  const lastP = tlPred.iterations[tlPred.iterations.length - 1], lastB = wt[0].iters[wt[0].iters.length - 1];
+  assert.ok(lastP.end_us < lastB.end_us, 'the last step ends earlier in the prediction');
   await page.waitForSelector('#delta-table');
   await shot('05-whatif');
 

@@ -53,9 +53,12 @@ export class Timeline {
     this.bind();
     this.ro = new ResizeObserver(() => this.draw());
     this.ro.observe(this.canvas);
+    // The theme toggle changes the CSS colours the canvas reads: redraw.
+    this.onTheme = () => this.draw();
+    window.addEventListener('rv-theme', this.onTheme);
   }
 
-  destroy() { this.ro.disconnect(); hideTip(); }
+  destroy() { this.ro.disconnect(); window.removeEventListener('rv-theme', this.onTheme); hideTip(); }
 
   layout() {
     // y offsets of each track's rows
@@ -298,6 +301,8 @@ export class Timeline {
     let lastLabel = -1e9;
     for (const it of tr.iterations) {
       const x = Math.round(X(it.start_us)) + 0.5;
+      // A step that began before the view but reaches into it: its label at the left edge.
+      if (x < GUTTER - 1 && X(it.end_us) > GUTTER + 60) { g.fillText(`step ${it.step}`, GUTTER + 3, ys.y + TRACK_HEAD - 9); lastLabel = GUTTER; continue; }
       if (x < GUTTER - 1 || x > GUTTER + W + 1) continue;
       g.beginPath(); g.moveTo(x, top); g.lineTo(x, bottom); g.stroke();
       if (x - lastLabel > 60) { g.fillText(`step ${it.step}`, x + 3, ys.y + TRACK_HEAD - 9); lastLabel = x; }

@@ -1,15 +1,13 @@
 // Timeline data: the API's timelines turned into column arrays (one typed
 // array per field) that the canvas timeline draws without allocating.
 //
-// Sources:
-//  - GET /v1/traces/{id}/timeline?format=chrome: simulated times, plus per task
-//    its layer, whether it is on the critical path, and its measured start.
-//  - GET /v1/traces/{id}/timeline (JSON): the thread kinds (cpu/gpu/comm), and
-//    measured times; used for the kinds and the measured clock's origin.
-//  - GET /v1/traces/{id}/original: ProfilerStep#N events, the iteration marks
-//    (the timeline endpoints do not carry iteration boundaries yet).
+// Source: GET /v1/traces/{id}/timeline (JSON) with source=measured, baseline
+// or predicted. Per task it gives thread, name, kind, layer, phase, times and
+// whether the task is on the critical path; per answer the threads (cpu/gpu/
+// comm) and the steps in the window (iterations, in the tasks' time base).
+// The Chrome export (format=chrome) is only the "Open in Perfetto" download.
 
-import { api, request } from './api.js';
+import { api } from './api.js';
 
 export const KIND = { cpu: 0, kernel: 1, memcpy: 2, memset: 3, comm: 4, data: 5, other: 6 };
 export const KIND_NAMES = ['CPU (runtime)', 'kernel', 'memcpy', 'memset', 'communication', 'data loading', 'other'];
@@ -156,44 +154,6 @@ function buildLod(tr) {
   }
 }
 
-// Chrome-trace JSON of the simulator (baseline or predicted) -> track.
-// threadsMeta: the JSON timeline's threads [{id,label,kind}] (optional).
-export function fromChrome(chrome, title, threadsMeta, { measured = false, measuredOffsetUs = 0 } = {}) {
-  const ev = Array.isArray(chrome) ? chrome : chrome.traceEvents || [];
-  const labels = new Map();
-  const pidOf = new Map();
-  for (const e of ev) {
-    if (e.ph === 'M' && e.name === 'thread_name') { labels.set(e.tid, e.args && e.args.name); pidOf.set(e.tid, e.pid); }
-  }
-  const metaById = new Map((threadsMeta || []).map((t) => [t.id, t]));
-  const threads = [...labels.entries()].map(([tid, label]) => {
-    const m = metaById.get(tid);
-    const kind = m ? m.kind : pidOf.get(tid) === 0 ? 'cpu' : /comm|nccl|channel/i.test(label || '') ? 'comm' : 'gpu';
-    return { id: tid, label: label || (m && m.label) || 'thread ' + tid, kind };
-  });
-  const thKind = new Map(threads.map((t) => [t.id, t.kind]));
-  const b = new TrackBuilder(title, threads);
-  const iterSpan = new Map();
-  for (const e of ev) {
-    if (e.ph !== 'X') continue;
-    const a = e.args || {};
-    let start = e.ts;
-    if (measured) {
-      if (!(a.measured_ts >= 0)) continue;
-      start = a.measured_ts - measuredOffsetUs;
-    }
-    b.push({ start, dur: e.dur || 0, thread: e.tid, name: e.name, layer: a.layer, kind: kindOf(e.cat, e.name || '', thKind.get(e.tid)), phase: a.phase, crit: a.critical, task: a.task });
-    if (a.iteration !== undefined && a.iteration >= 0) {
-      const s = iterSpan.get(a.iteration) || [Infinity, -Infinity];
-      s[0] = Math.min(s[0], start); s[1] = Math.max(s[1], start + (e.dur || 0));
-      iterSpan.set(a.iteration, s);
-    }
-  }
-  const tr = b.finish();
-  if (iterSpan.size) tr.iterations = [...iterSpan.entries()].sort((x, y) => x[1][0] - y[1][0]).map(([step, s]) => ({ step, start_us: s[0], end_us: s[1] }));
-  return tr;
-}
-
 // The dashboard JSON timeline -> track.
 export function fromJson(j, title) {
   const threads = j.threads || [];
@@ -207,77 +167,19 @@ export function fromJson(j, title) {
   return tr;
 }
 
-// Both views of a stored trace from one simulation: the simulated baseline
-// and the measured times (the Chrome export carries each task's measured
-// start on the trace's own clock; the JSON timeline's first task gives the origin).
-export async function loadTraceTimelines(id, { signal } = {}) {
-  const [meta, chrome] = await Promise.all([
-    api.timeline(id, { source: 'measured', max_tasks: 1 }),
-    request('GET', `/v1/traces/${id}/timeline?source=baseline&format=chrome`, { signal }),
-  ]);
-  let offset = 0;
-  const first = meta.tasks && meta.tasks[0];
-  const ev = chrome.traceEvents || [];
-  const firstX = ev.find((e) => e.ph === 'X' && e.args && e.args.measured_ts >= 0);
-  if (first && firstX) offset = firstX.args.measured_ts - first.start_us;
-  const measured = fromChrome(chrome, 'Measured', meta.threads, { measured: true, measuredOffsetUs: offset });
-  const simulated = fromChrome(chrome, 'Simulated (baseline)', meta.threads);
-  if (Array.isArray(meta.iterations)) measured.iterations = meta.iterations;
-  return { measured, simulated, offsetUs: offset, chromeBytes: null };
+// The most tasks one timeline answer may carry (the server's cap); a trace
+// with more is drawn truncated and says so.
+export const MAX_TASKS = 200000;
+
+// One view of a stored trace: its measured times, or the simulated baseline;
+// each with its own critical-path flags and step marks.
+export async function loadTrack(id, source) {
+  const j = await api.timeline(id, { source, max_tasks: MAX_TASKS });
+  return fromJson(j, source === 'measured' ? 'Measured' : 'Simulated (baseline)');
 }
 
 // Predicted timeline of a what-if document (the whole trace, simulated).
-export async function loadPredicted(id, doc, threadsMeta) {
-  const chrome = await request('GET', `/v1/traces/${id}/timeline?source=predicted&format=chrome&whatif=${encodeURIComponent(JSON.stringify(doc))}`);
-  return fromChrome(chrome, 'Predicted', threadsMeta);
-}
-
-// Iteration marks from the original upload: ProfilerStep#N events (measured
-// clock), then the same steps on a simulated track through each task's
-// measured start. Skipped for originals over maxBytes.
-export async function loadIterations(id, trace, offsetUs, maxBytes = 48 << 20) {
-  if (!trace || !(trace.original_size > 0) || trace.original_size > maxBytes) return [];
-  const res = await request('GET', `/v1/traces/${id}/original`, { raw: true });
-  let buf = await res.arrayBuffer();
-  const u8 = new Uint8Array(buf);
-  if (u8.length > 2 && u8[0] === 0x1f && u8[1] === 0x8b && typeof DecompressionStream !== 'undefined') {
-    buf = await new Response(new Blob([buf]).stream().pipeThrough(new DecompressionStream('gzip'))).arrayBuffer();
-  }
-  if (buf.byteLength > 8 * maxBytes) return [];
-  const text = new TextDecoder().decode(buf);
-  const steps = [];
-  const re = /ProfilerStep#(\d+)/g;
-  let m;
-  while ((m = re.exec(text)) && steps.length < 10000) {
-    // The event object around the name: back to its own '{' (skipping any
-    // closed object such as args before the name), then ts and dur after it.
-    let lo = text.lastIndexOf('{', m.index);
-    while (lo > 0 && text.slice(lo, m.index).includes('}')) lo = text.lastIndexOf('{', lo - 1);
-    if (lo < 0) continue;
-    const obj = text.slice(lo, Math.min(text.length, m.index + 600));
-    const ts = /"ts"\s*:\s*"?([0-9.eE+-]+)/.exec(obj), dur = /"dur"\s*:\s*"?([0-9.eE+-]+)/.exec(obj);
-    const cat = /"cat"\s*:\s*"([^"]*)"/.exec(obj);
-    if (!ts || !dur) continue;
-    if (cat && /gpu_user_annotation/.test(cat[1])) continue;
-    steps.push({ step: Number(m[1]), start_us: Number(ts[1]) - offsetUs, end_us: Number(ts[1]) + Number(dur[1]) - offsetUs });
-  }
-  const seen = new Set();
-  return steps.filter((s) => (seen.has(s.step) ? false : seen.add(s.step))).sort((a, b) => a.start_us - b.start_us);
-}
-
-// Measured steps -> the same steps on a simulated track, by the measured
-// start of each task (the Chrome export gives both clocks per task).
-export function mapIterations(measuredTrack, simTrack, steps) {
-  if (!steps.length || measuredTrack.n !== simTrack.n) return [];
-  const out = steps.map((s) => ({ step: s.step, start_us: Infinity, end_us: -Infinity }));
-  for (let i = 0; i < measuredTrack.n; i++) {
-    const ms = measuredTrack.start[i];
-    let lo = 0, hi = steps.length - 1, k = -1;
-    while (lo <= hi) { const mid = (lo + hi) >> 1; if (steps[mid].start_us <= ms) { k = mid; lo = mid + 1; } else hi = mid - 1; }
-    if (k < 0 || ms >= steps[k].end_us) continue;
-    const s = simTrack.start[i], e = s + simTrack.dur[i];
-    if (s < out[k].start_us) out[k].start_us = s;
-    if (e > out[k].end_us) out[k].end_us = e;
-  }
-  return out.filter((s) => Number.isFinite(s.start_us));
+export async function loadPredicted(id, doc) {
+  const j = await api.timeline(id, { source: 'predicted', max_tasks: MAX_TASKS, whatif: JSON.stringify(doc) });
+  return fromJson(j, 'Predicted');
 }

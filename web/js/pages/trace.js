@@ -2,10 +2,10 @@
 // top kernels, critical path, platform overheads T1..T5, Perfetto export.
 
 import { api, request } from '../api.js';
-import { h, clear, loading, empty, errorBox, sortableTable, fmtUs, fmtPct, fmtSignedPct, fmtDate, fmtBytes, fmtJ, download, toast, shortName } from '../ui.js';
+import { h, clear, loading, empty, errorBox, sortableTable, fmtUs, fmtPct, fmtDate, fmtBytes, fmtJ, download, toast, shortName } from '../ui.js';
 import { stacked, grouped } from '../charts.js';
 import { Timeline } from '../timeline.js';
-import { loadTraceTimelines, loadIterations, mapIterations } from '../tldata.js';
+import { loadTrack } from '../tldata.js';
 
 export function card(label, value, note, attrs = {}) {
   return h('div', { class: 'card', ...attrs }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value), note ? h('div', { class: 'note' }, note) : null);
@@ -166,7 +166,7 @@ export function tracePage({ main, arg }) {
       clear(cards,
         card('Measured iteration', fmtUs(w.measured_us), 'median step', { 'data-metric': 'measured', 'data-us': String(w.measured_us) }),
         card('Simulated iteration', fmtUs(w.baseline_us), 'replay of the graph', { 'data-metric': 'simulated', 'data-us': String(w.baseline_us) }),
-        card('Replay error', h('span', { class: Math.abs(w.replay_error) <= 0.02 ? 'good' : 'bad' }, fmtSignedPct(w.replay_error)), 'target ≤ 2 %', { 'data-metric': 'replay_error', 'data-value': String(w.replay_error) }),
+        card('Replay error', h('span', { class: w.replay_error <= 0.02 ? 'good' : 'bad' }, fmtPct(w.replay_error, 2)), '|simulated − measured| / measured, target ≤ 2 %', { 'data-metric': 'replay_error', 'data-value': String(w.replay_error) }),
         card('GPU utilization', b ? fmtPct(b.gpu_utilization) : '–', 'busy share of the iteration', { 'data-metric': 'gpu_utilization', 'data-value': String(b ? b.gpu_utilization : '') }),
         card('Exposed communication', b ? fmtUs(b.gpu.exposed_communication_us) : '–', b ? `of ${fmtUs(b.gpu.communication_us)} communication` : '', { 'data-metric': 'exposed_comm', 'data-us': String(b ? b.gpu.exposed_communication_us : '') }),
         card('Energy / iteration', fmtJ(w.energy_j && w.energy_j.baseline), w.avg_power_w && w.avg_power_w.baseline ? `${w.avg_power_w.baseline.toFixed(0)} W average` : 'GPU unknown', { 'data-metric': 'energy' }));
@@ -179,26 +179,33 @@ export function tracePage({ main, arg }) {
     });
 
     try {
-      const t = await loadTraceTimelines(id);
+      // The measured view first; the simulated one is fetched when a view needs it.
+      const measured = await loadTrack(id, 'measured');
+      let simulated = null, simLoad = null;
       if (!alive) return;
-      const show = () => {
-        if (tl) tl.destroy();
+      const show = async () => {
         const m = modeSel.value;
-        const tracks = m === 'measured' ? [t.measured] : m === 'simulated' ? [t.simulated] : [t.measured, t.simulated];
+        if (m !== 'measured' && !simulated) {
+          clear(tlBox, loading('Simulating and loading the timeline…'));
+          try {
+            simulated = await (simLoad = simLoad || loadTrack(id, 'baseline'));
+          } catch (e) {
+            simLoad = null; // the next change of view tries again
+            clear(tlBox, errorBox(e, 'Cannot load the simulated timeline'));
+            return;
+          }
+          if (!alive || modeSel.value !== m) return;
+        }
+        if (tl) tl.destroy();
+        const tracks = m === 'measured' ? [measured] : m === 'simulated' ? [simulated] : [measured, simulated];
         tl = new Timeline(tracks, { title: `Trace ${id} timeline` });
         clear(tlBox, tl.el);
         tl.render();
       };
       modeSel.addEventListener('change', show);
-      if (!t.measured.n) { clear(tlBox, empty('This trace has no tasks to draw.')); return; }
-      show();
+      if (!measured.n) { clear(tlBox, empty('This trace has no tasks to draw.')); return; }
+      await show();
       window.__rvTimeline = () => tl;
-      loadIterations(id, trace, t.offsetUs).then((steps) => {
-        if (!alive || !steps.length) return;
-        t.measured.iterations = steps;
-        t.simulated.iterations = mapIterations(t.measured, t.simulated, steps);
-        tl.draw();
-      }).catch(() => { /* marks are optional */ });
     } catch (e) {
       clear(tlBox, errorBox(e, 'Cannot load the timeline'));
     }

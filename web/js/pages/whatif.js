@@ -6,7 +6,7 @@ import { api, origin, ApiError } from '../api.js';
 import { h, clear, loading, empty, errorBox, fmtUs, fmtPct, fmtSignedPct, fmtX, fmtJ, copyText, toast, shortName } from '../ui.js';
 import { FALLBACK_KINDS, normalizeKinds } from '../kinds.js';
 import { Timeline } from '../timeline.js';
-import { loadTraceTimelines, loadPredicted } from '../tldata.js';
+import { loadTrack, loadPredicted } from '../tldata.js';
 import { line, knee } from '../charts.js';
 import { card, breakdownCharts, topKernelsTable } from './trace.js';
 
@@ -54,8 +54,9 @@ function fieldInput(spec, idPrefix, selectorSpec) {
     input = h('select', { id }, h('option', { value: '' }, spec.default !== undefined ? `(default ${spec.default})` : '(default)'), h('option', { value: 'true' }, 'true'), h('option', { value: 'false' }, 'false'));
   } else {
     input = h('input', {
-      id, type: spec.type === 'string' ? 'text' : 'number', step: spec.type === 'integer' ? '1' : 'any',
-      min: spec.min, max: spec.max, placeholder: spec.default !== undefined ? String(spec.default) : '', style: 'width:150px',
+      id, type: spec.type === 'string' || spec.type === 'table' ? 'text' : 'number', step: spec.type === 'integer' ? '1' : 'any',
+      min: spec.min, max: spec.max, placeholder: spec.default !== undefined ? String(spec.default) : spec.type === 'table' ? '[[bytes, us], ...]' : '',
+      style: spec.type === 'table' ? 'width:240px' : 'width:150px',
     });
     if (spec.required && spec.default !== undefined) input.value = String(spec.default);
   }
@@ -67,6 +68,8 @@ function fieldInput(spec, idPrefix, selectorSpec) {
       if (v === '') return undefined;
       if (spec.type === 'boolean') return v === 'true';
       if (spec.type === 'number' || spec.type === 'integer') return Number(v);
+      // A table is JSON ([[x, y], ...]); text that is not JSON goes as is, for the server to refuse.
+      if (spec.type === 'table') { try { return JSON.parse(v); } catch (e) { return v; } }
       return v;
     },
   };
@@ -217,7 +220,7 @@ export function whatifPage({ main, arg }) {
     h('section', { class: 'panel', 'aria-labelledby': 'res-h' }, h('h2', { id: 'res-h' }, 'Prediction'), results)));
   clear(results, empty('Choose changes on the left and run the what-if.'));
 
-  let F = null, trace = null, timelines = null;
+  let F = null, trace = null, baseline = null;
   (async () => {
     try {
       const [kinds, t, hw] = await Promise.all([loadKinds(), api.trace(id), api.hardware().catch(() => ({ hardware: [] }))]);
@@ -267,7 +270,7 @@ export function whatifPage({ main, arg }) {
         card('Baseline iteration', fmtUs(w.baseline_us), `measured ${fmtUs(w.measured_us)}`, { 'data-metric': 'baseline', 'data-us': String(w.baseline_us) }),
         card('Predicted iteration', fmtUs(w.predicted_us), w.cached ? 'from the cache' : 'simulated now', { 'data-metric': 'predicted', 'data-us': String(w.predicted_us) }),
         card('Speedup', h('span', { class: w.speedup > 1.0005 ? 'good' : w.speedup < 0.9995 ? 'bad' : '' }, fmtX(w.speedup)), 'baseline / predicted', { 'data-metric': 'speedup', 'data-value': String(w.speedup) }),
-        card('Replay error', fmtSignedPct(w.replay_error), 'of the unmodified graph', { 'data-metric': 'replay_error', 'data-value': String(w.replay_error) }),
+        card('Replay error', fmtPct(w.replay_error, 2), 'of the unmodified graph', { 'data-metric': 'replay_error', 'data-value': String(w.replay_error) }),
         card('Energy / iteration', `${fmtJ(eB)} → ${fmtJ(eP)}`, eB > 0 && eP > 0 ? fmtSignedPct(eP / eB - 1) : 'GPU unknown', { 'data-metric': 'energy', 'data-value': String(eP) }),
         card('Average power', w.avg_power_w ? `${(w.avg_power_w.baseline || 0).toFixed(0)} → ${(w.avg_power_w.predicted || 0).toFixed(0)} W` : '–', w.power_limit_w ? `cap ${(w.power_limit_w.predicted || 0).toFixed(0)} W` : '')),
       h('h3', {}, 'What each model changed'),
@@ -278,12 +281,12 @@ export function whatifPage({ main, arg }) {
       h('h3', {}, 'Top kernels after the change'), topKernelsTable(w.top_kernels));
     (async () => {
       try {
-        if (!timelines) timelines = await loadTraceTimelines(id);
-        const threads = timelines.simulated.rows.map((r) => ({ id: r.thread, label: r.label, kind: r.kind }));
-        const pred = await loadPredicted(id, d, threads);
+        // The baseline is fetched once per page; the prediction per run.
+        const [base, pred] = await Promise.all([baseline || loadTrack(id, 'baseline'), loadPredicted(id, d)]);
+        baseline = base;
         if (!alive) return;
         if (tl) tl.destroy();
-        tl = new Timeline([timelines.simulated, pred], { title: 'Baseline and predicted timelines' });
+        tl = new Timeline([baseline, pred], { title: 'Baseline and predicted timelines' });
         clear(tlBox, tl.el);
         tl.render();
       } catch (e) { clear(tlBox, errorBox(e, 'Cannot load the timelines')); }
