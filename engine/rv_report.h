@@ -53,8 +53,10 @@ typedef struct rv_trace_figures {
 } rv_trace_figures;
 void rv_report_trace_figures(const rv_trace *t, rv_trace_figures *out);
 
-/* The window matching rv_report_iteration's choice: one step, or all steps
- * (per = number of steps) for the median, or the whole run. */
+/* The window matching rv_report_iteration's choice: one step; for the
+ * median, the steady steps (from the completion of the first to that of
+ * the last, per = steps - 1; all steps when there are fewer than three);
+ * or the whole run when there are no steps. */
 rv_window rv_report_window(const rv_graph *g, const rv_sim *s, int32_t iter_index);
 
 /* New JSON objects (caller owns the reference). */

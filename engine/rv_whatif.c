@@ -483,8 +483,11 @@ int rv_whatif_parse(const json_t *doc, rv_whatif **out, rv_error *err)
         }
         for (size_t i = 0; i < n; i++) {
             rc = parse_opt(json_array_get(opts, i), i, &w->opts[i], err);
-            if (rc)
+            if (rc) {
+                /* A selection may be compiled before a later field fails. */
+                rv_select_clear(&w->opts[i].sel);
                 goto out;
+            }
             w->nopts++;
         }
     }
