@@ -106,12 +106,12 @@ int rv_cmd_overheads_predict(int argc, char **argv)
             rows, json_pack("{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "trace", it->path,
                             "platform", rv_trace_str(it->trace, it->trace->platform_gpu),
                             "measured_us", base.measured_us, "baseline_us", base.simulated_us,
-                            "own_overheads_us", own_us, "own_error", e_own,
-                            "shared_overheads_us", shared_us, "shared_error", e_shared));
+                            "own_overheads_us", own_us, "own_error", e_own, "shared_overheads_us",
+                            shared_us, "shared_error", e_shared));
     }
-    json_t *outj = json_pack("{s:o, s:f, s:f, s:f}", "traces", rows, "mean_error_own",
-                             sum_own / n, "mean_error_shared", sum_shared / n,
-                             "shared_minus_own_points", 100 * (sum_shared - sum_own) / n);
+    json_t *outj = json_pack("{s:o, s:f, s:f, s:f}", "traces", rows, "mean_error_own", sum_own / n,
+                             "mean_error_shared", sum_shared / n, "shared_minus_own_points",
+                             100 * (sum_shared - sum_own) / n);
     rows = NULL;
     json_dumpf(outj, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
     fputc('\n', stdout);

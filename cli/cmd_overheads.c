@@ -30,8 +30,8 @@ static int show_platform(rv_db *db, int64_t id, const char *label, int json, rv_
         json_t *j = NULL;
         if (rv_db_overheads_get(db, id, &j, e) != 0)
             return -1;
-        json_t *doc = json_pack("{s:I,s:s,s:o}", "platform_id", (json_int_t)id, "platform",
-                                label, "overheads", j);
+        json_t *doc = json_pack("{s:I,s:s,s:o}", "platform_id", (json_int_t)id, "platform", label,
+                                "overheads", j);
         json_dumpf(doc, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(doc);
@@ -42,8 +42,8 @@ static int show_platform(rv_db *db, int64_t id, const char *label, int json, rv_
     if (rv_db_overheads_load(db, id, &rows, &n, e) != 0)
         return -1;
     printf("platform %lld: %s\n", (long long)id, label);
-    printf("  %-4s %-48s %8s %8s %10s %10s %10s %10s\n", "type", "op", "samples", "kept",
-           "mean_us", "std_us", "median_us", "p90_us");
+    printf("  %-4s %-48s %8s %8s %10s %10s %10s %10s\n", "type", "op", "samples", "kept", "mean_us",
+           "std_us", "median_us", "p90_us");
     for (size_t i = 0; i < n; i++)
         printf("  T%-3d %-48.48s %8zu %8zu %10.3f %10.3f %10.3f %10.3f\n", rows[i].type,
                rows[i].op_name, rows[i].stat.samples, rows[i].stat.count, rows[i].stat.mean,
@@ -113,7 +113,8 @@ int rv_cmd_overheads(int argc, char **argv)
     size_t i;
     json_t *p;
     int shown = 0;
-    json_array_foreach(plats, i, p) {
+    json_array_foreach(plats, i, p)
+    {
         long long id = json_integer_value(json_object_get(p, "id"));
         if (platform && id != platform)
             continue;

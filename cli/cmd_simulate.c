@@ -48,8 +48,7 @@ static void print_error(const char *what, const rv_error *e)
     fputc('\n', stderr);
 }
 
-static int write_timeline(const char *path, const rv_graph *g, const rv_sim *s,
-                          const rv_window *w)
+static int write_timeline(const char *path, const rv_graph *g, const rv_sim *s, const rv_window *w)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
@@ -190,9 +189,8 @@ int rv_cmd_simulate(int argc, char **argv)
     int have_energy = rv_whatif_energy(NULL, g, bs, bw.t0_ns, bw.t1_ns, &be) == 0 &&
                       rv_whatif_energy(w, fg, fs, pw.t0_ns, pw.t1_ns, &pe) == 0;
 
-    double replay = base.measured_us > 0
-                        ? fabs(base.simulated_us - base.measured_us) / base.measured_us
-                        : 0.0;
+    double replay =
+        base.measured_us > 0 ? fabs(base.simulated_us - base.measured_us) / base.measured_us : 0.0;
     out = json_object();
     json_object_set_new(out, "trace", json_string(path));
     json_object_set_new(out, "platform", json_string(rv_trace_str(tr, tr->platform_gpu)));
@@ -207,9 +205,9 @@ int rv_cmd_simulate(int argc, char **argv)
     json_object_set_new(out, "baseline_us", json_real(base.simulated_us));
     json_object_set_new(out, "replay_error", json_real(replay));
     json_object_set_new(out, "predicted_us", json_real(pred.simulated_us));
-    json_object_set_new(out, "speedup", json_real(pred.simulated_us > 0
-                                                      ? base.simulated_us / pred.simulated_us
-                                                      : 0.0));
+    json_object_set_new(
+        out, "speedup",
+        json_real(pred.simulated_us > 0 ? base.simulated_us / pred.simulated_us : 0.0));
     if (have_energy) {
         json_object_set_new(out, "baseline_energy_j", json_real(be.energy_j / bw.per));
         json_object_set_new(out, "energy_j", json_real(pe.energy_j / pw.per));
@@ -228,18 +226,17 @@ int rv_cmd_simulate(int argc, char **argv)
     json_object_set_new(out, "breakdown", bd);
     json_object_set_new(out, "top_kernels", rv_report_top_kernels(fg, fs, &pw, top));
     json_object_set_new(out, "critical_path", rv_report_critical_path(fg, fs, &pw, 50));
-    json_object_set_new(
-        out, "model",
-        json_pack("{s:f, s:f, s:I}", "launch_latency_us", g->launch_lat_ns / 1000.0,
-                  "gpu_queue_gap_us", g->gpu_gap_ns / 1000.0, "uncorrelated_gpu_tasks",
-                  (json_int_t)g->uncorrelated_gpu));
+    json_object_set_new(out, "model",
+                        json_pack("{s:f, s:f, s:I}", "launch_latency_us", g->launch_lat_ns / 1000.0,
+                                  "gpu_queue_gap_us", g->gpu_gap_ns / 1000.0,
+                                  "uncorrelated_gpu_tasks", (json_int_t)g->uncorrelated_gpu));
 
     if (timeline && write_timeline(timeline, g, bs, &bw) != 0)
         goto out;
     if (ptimeline && write_timeline(ptimeline, fg, fs, &pw) != 0)
         goto out;
-    if (json_dumpf(out, stdout, (compact ? JSON_COMPACT : JSON_INDENT(2)) | JSON_REAL_PRECISION(10)) !=
-        0)
+    if (json_dumpf(out, stdout,
+                   (compact ? JSON_COMPACT : JSON_INDENT(2)) | JSON_REAL_PRECISION(10)) != 0)
         goto out;
     fputc('\n', stdout);
     status = 0;

@@ -193,8 +193,7 @@ int rv_cmd_sweep(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    if (rv_cli_load_trace(path, &tr, &err) != 0 ||
-        rv_graph_build(tr, NULL, &g, &err) != 0 ||
+    if (rv_cli_load_trace(path, &tr, &err) != 0 || rv_graph_build(tr, NULL, &g, &err) != 0 ||
         rv_sim_run(g, RV_SCHED_EARLIEST_START, &bs, &err) != 0) {
         fprintf(stderr, "reverie: %s: %s\n", path, err.message);
         goto out;

@@ -24,12 +24,13 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: reverie token create --name NAME --scopes SCOPES [--database URL] [--home DIR]\n"
-            "       reverie token list [--all] [--database URL] [--home DIR]\n"
-            "       reverie token revoke ID [--database URL] [--home DIR]\n\n"
-            "SCOPES is a comma list of ingest (upload traces), read (list, get, what-ifs)\n"
-            "and admin (delete; implies the others). The new token is printed once.\n");
+    fprintf(
+        out,
+        "usage: reverie token create --name NAME --scopes SCOPES [--database URL] [--home DIR]\n"
+        "       reverie token list [--all] [--database URL] [--home DIR]\n"
+        "       reverie token revoke ID [--database URL] [--home DIR]\n\n"
+        "SCOPES is a comma list of ingest (upload traces), read (list, get, what-ifs)\n"
+        "and admin (delete; implies the others). The new token is printed once.\n");
 }
 
 int rv_cmd_token(int argc, char **argv)
@@ -82,7 +83,8 @@ int rv_cmd_token(int argc, char **argv)
         }
     } else if (strcmp(sub, "revoke") == 0) {
         if (!id_s || atoll(id_s) <= 0) {
-            fprintf(stderr, "reverie token revoke: needs the token id (see `reverie token list`)\n");
+            fprintf(stderr,
+                    "reverie token revoke: needs the token id (see `reverie token list`)\n");
             return 2;
         }
     } else if (strcmp(sub, "list") != 0) {

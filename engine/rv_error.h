@@ -10,21 +10,21 @@
 
 typedef enum rv_err {
     RV_OK = 0,
-    RV_ERR_NOMEM = -1,    /* an allocation failed or a cap was hit */
-    RV_ERR_IO = -2,       /* open/read/write failed */
-    RV_ERR_PARSE = -3,    /* the input is not what the format says */
-    RV_ERR_INVALID = -4,  /* well-formed input with a bad value */
+    RV_ERR_NOMEM = -1,       /* an allocation failed or a cap was hit */
+    RV_ERR_IO = -2,          /* open/read/write failed */
+    RV_ERR_PARSE = -3,       /* the input is not what the format says */
+    RV_ERR_INVALID = -4,     /* well-formed input with a bad value */
     RV_ERR_UNSUPPORTED = -5, /* valid input this code cannot use */
-    RV_ERR_LIMIT = -6,    /* a configured size or count limit was exceeded */
+    RV_ERR_LIMIT = -6,       /* a configured size or count limit was exceeded */
     RV_ERR_NOTFOUND = -7,
     RV_ERR_INTERNAL = -8,
 } rv_err;
 
 typedef struct rv_error {
-    int code;              /* an rv_err value */
-    int64_t offset;        /* byte offset in the (decompressed) input, or -1 */
-    int64_t event_index;   /* index of the trace event, or -1 */
-    char field[64];        /* the request field at fault, or "" */
+    int code;            /* an rv_err value */
+    int64_t offset;      /* byte offset in the (decompressed) input, or -1 */
+    int64_t event_index; /* index of the trace event, or -1 */
+    char field[64];      /* the request field at fault, or "" */
     char message[256];
 } rv_error;
 

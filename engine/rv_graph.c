@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_TASKS ((size_t)64 * 1024 * 1024)
-#define MAX_EDGES ((size_t)256 * 1024 * 1024)
+#define MAX_TASKS   ((size_t)64 * 1024 * 1024)
+#define MAX_EDGES   ((size_t)256 * 1024 * 1024)
 #define MAX_THREADS (1 << 16)
 
 /* A CPU thread that sits idle longer than this and resumes right after
@@ -19,10 +19,10 @@
 #define HANDOFF_MIN_GAP_NS 20000
 /* Defaults when a trace has no sample to measure them from. */
 #define DEFAULT_LAUNCH_LAT_NS 5000
-#define DEFAULT_GPU_GAP_NS 1000
+#define DEFAULT_GPU_GAP_NS    1000
 /* An API call this long that returns just after a GPU task ends was
  * waiting for it; the slack absorbs timestamp jitter between CPU and GPU. */
-#define BLOCKED_CALL_MIN_NS RV_GRAPH_BLOCKED_CALL_NS
+#define BLOCKED_CALL_MIN_NS   RV_GRAPH_BLOCKED_CALL_NS
 #define BLOCKED_CALL_SLACK_NS 5000
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -117,8 +117,8 @@ static int starts_with(const char *s, const char *prefix)
 
 const char *rv_phase_name(int phase)
 {
-    static const char *const names[RV_PHASE_COUNT] = {"unknown", "forward", "backward",
-                                                      "optimizer", "dataloader"};
+    static const char *const names[RV_PHASE_COUNT] = {"unknown", "forward", "backward", "optimizer",
+                                                      "dataloader"};
     return (phase >= 0 && phase < RV_PHASE_COUNT) ? names[phase] : "unknown";
 }
 
@@ -275,8 +275,7 @@ static int64_t cpu_key(uint32_t pid, uint32_t tid)
 static int64_t gpu_key(int32_t device, int32_t stream)
 {
     /* The top bit keeps GPU keys apart from CPU keys. */
-    return (int64_t)(0x4000000000000000ULL | ((uint64_t)(uint32_t)device << 31) |
-                     (uint32_t)stream);
+    return (int64_t)(0x4000000000000000ULL | ((uint64_t)(uint32_t)device << 31) | (uint32_t)stream);
 }
 
 static int parse_int(const char *s, int32_t *out)
@@ -333,8 +332,8 @@ static int is_cpu_task_cat(int cat)
 
 static int is_nccl_name(const char *n)
 {
-    return strstr(n, "nccl") || strstr(n, "Nccl") || strstr(n, "rccl") ||
-           strstr(n, "AllReduce") || strstr(n, "AllGather") || strstr(n, "ReduceScatter");
+    return strstr(n, "nccl") || strstr(n, "Nccl") || strstr(n, "rccl") || strstr(n, "AllReduce") ||
+           strstr(n, "AllGather") || strstr(n, "ReduceScatter");
 }
 
 /* Sort key for tasks: by thread, then measured start, then input order. */
@@ -527,7 +526,7 @@ static void label_threads(builder *b)
 typedef struct span {
     int64_t start, end;
     uint32_t name;
-    uint8_t phase;     /* phase this op implies, RV_PHASE_UNKNOWN if none */
+    uint8_t phase; /* phase this op implies, RV_PHASE_UNKNOWN if none */
     uint8_t is_step;
 } span;
 
@@ -851,8 +850,7 @@ static int annotate_cpu_threads(builder *b)
         }
         if (nl > 0 && nb * 2 > nl)
             for (int32_t k = th->first; k < th->first + th->norig; k++)
-                if (g->tasks[k].phase == RV_PHASE_UNKNOWN ||
-                    g->tasks[k].phase == RV_PHASE_FORWARD)
+                if (g->tasks[k].phase == RV_PHASE_UNKNOWN || g->tasks[k].phase == RV_PHASE_FORWARD)
                     g->tasks[k].phase = RV_PHASE_BACKWARD;
     }
 out:
@@ -957,11 +955,23 @@ static int measure_gpu_constants(builder *b)
 int rv_graph_is_sync_call(const char *n)
 {
     static const char *const names[] = {
-        "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
-        "cudaMemcpy", "cudaMemcpy2D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
-        "cudaFree", "cudaFreeHost", "cuCtxSynchronize", "cuStreamSynchronize",
-        "cuEventSynchronize", "hipDeviceSynchronize", "hipStreamSynchronize",
-        "hipEventSynchronize", "hipMemcpy", "hipFree",
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaMemcpy",
+        "cudaMemcpy2D",
+        "cudaMemcpyToSymbol",
+        "cudaMemcpyFromSymbol",
+        "cudaFree",
+        "cudaFreeHost",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+        "hipDeviceSynchronize",
+        "hipStreamSynchronize",
+        "hipEventSynchronize",
+        "hipMemcpy",
+        "hipFree",
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strcmp(n, names[i]) == 0)
@@ -1076,15 +1086,13 @@ static int link_syncs(builder *b)
         if (se && se->sync_kind == RV_SYNC_WAIT_EVENT) {
             /* A stream waits for an event: GPU-side edge from the event's
              * last task to the next task on the waiting stream. */
-            int32_t rec = se->wait_event_corr != RV_NONE
-                              ? i64map_get(&b->corr, se->wait_event_corr)
-                              : -1;
+            int32_t rec =
+                se->wait_event_corr != RV_NONE ? i64map_get(&b->corr, se->wait_event_corr) : -1;
             int32_t src_th = gpu_thread_of_stream(g, se->device, se->wait_stream);
             int32_t dst_th = gpu_thread_of_stream(g, se->device, se->stream);
             if (rec < 0 || src_th < 0 || dst_th < 0 || src_th == dst_th)
                 continue;
-            int32_t src = last_launched_before(b, &g->threads[src_th],
-                                               g->tasks[rec].meas_start_ns);
+            int32_t src = last_launched_before(b, &g->threads[src_th], g->tasks[rec].meas_start_ns);
             int32_t after = last_launched_before(b, &g->threads[dst_th], c->meas_start_ns);
             int32_t dst = after + 1;
             if (after < 0)
@@ -1303,8 +1311,7 @@ static int add_handoff_edges(builder *b)
     return rc;
 }
 
-int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **out,
-                   rv_error *err)
+int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **out, rv_error *err)
 {
     (void)opts;
     builder b;
@@ -1350,8 +1357,7 @@ int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **
     g = NULL;
 out:
     if (rc && err && err->code == 0)
-        rv_error_set(err, rc, -1, -1, "building the dependency graph failed: %s",
-                     rv_err_name(rc));
+        rv_error_set(err, rc, -1, -1, "building the dependency graph failed: %s", rv_err_name(rc));
     i64map_free(&b.thread_keys);
     i64map_free(&b.corr);
     free(b.launch_ts);

@@ -52,11 +52,11 @@ typedef enum rv_edge_kind {
 } rv_edge_kind;
 
 /* Task flags. */
-#define RV_TF_REMOVED 0x01  /* removed by a transform: zero time, deps kept */
-#define RV_TF_SYNC 0x02     /* CPU call that blocks until a GPU task ends */
+#define RV_TF_REMOVED  0x01 /* removed by a transform: zero time, deps kept */
+#define RV_TF_SYNC     0x02 /* CPU call that blocks until a GPU task ends */
 #define RV_TF_INSERTED 0x04 /* created by a transform (no measured times) */
-#define RV_TF_LAUNCH 0x08   /* CPU call that launches GPU work */
-#define RV_TF_NCCL 0x10     /* GPU kernel that is a collective (NCCL/RCCL) */
+#define RV_TF_LAUNCH   0x08 /* CPU call that launches GPU work */
+#define RV_TF_NCCL     0x10 /* GPU kernel that is a collective (NCCL/RCCL) */
 
 typedef struct rv_task {
     int64_t dur_ns;        /* simulated duration (transforms change it) */
@@ -81,28 +81,28 @@ typedef struct rv_task {
 
 typedef struct rv_edge {
     int32_t src, dst;
-    int64_t delay_ns; /* added to the parent's end (or start, see from_start) */
-    uint8_t kind;     /* rv_edge_kind */
+    int64_t delay_ns;   /* added to the parent's end (or start, see from_start) */
+    uint8_t kind;       /* rv_edge_kind */
     uint8_t from_start; /* 1: child.start >= parent.start + delay */
     uint8_t pad[6];
 } rv_edge;
 
 typedef struct rv_thread {
-    uint8_t kind;     /* rv_thread_kind */
-    int32_t device;   /* GPU threads: device; CPU threads: -1 */
-    int32_t stream;   /* GPU threads: stream id; -1 otherwise */
-    uint32_t pid, tid; /* string ids as in the trace */
-    uint32_t label;   /* string id, e.g. "CPU 25738" or "GPU 0 stream 7" */
+    uint8_t kind;        /* rv_thread_kind */
+    int32_t device;      /* GPU threads: device; CPU threads: -1 */
+    int32_t stream;      /* GPU threads: stream id; -1 otherwise */
+    uint32_t pid, tid;   /* string ids as in the trace */
+    uint32_t label;      /* string id, e.g. "CPU 25738" or "GPU 0 stream 7" */
     int32_t first, last; /* first and last task on the thread, -1 if empty */
     int32_t norig;       /* tasks [first, first + norig) came from the trace, in time order */
 } rv_thread;
 
 /* One training step (ProfilerStep#N or a collector step marker). */
 typedef struct rv_iter {
-    int64_t step;        /* N of ProfilerStep#N, or the ordinal */
-    int64_t start_ns;    /* measured, relative to the graph origin */
+    int64_t step;     /* N of ProfilerStep#N, or the ordinal */
+    int64_t start_ns; /* measured, relative to the graph origin */
     int64_t end_ns;
-    int32_t thread;      /* CPU thread of the annotation */
+    int32_t thread;                /* CPU thread of the annotation */
     int32_t first_task, last_task; /* task index range (inclusive) of that thread */
 } rv_iter;
 
@@ -116,13 +116,13 @@ typedef struct rv_graph {
     size_t nthreads, cap_threads;
     rv_iter *iters;
     size_t niters;
-    int64_t origin_ns;      /* absolute time of graph time 0 */
-    int64_t span_ns;        /* measured first start to last end */
-    int64_t launch_lat_ns;  /* typical launch -> kernel start on an idle stream */
-    int64_t gpu_gap_ns;     /* typical gap between queued tasks on a stream */
+    int64_t origin_ns;     /* absolute time of graph time 0 */
+    int64_t span_ns;       /* measured first start to last end */
+    int64_t launch_lat_ns; /* typical launch -> kernel start on an idle stream */
+    int64_t gpu_gap_ns;    /* typical gap between queued tasks on a stream */
     size_t ngpu_tasks;
     size_t uncorrelated_gpu; /* GPU tasks without a launching call */
-    uint32_t *extra_names;  /* reserved */
+    uint32_t *extra_names;   /* reserved */
 } rv_graph;
 
 typedef struct rv_graph_opts {
@@ -133,8 +133,7 @@ typedef struct rv_graph_opts {
  * Fails with RV_ERR_UNSUPPORTED and a clear message when the trace has
  * nothing to simulate (no GPU tasks: CPU-only or counters-only traces).
  * Returns 0 and *out (new; free with rv_graph_free). */
-int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **out,
-                   rv_error *err);
+int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **out, rv_error *err);
 
 /* Deep copy for what-ifs (the trace stays borrowed). NULL on OOM. */
 rv_graph *rv_graph_clone(const rv_graph *g);

@@ -16,13 +16,13 @@
 #include <string.h>
 #include <zlib.h>
 
-#define WINDOW_BYTES  ((size_t)1 << 20)       /* one refill of decompressed JSON */
-#define RAW_BYTES     ((size_t)1 << 20)       /* one read of compressed input */
-#define MAX_DEPTH     64                      /* nesting limit for any value */
-#define MAX_NAME      ((size_t)4 << 20)       /* longest event name kept */
-#define MAX_SHORT     256                     /* pid, tid, cat, ph, metadata strings */
-#define MAX_KEY       64                      /* longer keys are never ones we use */
-#define MAX_NUMBER    1024                    /* longest number token */
+#define WINDOW_BYTES  ((size_t)1 << 20) /* one refill of decompressed JSON */
+#define RAW_BYTES     ((size_t)1 << 20) /* one read of compressed input */
+#define MAX_DEPTH     64                /* nesting limit for any value */
+#define MAX_NAME      ((size_t)4 << 20) /* longest event name kept */
+#define MAX_SHORT     256               /* pid, tid, cat, ph, metadata strings */
+#define MAX_KEY       64                /* longer keys are never ones we use */
+#define MAX_NUMBER    1024              /* longest number token */
 #define DEFAULT_INPUT ((size_t)16 << 30)
 
 enum { ST_ABSENT = 0, ST_OK, ST_NOT_NUMBER, ST_RANGE };
@@ -1158,7 +1158,8 @@ static int parse_event(reader *r, int depth)
 
     if (s.ph == 'X' && s.cat >= 0 && (s.cat != RV_CAT_PYTHON || r->opts->keep_python)) {
         if (s.ts_st == ST_ABSENT)
-            return fail_at(r, RV_ERR_INVALID, start, "complete event (ph \"X\", cat \"%s\") has no \"ts\"",
+            return fail_at(r, RV_ERR_INVALID, start,
+                           "complete event (ph \"X\", cat \"%s\") has no \"ts\"",
                            rv_cat_name(s.cat));
         if (s.ts_st == ST_NOT_NUMBER)
             return fail_at(r, RV_ERR_INVALID, s.ts_off, "\"ts\" is not a number");
@@ -1180,10 +1181,10 @@ static int parse_event(reader *r, int depth)
             ev.sync_kind = RV_SYNC_NONE;
         rc = 0;
         ev.name = intern(r, r->name.p, s.have_name ? r->name.len : 0, &rc);
-        ev.pid = intern_cached(r, s.pid, s.have_pid ? s.pid_len : 0, r->last_pid,
-                               &r->last_pid_len, &r->last_pid_id, &rc);
-        ev.tid = intern_cached(r, s.tid, s.have_tid ? s.tid_len : 0, r->last_tid,
-                               &r->last_tid_len, &r->last_tid_id, &rc);
+        ev.pid = intern_cached(r, s.pid, s.have_pid ? s.pid_len : 0, r->last_pid, &r->last_pid_len,
+                               &r->last_pid_id, &rc);
+        ev.tid = intern_cached(r, s.tid, s.have_tid ? s.tid_len : 0, r->last_tid, &r->last_tid_len,
+                               &r->last_tid_id, &rc);
         if (rc < 0)
             return rc;
         if (r->t->nevents >= r->max_events)
@@ -1513,8 +1514,8 @@ static int finish(reader *r)
     }
     if ((rc = fill_from_flows(r)) < 0)
         return rc;
-    t->source_format = intern(r, r->seen_reverie ? "collector" : "kineto",
-                              r->seen_reverie ? 9 : 6, &rc);
+    t->source_format =
+        intern(r, r->seen_reverie ? "collector" : "kineto", r->seen_reverie ? 9 : 6, &rc);
     if (rc < 0)
         return rc;
     if (r->rv_gpu) {
@@ -1554,8 +1555,7 @@ static int parse_document(reader *r)
     c = ws(r);
     if (c >= 0) {
         char tmp[12];
-        return FAIL(r, RV_ERR_PARSE, "unexpected %s after the top-level value",
-                    show_char(c, tmp));
+        return FAIL(r, RV_ERR_PARSE, "unexpected %s after the top-level value", show_char(c, tmp));
     }
     if (r->rc)
         return r->rc;
@@ -1653,8 +1653,8 @@ static int run(const unsigned char *mem, size_t len, FILE *f, const rv_kineto_op
         r.end = r.cap = len;
         r.eof = 1;
         if (len > r.max_input) {
-            rc = rv_error_set(err, RV_ERR_LIMIT, 0, -1,
-                              "input is larger than the %zu-byte cap", r.max_input);
+            rc = rv_error_set(err, RV_ERR_LIMIT, 0, -1, "input is larger than the %zu-byte cap",
+                              r.max_input);
             goto out;
         }
     } else {
@@ -1681,8 +1681,8 @@ out:
     return rc;
 }
 
-int rv_kineto_read_buffer(const void *data, size_t len, const rv_kineto_opts *opts,
-                          rv_trace **out, rv_error *err)
+int rv_kineto_read_buffer(const void *data, size_t len, const rv_kineto_opts *opts, rv_trace **out,
+                          rv_error *err)
 {
     static const unsigned char empty[1] = {0};
     return run(data ? data : empty, data ? len : 0, NULL, opts, out, err);
@@ -1698,8 +1698,7 @@ int rv_kineto_read_stream(FILE *f, const rv_kineto_opts *opts, rv_trace **out, r
     return run(NULL, 0, f, opts, out, err);
 }
 
-int rv_kineto_read_file(const char *path, const rv_kineto_opts *opts, rv_trace **out,
-                        rv_error *err)
+int rv_kineto_read_file(const char *path, const rv_kineto_opts *opts, rv_trace **out, rv_error *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {

@@ -15,9 +15,9 @@
 #include "rv_trace.h"
 
 typedef struct rv_kineto_opts {
-    int keep_python;          /* keep python_function events (default 0) */
-    size_t max_input_bytes;   /* cap on decompressed bytes; 0 = 16 GiB */
-    size_t max_events;        /* cap on events kept; 0 = RV_TRACE_MAX_EVENTS */
+    int keep_python;        /* keep python_function events (default 0) */
+    size_t max_input_bytes; /* cap on decompressed bytes; 0 = 16 GiB */
+    size_t max_events;      /* cap on events kept; 0 = RV_TRACE_MAX_EVENTS */
 } rv_kineto_opts;
 
 /* Parses the file at path. On success returns 0 and *out (new, caller frees
@@ -31,7 +31,7 @@ int rv_kineto_read_file(const char *path, const rv_kineto_opts *opts, rv_trace *
 int rv_kineto_read_stream(FILE *f, const rv_kineto_opts *opts, rv_trace **out, rv_error *err);
 
 /* Same for a memory buffer (borrowed), plain or gzip. */
-int rv_kineto_read_buffer(const void *data, size_t len, const rv_kineto_opts *opts,
-                          rv_trace **out, rv_error *err);
+int rv_kineto_read_buffer(const void *data, size_t len, const rv_kineto_opts *opts, rv_trace **out,
+                          rv_error *err);
 
 #endif

@@ -87,9 +87,9 @@ struct rv_whatif {
     double power_limit_w; /* 0: unchanged */
     int schedule;
     int has_schedule;
-    char gpu[64];   /* hardware override; "" = from the trace */
-    int batch_size; /* samples per iteration; 0 unknown */
-    int platform_overheads; /* "host_overheads": "platform" */
+    char gpu[64];                        /* hardware override; "" = from the trace */
+    int batch_size;                      /* samples per iteration; 0 unknown */
+    int platform_overheads;              /* "host_overheads": "platform" */
     const struct rv_oh_table *overheads; /* borrowed; set by the caller */
 };
 

@@ -127,8 +127,7 @@ typedef struct waits {
     size_t n;
 } waits;
 
-static int64_t wait_ns(const rv_trace *t, const waits *w, const rv_event *on, int64_t a,
-                       int64_t b)
+static int64_t wait_ns(const rv_trace *t, const waits *w, const rv_event *on, int64_t a, int64_t b)
 {
     /* First call on on's thread that starts at or after a. */
     size_t lo = 0, hi = w->n;

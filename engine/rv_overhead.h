@@ -57,8 +57,8 @@ typedef struct rv_overhead_samples {
 } rv_overhead_samples;
 
 typedef struct rv_overhead_stat {
-    size_t samples; /* before outlier removal */
-    size_t count;   /* kept */
+    size_t samples;                /* before outlier removal */
+    size_t count;                  /* kept */
     double mean, std, median, p90; /* microseconds */
 } rv_overhead_stat;
 

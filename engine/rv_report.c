@@ -26,8 +26,8 @@ static double median(double *v, size_t n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-int rv_report_iteration(const rv_graph *g, const rv_sim *s, int64_t iteration,
-                        rv_iter_figures *out, rv_error *err)
+int rv_report_iteration(const rv_graph *g, const rv_sim *s, int64_t iteration, rv_iter_figures *out,
+                        rv_error *err)
 {
     memset(out, 0, sizeof(*out));
     out->iter = -1;
@@ -92,15 +92,14 @@ static int64_t step_done(const rv_graph *g, const rv_sim *s, size_t k)
 static int64_t steps_span(const rv_graph *g, const rv_sim *s)
 {
     size_t last = g->niters - 1;
-    int64_t from = g->niters >= 3
-                       ? step_done(g, s, 0)
-                       : rv_sim_map_time(g, s, g->iters[0].thread, g->iters[0].start_ns);
+    int64_t from = g->niters >= 3 ? step_done(g, s, 0)
+                                  : rv_sim_map_time(g, s, g->iters[0].thread, g->iters[0].start_ns);
     return step_done(g, s, last) - from;
 }
 
-int rv_report_compare(const rv_graph *bg, const rv_sim *bs, const rv_graph *pg,
-                      const rv_sim *ps, int64_t iteration, rv_iter_figures *base,
-                      rv_iter_figures *pred, rv_error *err)
+int rv_report_compare(const rv_graph *bg, const rv_sim *bs, const rv_graph *pg, const rv_sim *ps,
+                      int64_t iteration, rv_iter_figures *base, rv_iter_figures *pred,
+                      rv_error *err)
 {
     int rc = rv_report_iteration(bg, bs, iteration, base, err);
     if (rc != 0)
@@ -364,25 +363,25 @@ json_t *rv_report_breakdown(const rv_graph *g, const rv_sim *s, const rv_window 
     int64_t u_comp_comm = ivals_union2(&comp, &comm);
     int64_t u_mcp = ivals_union(&mcp), u_mst = ivals_union(&mst);
 #define PER(x) (us(x) / per)
-    json_t *daydream = json_pack(
-        "{s:f, s:f, s:f, s:f}", "cpu_only_us", PER(u_both - u_gpu), "gpu_only_us",
-        PER(u_both - u_cpu), "parallel_us", PER(u_cpu + u_gpu - u_both), "idle_us",
-        PER(win - u_both > 0 ? win - u_both : 0));
-    json_t *gpuj = json_pack(
-        "{s:f, s:f, s:f, s:f, s:f, s:f}", "compute_us", PER(u_comp), "communication_us",
-        PER(u_comm), "exposed_communication_us", PER(u_comp_comm - u_comp), "memcpy_us",
-        PER(u_mcp), "memset_us", PER(u_mst), "idle_us", PER(win - u_gpu > 0 ? win - u_gpu : 0));
+    json_t *daydream =
+        json_pack("{s:f, s:f, s:f, s:f}", "cpu_only_us", PER(u_both - u_gpu), "gpu_only_us",
+                  PER(u_both - u_cpu), "parallel_us", PER(u_cpu + u_gpu - u_both), "idle_us",
+                  PER(win - u_both > 0 ? win - u_both : 0));
+    json_t *gpuj = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "compute_us", PER(u_comp),
+                             "communication_us", PER(u_comm), "exposed_communication_us",
+                             PER(u_comp_comm - u_comp), "memcpy_us", PER(u_mcp), "memset_us",
+                             PER(u_mst), "idle_us", PER(win - u_gpu > 0 ? win - u_gpu : 0));
     json_t *phases = json_object();
     for (int p = 0; p < RV_PHASE_COUNT; p++) {
         if (phase_gpu[p] == 0 && phase_cpu[p] == 0)
             continue;
         json_object_set_new(phases, rv_phase_name(p),
-                            json_pack("{s:f, s:f}", "gpu_us", phase_gpu[p] / 1000.0 / per,
-                                      "cpu_us", phase_cpu[p] / 1000.0 / per));
+                            json_pack("{s:f, s:f}", "gpu_us", phase_gpu[p] / 1000.0 / per, "cpu_us",
+                                      phase_cpu[p] / 1000.0 / per));
     }
-    json_t *out = json_pack("{s:f, s:f, s:o, s:o, s:o}", "window_us", PER(win),
-                            "gpu_utilization", win > 0 ? (double)u_gpu / (double)win : 0.0,
-                            "cpu_gpu", daydream, "gpu", gpuj, "phases", phases);
+    json_t *out = json_pack("{s:f, s:f, s:o, s:o, s:o}", "window_us", PER(win), "gpu_utilization",
+                            win > 0 ? (double)u_gpu / (double)win : 0.0, "cpu_gpu", daydream, "gpu",
+                            gpuj, "phases", phases);
 #undef PER
     free(cpu.v);
     free(gpu.v);
@@ -455,11 +454,11 @@ json_t *rv_report_top_kernels(const rv_graph *g, const rv_sim *s, const rv_windo
     double per = w->per > 0 ? w->per : 1;
     for (size_t i = 0; i < u && (int)i < k; i++) {
         json_array_append_new(
-            arr, json_pack("{s:s, s:f, s:f, s:f, s:f, s:f}", "name",
-                           rv_trace_str(g->trace, v[i].name), "total_us", us(v[i].total) / per,
-                           "count", (double)v[i].count / per, "mean_us",
-                           us(v[i].total) / (double)v[i].count, "max_us", us(v[i].max), "share",
-                           all > 0 ? (double)v[i].total / (double)all : 0.0));
+            arr,
+            json_pack("{s:s, s:f, s:f, s:f, s:f, s:f}", "name", rv_trace_str(g->trace, v[i].name),
+                      "total_us", us(v[i].total) / per, "count", (double)v[i].count / per,
+                      "mean_us", us(v[i].total) / (double)v[i].count, "max_us", us(v[i].max),
+                      "share", all > 0 ? (double)v[i].total / (double)all : 0.0));
     }
     free(v);
     return arr;
@@ -563,12 +562,11 @@ json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_win
         }
         if (new_stretch) {
             json_array_append_new(
-                stretches,
-                json_pack("{s:s, s:s, s:i, s:f, s:f, s:i, s:s}", "resource",
-                          rv_trace_str(g->trace, g->threads[t->thread].label), "kind", rk,
-                          "thread", t->thread, "start_us", us(a - w->t0_ns), "end_us",
-                          us(s->end_ns[u] - w->t0_ns), "tasks", 1, "first_task",
-                          rv_trace_str(g->trace, t->name)));
+                stretches, json_pack("{s:s, s:s, s:i, s:f, s:f, s:i, s:s}", "resource",
+                                     rv_trace_str(g->trace, g->threads[t->thread].label), "kind",
+                                     rk, "thread", t->thread, "start_us", us(a - w->t0_ns),
+                                     "end_us", us(s->end_ns[u] - w->t0_ns), "tasks", 1,
+                                     "first_task", rv_trace_str(g->trace, t->name)));
             nstretch++;
         }
     }
@@ -647,8 +645,9 @@ int rv_report_timeline_chrome(const rv_graph *g, const rv_sim *s, const rv_windo
     int first = 1;
     for (size_t i = 0; i < g->nthreads; i++) {
         const rv_thread *th = &g->threads[i];
-        fprintf(f, "%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%zu,\"args\":{"
-                   "\"name\":",
+        fprintf(f,
+                "%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%zu,\"args\":{"
+                "\"name\":",
                 first ? "" : ",\n", th->kind == RV_THREAD_CPU ? 0 : 1, i);
         json_str_out(f, rv_trace_str(g->trace, th->label));
         fprintf(f, "}}");

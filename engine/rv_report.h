@@ -30,8 +30,8 @@ typedef struct rv_iter_figures {
     double simulated_us;
     int32_t iter; /* index into g->iters, -1 when median or no steps */
 } rv_iter_figures;
-int rv_report_iteration(const rv_graph *g, const rv_sim *s, int64_t iteration,
-                        rv_iter_figures *out, rv_error *err);
+int rv_report_iteration(const rv_graph *g, const rv_sim *s, int64_t iteration, rv_iter_figures *out,
+                        rv_error *err);
 
 /* Baseline and what-if figures together. For one step, both come from
  * that step. For the median, the prediction is the baseline median scaled
@@ -39,9 +39,9 @@ int rv_report_iteration(const rv_graph *g, const rv_sim *s, int64_t iteration,
  * first when there are three or more): step boundaries are CPU positions,
  * and when the CPU runs ahead of a changed GPU single steps stretch or
  * shrink while their sum stays right. pg/ps may equal bg/bs. */
-int rv_report_compare(const rv_graph *bg, const rv_sim *bs, const rv_graph *pg,
-                      const rv_sim *ps, int64_t iteration, rv_iter_figures *base,
-                      rv_iter_figures *pred, rv_error *err);
+int rv_report_compare(const rv_graph *bg, const rv_sim *bs, const rv_graph *pg, const rv_sim *ps,
+                      int64_t iteration, rv_iter_figures *base, rv_iter_figures *pred,
+                      rv_error *err);
 
 /* The measured figures of a trace as the simulator sees them: its steps
  * (ProfilerStep#N, else optimizer markers) and their median duration, else

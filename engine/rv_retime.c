@@ -246,8 +246,8 @@ int rv_retime_overheads(rv_graph *g, const rv_oh_table *tab, json_t **applied, r
                        lookup_ns(&lk, RV_OH_T1, ops[ob].name) +
                        lookup_ns(&lk, RV_OH_T2, ops[ob].name);
                 for (int32_t k = oa + 1; k < ob; k++)
-                    want += lookup_ns(&lk, RV_OH_T1, ops[k].name) +
-                            (double)(ops[k].end - ops[k].start);
+                    want +=
+                        lookup_ns(&lk, RV_OH_T1, ops[k].name) + (double)(ops[k].end - ops[k].start);
                 n_cross++;
             }
             if (isnan(want)) {
@@ -293,8 +293,8 @@ int rv_retime_overheads(rv_graph *g, const rv_oh_table *tab, json_t **applied, r
         }
     }
     *applied = json_pack("{s:s, s:I, s:I, s:I, s:I}", "kind", "overheads", "launches_retimed",
-                         (json_int_t)n_t4, "within_op_gaps", (json_int_t)n_t5,
-                         "across_op_gaps", (json_int_t)n_cross, "kept", (json_int_t)n_kept);
+                         (json_int_t)n_t4, "within_op_gaps", (json_int_t)n_t5, "across_op_gaps",
+                         (json_int_t)n_cross, "kept", (json_int_t)n_kept);
 out:
     for (int t = 1; t <= RV_OH_NTYPES; t++)
         free(lk.by_name[t]);

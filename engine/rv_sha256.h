@@ -8,14 +8,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RV_SHA256_LEN 32
+#define RV_SHA256_LEN     32
 #define RV_SHA256_HEX_LEN 64
 
 typedef struct rv_sha256 {
     uint32_t h[8];
-    uint64_t total;        /* bytes hashed so far */
+    uint64_t total; /* bytes hashed so far */
     uint8_t buf[64];
-    size_t used;           /* bytes in buf */
+    size_t used; /* bytes in buf */
 } rv_sha256;
 
 void rv_sha256_init(rv_sha256 *c);

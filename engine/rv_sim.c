@@ -139,8 +139,7 @@ int rv_sim_run(const rv_graph *g, rv_schedule policy, rv_sim **out, rv_error *er
     for (size_t e = g->nedges; e-- > 0;) {
         const rv_edge *ed = &g->edges[e];
         if (ed->src < 0 || (size_t)ed->src >= n || ed->dst < 0 || (size_t)ed->dst >= n) {
-            rc = rv_error_set(err, RV_ERR_INVALID, -1, -1, "edge %zu points outside the graph",
-                              e);
+            rc = rv_error_set(err, RV_ERR_INVALID, -1, -1, "edge %zu points outside the graph", e);
             goto out;
         }
         next[e] = head[ed->src];

@@ -18,9 +18,9 @@ typedef enum rv_schedule {
 } rv_schedule;
 
 typedef struct rv_sim {
-    int64_t *start_ns;   /* per task, simulated */
-    int64_t *end_ns;     /* start + dur */
-    int32_t *binder;     /* parent that set the start (-1: thread progress or none) */
+    int64_t *start_ns; /* per task, simulated */
+    int64_t *end_ns;   /* start + dur */
+    int32_t *binder;   /* parent that set the start (-1: thread progress or none) */
     size_t ntasks;
     int64_t makespan_ns; /* last end - first start */
     int64_t first_start_ns, last_end_ns;

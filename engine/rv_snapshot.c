@@ -192,8 +192,7 @@ static void encode_body(const rv_trace *t, wbuf *b)
     ENC_COL(b, t, e->sync_kind, 0);
 }
 
-int rv_snapshot_encode(const rv_trace *t, int level, uint8_t **out, size_t *out_len,
-                       rv_error *err)
+int rv_snapshot_encode(const rv_trace *t, int level, uint8_t **out, size_t *out_len, rv_error *err)
 {
     wbuf body = {0};
     uint8_t *res = NULL;
@@ -218,8 +217,8 @@ int rv_snapshot_encode(const rv_trace *t, int level, uint8_t **out, size_t *out_
     uint32_t flags = 0;
     if (level > 0) {
         uLongf dl = (uLongf)(cap - RV_SNAPSHOT_HEADER_LEN);
-        int zrc = compress2(res + RV_SNAPSHOT_HEADER_LEN, &dl, body.p, body.len,
-                            level > 9 ? 9 : level);
+        int zrc =
+            compress2(res + RV_SNAPSHOT_HEADER_LEN, &dl, body.p, body.len, level > 9 ? 9 : level);
         if (zrc != Z_OK) {
             rc = rv_error_set(err, RV_ERR_INTERNAL, -1, -1, "snapshot: zlib compress failed (%d)",
                               zrc);
@@ -442,8 +441,7 @@ static int decode_body(const uint8_t *body, size_t len, rv_trace *t, rv_error *e
         t->events = calloc((size_t)nev, sizeof(rv_event));
         if (!t->events)
             return rv_error_set(err, RV_ERR_NOMEM, -1, -1,
-                                "snapshot: out of memory for %llu events",
-                                (unsigned long long)nev);
+                                "snapshot: out of memory for %llu events", (unsigned long long)nev);
         t->cap_events = (size_t)nev;
     }
     t->nevents = (size_t)nev;

@@ -24,7 +24,7 @@
 #include "rv_error.h"
 #include "rv_trace.h"
 
-#define RV_SNAPSHOT_VERSION 1
+#define RV_SNAPSHOT_VERSION    1
 #define RV_SNAPSHOT_HEADER_LEN 40
 /* Hard cap on the inflated body, so a hostile header cannot ask for more. */
 #define RV_SNAPSHOT_MAX_RAW ((uint64_t)4 << 30)
@@ -32,8 +32,7 @@
 /* Serializes t (borrowed). On success *out is a new malloc'ed buffer of
  * *out_len bytes (caller frees). level is the zlib level (1..9; 0 stores
  * the body uncompressed). Returns 0 or a negative rv_err. */
-int rv_snapshot_encode(const rv_trace *t, int level, uint8_t **out, size_t *out_len,
-                       rv_error *err);
+int rv_snapshot_encode(const rv_trace *t, int level, uint8_t **out, size_t *out_len, rv_error *err);
 
 /* Parses a snapshot (data borrowed). On success *out is a new trace (caller
  * frees with rv_trace_free); on failure *out is NULL and *err says what is

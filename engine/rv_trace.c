@@ -171,8 +171,8 @@ int rv_trace_add_device(rv_trace *t, const rv_device *d)
 const char *rv_cat_name(int cat)
 {
     static const char *const names[RV_CAT_COUNT] = {
-        "cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver",
-        "kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_sync",
+        "cpu_op", "user_annotation", "python_function", "cuda_runtime",        "cuda_driver",
+        "kernel", "gpu_memcpy",      "gpu_memset",      "gpu_user_annotation", "cuda_sync",
     };
     if (cat < 0 || cat >= RV_CAT_COUNT)
         return "unknown";

@@ -32,74 +32,74 @@ typedef enum rv_cat {
 
 typedef enum rv_sync_kind {
     RV_SYNC_NONE = 0,
-    RV_SYNC_STREAM,  /* "Stream Sync" */
-    RV_SYNC_EVENT,   /* "Event Sync" */
-    RV_SYNC_CONTEXT, /* "Context Sync" */
+    RV_SYNC_STREAM,    /* "Stream Sync" */
+    RV_SYNC_EVENT,     /* "Event Sync" */
+    RV_SYNC_CONTEXT,   /* "Context Sync" */
     RV_SYNC_WAIT_EVENT /* "Wait Event": a stream waits for an event (GPU side) */
 } rv_sync_kind;
 
 /* One complete ("ph":"X") event. Numeric fields not present are RV_NONE. */
 typedef struct rv_event {
-    int64_t ts_ns;       /* absolute start, ns */
-    int64_t dur_ns;      /* >= 0 */
-    int64_t correlation; /* args.correlation or the ac2g flow id; RV_NONE */
-    int64_t external_id; /* args."External id" / "external id"; RV_NONE */
-    int64_t bytes;       /* memcpy/memset bytes when given; RV_NONE */
+    int64_t ts_ns;           /* absolute start, ns */
+    int64_t dur_ns;          /* >= 0 */
+    int64_t correlation;     /* args.correlation or the ac2g flow id; RV_NONE */
+    int64_t external_id;     /* args."External id" / "external id"; RV_NONE */
+    int64_t bytes;           /* memcpy/memset bytes when given; RV_NONE */
     int64_t wait_event_corr; /* cuda_sync: wait_on_cuda_event_record_corr_id */
-    uint32_t name;       /* string id */
-    uint32_t pid;        /* string id of the pid as written ("25738", "0") */
-    uint32_t tid;        /* string id of the tid as written ("25738", "stream 7") */
-    int32_t device;      /* args.device, RV_NONE */
-    int32_t stream;      /* args.stream, RV_NONE */
-    int32_t wait_stream; /* cuda_sync: wait_on_stream, RV_NONE */
-    int32_t grid[3];     /* kernel launch geometry; 0 when unknown */
+    uint32_t name;           /* string id */
+    uint32_t pid;            /* string id of the pid as written ("25738", "0") */
+    uint32_t tid;            /* string id of the tid as written ("25738", "stream 7") */
+    int32_t device;          /* args.device, RV_NONE */
+    int32_t stream;          /* args.stream, RV_NONE */
+    int32_t wait_stream;     /* cuda_sync: wait_on_stream, RV_NONE */
+    int32_t grid[3];         /* kernel launch geometry; 0 when unknown */
     int32_t block[3];
-    int32_t registers;   /* registers per thread, 0 when unknown */
-    int32_t shared_mem;  /* bytes, 0 when unknown */
-    uint8_t cat;         /* rv_cat */
-    uint8_t sync_kind;   /* rv_sync_kind for cuda_sync events */
+    int32_t registers;  /* registers per thread, 0 when unknown */
+    int32_t shared_mem; /* bytes, 0 when unknown */
+    uint8_t cat;        /* rv_cat */
+    uint8_t sync_kind;  /* rv_sync_kind for cuda_sync events */
     uint8_t pad[2];
 } rv_event;
 
 /* GPU properties from "deviceProperties" (or the collector's metadata). */
 typedef struct rv_device {
     int32_t id;
-    uint32_t name;        /* string id, e.g. "Tesla V100-DGXS-32GB" */
+    uint32_t name; /* string id, e.g. "Tesla V100-DGXS-32GB" */
     int32_t num_sms;
     int32_t compute_major, compute_minor;
-    int64_t total_mem;    /* bytes */
+    int64_t total_mem; /* bytes */
 } rv_device;
 
 /* Interned, immutable strings. Id 0 is always "". */
 typedef struct rv_strtab {
-    char *data;          /* NUL-terminated strings back to back */
+    char *data; /* NUL-terminated strings back to back */
     size_t len, cap;
-    uint32_t *offsets;   /* id -> offset in data */
+    uint32_t *offsets; /* id -> offset in data */
     uint32_t count, offsets_cap;
-    uint32_t *slots;     /* open-addressing hash: id+1, 0 = empty */
-    uint32_t nslots;     /* power of two */
+    uint32_t *slots; /* open-addressing hash: id+1, 0 = empty */
+    uint32_t nslots; /* power of two */
 } rv_strtab;
 
 typedef struct rv_trace {
-    rv_event *events;    /* in input order */
+    rv_event *events; /* in input order */
     size_t nevents, cap_events;
     rv_device *devices;
     size_t ndevices;
     rv_strtab strings;
 
     /* Metadata; string ids, 0 when absent. */
-    int32_t rank, world_size;    /* distributedInfo; RV_NONE when absent */
-    uint32_t backend;            /* distributedInfo.backend, e.g. "nccl" */
-    uint32_t source_format;      /* "kineto" or "collector" */
-    uint32_t platform_gpu;       /* device 0 name or the collector's GPU name */
+    int32_t rank, world_size; /* distributedInfo; RV_NONE when absent */
+    uint32_t backend;         /* distributedInfo.backend, e.g. "nccl" */
+    uint32_t source_format;   /* "kineto" or "collector" */
+    uint32_t platform_gpu;    /* device 0 name or the collector's GPU name */
     uint32_t platform_cpu, platform_driver, platform_cuda, platform_framework;
-    uint32_t job;                /* collector: job name */
-    double power_limit_w;        /* collector/NVML: cap the trace ran at; 0 = unknown */
-    int64_t base_time_ns;        /* "baseTimeNanoseconds" when present, else 0 */
+    uint32_t job;         /* collector: job name */
+    double power_limit_w; /* collector/NVML: cap the trace ran at; 0 = unknown */
+    int64_t base_time_ns; /* "baseTimeNanoseconds" when present, else 0 */
 
     /* What the reader saw but did not keep, for reports and diagnostics. */
-    size_t skipped_events;       /* async, counters, flows, metadata, python */
-    size_t input_bytes;          /* decompressed JSON bytes read */
+    size_t skipped_events; /* async, counters, flows, metadata, python */
+    size_t input_bytes;    /* decompressed JSON bytes read */
 } rv_trace;
 
 /* Returns a new empty trace (string id 0 = ""), or NULL on OOM. */

@@ -70,8 +70,8 @@ static const char *const dist_fields[] = {"workers",
                                           "allreduce_table",
                                           NULL};
 
-static const char *const top_fields[] = {"optimizations", "distributed",  "power_limit_w",
-                                         "schedule",      "gpu",          "batch_size",
+static const char *const top_fields[] = {"optimizations",  "distributed", "power_limit_w",
+                                         "schedule",       "gpu",         "batch_size",
                                          "host_overheads", NULL};
 
 static const char *const algo_names[] = {"ring", "tree", "hierarchical", "parameter_server"};
@@ -787,9 +787,9 @@ static void sort_pw(pw_ev *ev, size_t n, int32_t maxdev)
             is_dev = 1;
         memset(count, 0, 65537 * sizeof(*count));
 #define PW_KEY(e)                                                                                  \
-    (is_open ? (size_t)(e).open                                                                    \
-             : is_dev ? (size_t)(e).dev                                                            \
-                      : (size_t)((((uint64_t)(e).t - (uint64_t)lo) >> shift) & 0xffff))
+    (is_open  ? (size_t)(e).open                                                                   \
+     : is_dev ? (size_t)(e).dev                                                                    \
+              : (size_t)((((uint64_t)(e).t - (uint64_t)lo) >> shift) & 0xffff))
         for (size_t i = 0; i < n; i++)
             count[PW_KEY(src[i]) + 1]++;
         for (size_t d = 1; d <= 65536; d++)

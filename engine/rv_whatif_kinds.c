@@ -27,9 +27,11 @@ typedef struct kind_doc {
     field_doc fields[8];
 } kind_doc;
 
-#define SEL(req, what)                                                                         \
-    {"select", F_SELECT, 0, 0, 0, NULL, NULL, req,                                             \
-     "tasks to " what ": {kind: kernel|cpu|memcpy|comm, name: regex, layer, phase, stream}"}
+#define SEL(req, what)                                                                             \
+    {                                                                                              \
+        "select", F_SELECT, 0, 0, 0, NULL, NULL, req,                                              \
+            "tasks to " what ": {kind: kernel|cpu|memcpy|comm, name: regex, layer, phase, stream}" \
+    }
 
 static const kind_doc kinds[] = {
     {"amp",
@@ -201,10 +203,10 @@ json_t *rv_whatif_kinds(void)
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
         const kind_doc *k = &kinds[i];
         json_array_append_new(
-            arr, json_pack("{s:s, s:i, s:s, s:o, s:o}", "kind", k->kind, "order", k->order,
-                           "description", k->doc, "example",
-                           json_loads(k->example, 0, NULL), "fields",
-                           fields_json(k->fields, sizeof(k->fields) / sizeof(k->fields[0]))));
+            arr,
+            json_pack("{s:s, s:i, s:s, s:o, s:o}", "kind", k->kind, "order", k->order,
+                      "description", k->doc, "example", json_loads(k->example, 0, NULL), "fields",
+                      fields_json(k->fields, sizeof(k->fields) / sizeof(k->fields[0]))));
     }
     return json_pack("{s:o, s:o, s:o, s:s}", "optimizations", arr, "distributed",
                      fields_json(dist_docs, sizeof(dist_docs) / sizeof(dist_docs[0])), "top_level",

@@ -16,8 +16,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rv_trace *t = NULL;
     rv_error e;
     /* Small caps keep each run fast and exercise the limit paths. */
-    rv_kineto_opts o = {.keep_python = (int)(size & 1), .max_input_bytes = 64u << 20,
-                        .max_events = 1u << 20};
+    rv_kineto_opts o = {
+        .keep_python = (int)(size & 1), .max_input_bytes = 64u << 20, .max_events = 1u << 20};
     int rc = rv_kineto_read_buffer(data, size, &o, &t, &e);
     if (rc == 0) {
         if (!t || t->nevents == 0)

@@ -28,13 +28,15 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
+    fprintf(
+        out,
         "usage: reveried [OPTIONS]\n"
         "\n"
         "The Reverie API server. Every option also reads an environment variable;\n"
         "a flag wins over the variable, the variable over the default.\n"
         "\n"
-        "  -p, --port N            REVERIE_PORT            TCP port (default 8080; 0 = any free port)\n"
+        "  -p, --port N            REVERIE_PORT            TCP port (default 8080; 0 = any free "
+        "port)\n"
         "  -b, --bind ADDR         REVERIE_BIND            IPv4/IPv6 literal to listen on\n"
         "                                                  (default 127.0.0.1)\n"
         "  -d, --database URL      REVERIE_DATABASE_URL    PostgreSQL URL; when unset, reveried\n"
@@ -50,11 +52,14 @@ static void usage(FILE *out)
         "      --timeout S         REVERIE_TIMEOUT_S       idle connection timeout (default 30)\n"
         "      --per-ip N          REVERIE_PER_IP_LIMIT    connections per client IP (default 64)\n"
         "      --max-conn N        REVERIE_MAX_CONNECTIONS connections in all (default 1000)\n"
-        "      --http-threads N    REVERIE_HTTP_THREADS    HTTP event-loop threads (default: CPUs)\n"
+        "      --http-threads N    REVERIE_HTTP_THREADS    HTTP event-loop threads (default: "
+        "CPUs)\n"
         "      --workers N         REVERIE_WORKERS         worker threads for parsing, database\n"
         "                                                  and simulation (default: 2 x CPUs)\n"
-        "      --queue N           REVERIE_QUEUE           pending requests before 503 (default 256)\n"
-        "      --whatif-budget MS  REVERIE_WHATIF_BUDGET_MS  time budget of one what-if (default 10000)\n"
+        "      --queue N           REVERIE_QUEUE           pending requests before 503 (default "
+        "256)\n"
+        "      --whatif-budget MS  REVERIE_WHATIF_BUDGET_MS  time budget of one what-if (default "
+        "10000)\n"
         "      --fleet-inline N    REVERIE_FLEET_INLINE    traces x scenarios a fleet what-if\n"
         "                                                  answers inline; more becomes a job\n"
         "                                                  (default 16)\n"
@@ -102,8 +107,7 @@ static unsigned long long num_setting(const char *name, const char *flag, const 
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || !*s || *end || v > max || s[0] == '-') {
-        fprintf(stderr, "reveried: %s '%s' must be an integer between 0 and %llu\n", name, s,
-                max);
+        fprintf(stderr, "reveried: %s '%s' must be an integer between 0 and %llu\n", name, s, max);
         exit(2);
     }
     return v;
@@ -124,9 +128,23 @@ static int is_loopback(const char *bind)
 int main(int argc, char **argv)
 {
     enum {
-        O_WEB = 256, O_UPLOAD, O_MAXTRACE, O_JSON, O_TIMEOUT, O_PERIP, O_MAXCONN, O_HTHREADS,
-        O_WORKERS, O_QUEUE, O_BUDGET, O_FLEET_INLINE, O_FLEET_WORKERS, O_REQAUTH, O_NOAUTH,
-        O_MIGRATE, O_VERSION
+        O_WEB = 256,
+        O_UPLOAD,
+        O_MAXTRACE,
+        O_JSON,
+        O_TIMEOUT,
+        O_PERIP,
+        O_MAXCONN,
+        O_HTHREADS,
+        O_WORKERS,
+        O_QUEUE,
+        O_BUDGET,
+        O_FLEET_INLINE,
+        O_FLEET_WORKERS,
+        O_REQAUTH,
+        O_NOAUTH,
+        O_MIGRATE,
+        O_VERSION
     };
     static const struct option opts[] = {
         {"port", required_argument, NULL, 'p'},
@@ -212,16 +230,15 @@ int main(int argc, char **argv)
             sc.web_root = "web";
     }
     sc.upload_cap = num_setting("upload cap", f_upload, "REVERIE_UPLOAD_CAP_MB", 512, 65536) << 20;
-    sc.max_trace_bytes = num_setting("max trace", f_maxtrace, "REVERIE_MAX_TRACE_MB", 4096,
-                                     1 << 20) << 20;
-    sc.json_body_cap = (size_t)num_setting("json cap", f_json, "REVERIE_JSON_CAP_KB", 1024,
-                                           1 << 20) << 10;
-    sc.conn_timeout_s = (unsigned)num_setting("timeout", f_timeout, "REVERIE_TIMEOUT_S", 30,
-                                              86400);
-    sc.per_ip_limit = (unsigned)num_setting("per-ip limit", f_perip, "REVERIE_PER_IP_LIMIT", 64,
-                                            100000);
-    sc.conn_limit = (unsigned)num_setting("max connections", f_maxconn,
-                                          "REVERIE_MAX_CONNECTIONS", 1000, 100000);
+    sc.max_trace_bytes = num_setting("max trace", f_maxtrace, "REVERIE_MAX_TRACE_MB", 4096, 1 << 20)
+                         << 20;
+    sc.json_body_cap = (size_t)num_setting("json cap", f_json, "REVERIE_JSON_CAP_KB", 1024, 1 << 20)
+                       << 10;
+    sc.conn_timeout_s = (unsigned)num_setting("timeout", f_timeout, "REVERIE_TIMEOUT_S", 30, 86400);
+    sc.per_ip_limit =
+        (unsigned)num_setting("per-ip limit", f_perip, "REVERIE_PER_IP_LIMIT", 64, 100000);
+    sc.conn_limit = (unsigned)num_setting("max connections", f_maxconn, "REVERIE_MAX_CONNECTIONS",
+                                          1000, 100000);
     sc.http_threads = (unsigned)num_setting("http threads", f_hthreads, "REVERIE_HTTP_THREADS",
                                             (unsigned long long)ncpu, 256);
     sc.workers = (unsigned)num_setting("workers", f_workers, "REVERIE_WORKERS",
@@ -229,10 +246,10 @@ int main(int argc, char **argv)
     sc.queue = (unsigned)num_setting("queue", f_queue, "REVERIE_QUEUE", 256, 1000000);
     sc.whatif_budget_ms = (unsigned)num_setting("what-if budget", f_budget,
                                                 "REVERIE_WHATIF_BUDGET_MS", 10000, 3600000);
-    sc.fleet_inline_max = (unsigned)num_setting("fleet inline", f_finline, "REVERIE_FLEET_INLINE",
-                                                16, 1000000);
-    sc.fleet_workers = (unsigned)num_setting("fleet workers", f_fworkers,
-                                             "REVERIE_FLEET_WORKERS", 1, 64);
+    sc.fleet_inline_max =
+        (unsigned)num_setting("fleet inline", f_finline, "REVERIE_FLEET_INLINE", 16, 1000000);
+    sc.fleet_workers =
+        (unsigned)num_setting("fleet workers", f_fworkers, "REVERIE_FLEET_WORKERS", 1, 64);
     if (sc.http_threads == 0 || sc.workers == 0 || sc.queue == 0 || sc.upload_cap == 0 ||
         sc.json_body_cap == 0) {
         fprintf(stderr, "reveried: thread counts, queue and caps must be at least 1\n");
@@ -242,8 +259,10 @@ int main(int argc, char **argv)
         sc.require_auth = require_auth;
     } else if (no_auth) {
         sc.require_auth = 0;
-        fprintf(stderr, "reveried: WARNING: serving %s without authentication "
-                        "(--insecure-no-auth)\n", sc.bind);
+        fprintf(stderr,
+                "reveried: WARNING: serving %s without authentication "
+                "(--insecure-no-auth)\n",
+                sc.bind);
     } else {
         sc.require_auth = 1;
     }

@@ -61,13 +61,13 @@ static void h_hardware(rv_req *r, void *app)
             if (t[i].tflops[d] > 0)
                 json_object_set_new(tf, rv_dtype_name(d), json_real(t[i].tflops[d]));
         json_array_append_new(
-            arr, json_pack("{s:s,s:s,s:i,s:f,s:f,s:f,s:o,s:f,s:f,s:f,s:f,s:f,s:f}", "name",
-                           t[i].name, "vendor", t[i].vendor, "sms", t[i].sms, "max_sm_mhz",
-                           t[i].max_sm_mhz, "min_sm_mhz", t[i].min_sm_mhz, "hbm_gbps",
-                           t[i].hbm_gbps, "tflops", tf, "default_power_limit_w",
-                           t[i].default_pl_w, "min_power_limit_w", t[i].min_pl_w, "idle_w",
-                           t[i].idle_w, "nvlink_gbps", t[i].nvlink_gbps, "pcie_gbps",
-                           t[i].pcie_gbps, "launch_us", t[i].launch_us));
+            arr,
+            json_pack("{s:s,s:s,s:i,s:f,s:f,s:f,s:o,s:f,s:f,s:f,s:f,s:f,s:f}", "name", t[i].name,
+                      "vendor", t[i].vendor, "sms", t[i].sms, "max_sm_mhz", t[i].max_sm_mhz,
+                      "min_sm_mhz", t[i].min_sm_mhz, "hbm_gbps", t[i].hbm_gbps, "tflops", tf,
+                      "default_power_limit_w", t[i].default_pl_w, "min_power_limit_w",
+                      t[i].min_pl_w, "idle_w", t[i].idle_w, "nvlink_gbps", t[i].nvlink_gbps,
+                      "pcie_gbps", t[i].pcie_gbps, "launch_us", t[i].launch_us));
     }
     rv_req_respond_json(r, 200, json_pack("{s:o}", "hardware", arr));
 }
@@ -93,12 +93,11 @@ static const rv_route routes[] = {
     {"GET", "/v1/jobs/{id}", rv_api_job_get, RV_BODY_NONE, RV_SCOPE_READ, 0, "jobs_get"},
     {"GET", "/v1/platforms", rv_api_platform_list, RV_BODY_NONE, RV_SCOPE_READ, 0,
      "platforms_list"},
-    {"GET", "/v1/platforms/{id}/overheads", rv_api_platform_overheads, RV_BODY_NONE,
-     RV_SCOPE_READ, 0, "platforms_overheads"},
-    {"GET", "/v1/hardware", h_hardware, RV_BODY_NONE, RV_SCOPE_READ, RV_ROUTE_INLINE,
-     "hardware"},
-    {"GET", "/v1/whatif/kinds", rv_api_whatif_kinds, RV_BODY_NONE, RV_SCOPE_READ,
-     RV_ROUTE_INLINE, "whatif_kinds"},
+    {"GET", "/v1/platforms/{id}/overheads", rv_api_platform_overheads, RV_BODY_NONE, RV_SCOPE_READ,
+     0, "platforms_overheads"},
+    {"GET", "/v1/hardware", h_hardware, RV_BODY_NONE, RV_SCOPE_READ, RV_ROUTE_INLINE, "hardware"},
+    {"GET", "/v1/whatif/kinds", rv_api_whatif_kinds, RV_BODY_NONE, RV_SCOPE_READ, RV_ROUTE_INLINE,
+     "whatif_kinds"},
 };
 
 const rv_route *rv_api_routes(size_t *n)

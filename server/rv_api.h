@@ -16,12 +16,12 @@ struct rv_metrics;
 struct rv_auth;
 
 typedef struct rv_app_config {
-    const char *home;          /* REVERIE_HOME (borrowed) */
-    const char *spool_dir;     /* home/spool */
-    uint64_t upload_cap;       /* bytes as sent */
-    uint64_t max_trace_bytes;  /* decompressed JSON cap for the reader */
-    unsigned whatif_budget_ms; /* wall-time budget of one what-if */
-    unsigned fleet_inline_max; /* traces x scenarios answered inline */
+    const char *home;            /* REVERIE_HOME (borrowed) */
+    const char *spool_dir;       /* home/spool */
+    uint64_t upload_cap;         /* bytes as sent */
+    uint64_t max_trace_bytes;    /* decompressed JSON cap for the reader */
+    unsigned whatif_budget_ms;   /* wall-time budget of one what-if */
+    unsigned fleet_inline_max;   /* traces x scenarios answered inline */
     unsigned timeline_max_tasks; /* cap on max_tasks of a timeline */
 } rv_app_config;
 
@@ -31,7 +31,7 @@ typedef struct rv_app {
     struct rv_metrics *metrics; /* borrowed */
     struct rv_auth *auth;       /* borrowed */
     const char *version;
-    volatile int draining;      /* set on SIGTERM: /readyz answers 503 */
+    volatile int draining; /* set on SIGTERM: /readyz answers 503 */
 } rv_app;
 
 /* The route table (static; *n receives its length). */

@@ -23,9 +23,9 @@
 #include "rv_whatif.h"
 
 #define MAX_SCENARIOS 64
-#define MAX_SELECTED 100000
+#define MAX_SELECTED  100000
 #define DEFAULT_SHARD 4
-#define STALE_JOB_S 60
+#define STALE_JOB_S   60
 
 static char worker_prefix[128];
 
@@ -161,9 +161,9 @@ static int fleet_select(rv_app *a, const json_t *sel, int64_t **ids, size_t *n, 
 typedef struct fleet_trace {
     int64_t id;
     rv_loaded l;
-    int loaded;       /* 0 not tried, 1 loaded, -1 failed (load_err) */
-    int versioned;    /* same for version */
-    int tabled;       /* same for oh */
+    int loaded;    /* 0 not tried, 1 loaded, -1 failed (load_err) */
+    int versioned; /* same for version */
+    int tabled;    /* same for oh */
     char version[128];
     rv_oh_table *oh;
     rv_error load_err, version_err, table_err;
@@ -182,9 +182,11 @@ static json_t *fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const ch
     if (platform) {
         if (!ft->versioned) {
             rv_error_clear(&ft->version_err);
-            ft->versioned = rv_db_trace_overheads(a->db, ft->id, NULL, ft->version,
-                                                  sizeof(ft->version), NULL, NULL,
-                                                  &ft->version_err) == 0 ? 1 : -1;
+            ft->versioned =
+                rv_db_trace_overheads(a->db, ft->id, NULL, ft->version, sizeof(ft->version), NULL,
+                                      NULL, &ft->version_err) == 0
+                    ? 1
+                    : -1;
         }
         if (ft->versioned < 0) {
             *e = ft->version_err;
@@ -209,9 +211,10 @@ static json_t *fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const ch
     if (platform) {
         if (!ft->tabled) {
             rv_error_clear(&ft->table_err);
-            ft->tabled = rv_api_platform_table(a, ft->id, &ft->oh, ft->version,
-                                               sizeof(ft->version), &ft->table_err) == 0 ? 1
-                                                                                        : -1;
+            ft->tabled = rv_api_platform_table(a, ft->id, &ft->oh, ft->version, sizeof(ft->version),
+                                               &ft->table_err) == 0
+                             ? 1
+                             : -1;
         }
         if (ft->tabled < 0) {
             *e = ft->table_err;
@@ -236,7 +239,7 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
 {
     size_t ns = json_array_size(scenarios);
     json_t *per = json_array();
-    char (*hashes)[RV_SHA256_HEX_LEN + 1] = calloc(ns ? ns : 1, sizeof(*hashes));
+    char(*hashes)[RV_SHA256_HEX_LEN + 1] = calloc(ns ? ns : 1, sizeof(*hashes));
 
     if (!per || !hashes) {
         free(hashes);
@@ -256,14 +259,14 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
             json_t *res = fleet_one(a, &ft, json_array_get(scenarios, s), hashes[s], &e);
             json_t *row;
             if (res) {
-                row = json_pack("{s:I,s:O*,s:O*,s:O*,s:O*,s:O*,s:O*}", "trace_id",
-                                (json_int_t)ids[i], "measured_us",
-                                json_object_get(res, "measured_us"), "baseline_us",
-                                json_object_get(res, "baseline_us"), "predicted_us",
-                                json_object_get(res, "predicted_us"), "speedup",
-                                json_object_get(res, "speedup"), "replay_error",
-                                json_object_get(res, "replay_error"), "energy_j",
-                                json_object_get(res, "energy_j"));
+                row =
+                    json_pack("{s:I,s:O*,s:O*,s:O*,s:O*,s:O*,s:O*}", "trace_id", (json_int_t)ids[i],
+                              "measured_us", json_object_get(res, "measured_us"), "baseline_us",
+                              json_object_get(res, "baseline_us"), "predicted_us",
+                              json_object_get(res, "predicted_us"), "speedup",
+                              json_object_get(res, "speedup"), "replay_error",
+                              json_object_get(res, "replay_error"), "energy_j",
+                              json_object_get(res, "energy_j"));
                 json_decref(res);
             } else {
                 row = json_pack("{s:I,s:s}", "trace_id", (json_int_t)ids[i], "error",
@@ -320,8 +323,8 @@ static json_t *fleet_aggregate(const json_t *rows)
         e_before += json_number_value(json_object_get(en, "baseline"));
         e_after += json_number_value(json_object_get(en, "predicted"));
         if (speed > 1.10)
-            json_array_append_new(gainers, json_integer(json_integer_value(
-                                               json_object_get(row, "trace_id"))));
+            json_array_append_new(
+                gainers, json_integer(json_integer_value(json_object_get(row, "trace_id"))));
     }
     double mean = 0;
     for (size_t i = 0; i < ok; i++)
@@ -350,8 +353,8 @@ static json_t *fleet_result(const json_t *scenarios, const json_t *per, size_t n
     for (size_t s = 0; s < json_array_size(scenarios); s++) {
         const json_t *rows = json_array_get(per, s);
         json_array_append_new(out, json_pack("{s:I,s:O,s:o,s:O}", "index", (json_int_t)s,
-                                             "scenario", json_array_get(scenarios, s),
-                                             "aggregate", fleet_aggregate(rows), "rows", rows));
+                                             "scenario", json_array_get(scenarios, s), "aggregate",
+                                             fleet_aggregate(rows), "rows", rows));
     }
     json_t *res = json_pack("{s:I,s:o}", "traces", (json_int_t)ntraces, "scenarios", out);
     if (res && workers)
@@ -402,8 +405,9 @@ void rv_api_fleet_whatif(rv_req *r, void *app)
     char loc[64];
     snprintf(loc, sizeof(loc), "/v1/jobs/%lld", (long long)job);
     rv_req_add_header(r, "Location", loc);
-    rv_req_respond_json(r, 202, json_pack("{s:I,s:s,s:s}", "job_id", (json_int_t)job, "state",
-                                          "queued", "status_url", loc));
+    rv_req_respond_json(r, 202,
+                        json_pack("{s:I,s:s,s:s}", "job_id", (json_int_t)job, "state", "queued",
+                                  "status_url", loc));
 out:
     free(ids);
     json_decref(req);

@@ -11,8 +11,8 @@
 #include "rv_db.h"
 #include "rv_metrics.h"
 
-#define MAX_TAGS 16
-#define LIST_PAGE 500
+#define MAX_TAGS      16
+#define LIST_PAGE     500
 #define LIST_SCAN_CAP 20000
 
 /* A query parameter, else a header (X-Reverie-Job for "job"). */
@@ -370,8 +370,9 @@ void rv_api_platform_overheads(rv_req *r, void *app)
             return;
         }
     }
-    rv_req_respond_json(r, 200, json_pack("{s:I,s:s,s:o}", "platform_id", (json_int_t)id, "unit",
-                                          "us", "overheads", arr));
+    rv_req_respond_json(
+        r, 200,
+        json_pack("{s:I,s:s,s:o}", "platform_id", (json_int_t)id, "unit", "us", "overheads", arr));
 }
 
 int rv_api_load(rv_app *a, int64_t id, rv_loaded *out, rv_error *err)

@@ -111,8 +111,8 @@ out:
     return rc;
 }
 
-int rv_api_platform_table(rv_app *a, int64_t trace_id, rv_oh_table **out, char *version,
-                          size_t cap, rv_error *err)
+int rv_api_platform_table(rv_app *a, int64_t trace_id, rv_oh_table **out, char *version, size_t cap,
+                          rv_error *err)
 {
     rv_db_overhead_row *rows = NULL;
     size_t n = 0;
@@ -137,8 +137,8 @@ int rv_api_platform_table(rv_app *a, int64_t trace_id, rv_oh_table **out, char *
     return rc;
 }
 
-json_t *rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc,
-                          const rv_oh_table *oh, int with_timeline, rv_error *err)
+json_t *rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc, const rv_oh_table *oh,
+                          int with_timeline, rv_error *err)
 {
     rv_whatif *w = NULL;
     rv_graph *g2 = NULL;
@@ -188,21 +188,21 @@ json_t *rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc,
     double per_b = wb.per > 0 ? wb.per : 1, per_p = wp.per > 0 ? wp.per : 1;
     res = json_pack("{s:I,s:f,s:f,s:f,s:f,s:f}", "trace_id", (json_int_t)l->id, "measured_us",
                     fb.measured_us, "baseline_us", fb.simulated_us, "replay_error",
-                    replay_error(&fb), "predicted_us",
-                    fp.simulated_us, "speedup", ratio(fb.simulated_us, fp.simulated_us));
+                    replay_error(&fb), "predicted_us", fp.simulated_us, "speedup",
+                    ratio(fb.simulated_us, fp.simulated_us));
     if (!res) {
         rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
         goto out;
     }
-    json_object_set_new(res, "energy_j",
-                        json_pack("{s:f,s:f}", "baseline", eb.energy_j / per_b, "predicted",
-                                  ep.energy_j / per_p));
-    json_object_set_new(res, "avg_power_w",
-                        json_pack("{s:f,s:f}", "baseline", eb.avg_power_w, "predicted",
-                                  ep.avg_power_w));
-    json_object_set_new(res, "power_limit_w",
-                        json_pack("{s:f,s:f}", "baseline", eb.power_limit_w, "predicted",
-                                  ep.power_limit_w));
+    json_object_set_new(
+        res, "energy_j",
+        json_pack("{s:f,s:f}", "baseline", eb.energy_j / per_b, "predicted", ep.energy_j / per_p));
+    json_object_set_new(
+        res, "avg_power_w",
+        json_pack("{s:f,s:f}", "baseline", eb.avg_power_w, "predicted", ep.avg_power_w));
+    json_object_set_new(
+        res, "power_limit_w",
+        json_pack("{s:f,s:f}", "baseline", eb.power_limit_w, "predicted", ep.power_limit_w));
     json_object_set_new(res, "breakdown",
                         json_pack("{s:o*,s:o*}", "baseline",
                                   rv_report_breakdown(l->graph, l->base, &wb), "predicted",
@@ -261,8 +261,8 @@ void rv_api_trace_whatif(rv_req *r, void *app)
     /* With the platform's overheads the answer also depends on the platform's
      * statistics, which change with every upload: their version joins the key. */
     int platform = rv_api_doc_uses_platform(doc);
-    if (platform && rv_db_trace_overheads(a->db, id, NULL, version, sizeof(version), NULL, NULL,
-                                          &e) != 0) {
+    if (platform &&
+        rv_db_trace_overheads(a->db, id, NULL, version, sizeof(version), NULL, NULL, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
     }
@@ -519,9 +519,9 @@ void rv_api_trace_timeline(rv_req *r, void *app)
     }
     int64_t from_us = rv_req_query_int(r, "from_us", 0, INT64_MAX / 2000);
     int64_t to_us = rv_req_query_int(r, "to_us", INT64_MAX / 2000, INT64_MAX / 2000);
-    int64_t max_tasks = rv_req_query_int(r, "max_tasks", TIMELINE_DEFAULT_TASKS,
-                                         a->cfg.timeline_max_tasks ? a->cfg.timeline_max_tasks
-                                                                   : 200000);
+    int64_t max_tasks =
+        rv_req_query_int(r, "max_tasks", TIMELINE_DEFAULT_TASKS,
+                         a->cfg.timeline_max_tasks ? a->cfg.timeline_max_tasks : 200000);
     if (from_us < 0 || to_us < 0 || max_tasks < 0)
         return;
     if (strcmp(source, "predicted") == 0) {
@@ -590,10 +590,9 @@ void rv_api_trace_timeline(rv_req *r, void *app)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    int rc = f ? timeline_write(f, id, source, g, s, strcmp(source, "measured") == 0,
-                                from_us * 1000,
-                                to_us > INT64_MAX / 2000 - 1 ? INT64_MAX : to_us * 1000,
-                                (size_t)max_tasks)
+    int rc = f ? timeline_write(
+                     f, id, source, g, s, strcmp(source, "measured") == 0, from_us * 1000,
+                     to_us > INT64_MAX / 2000 - 1 ? INT64_MAX : to_us * 1000, (size_t)max_tasks)
                : RV_ERR_NOMEM;
     if (f && fclose(f) != 0)
         rc = RV_ERR_NOMEM;

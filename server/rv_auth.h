@@ -14,11 +14,11 @@
 #include "rv_sha256.h"
 
 #define RV_SCOPE_INGEST 1u /* POST /v1/traces */
-#define RV_SCOPE_READ 2u   /* GET everything, what-ifs (they only read) */
-#define RV_SCOPE_ADMIN 4u  /* DELETE, and implies every other scope */
+#define RV_SCOPE_READ   2u /* GET everything, what-ifs (they only read) */
+#define RV_SCOPE_ADMIN  4u /* DELETE, and implies every other scope */
 
-#define RV_TOKEN_ID_LEN 8      /* hex chars of the public id */
-#define RV_TOKEN_LEN 53        /* "rvt_" + 8 hex id + "_" + 40 hex */
+#define RV_TOKEN_ID_LEN 8  /* hex chars of the public id */
+#define RV_TOKEN_LEN    53 /* "rvt_" + 8 hex id + "_" + 40 hex */
 
 typedef struct rv_auth rv_auth;
 

@@ -21,14 +21,14 @@
 #include "rv_sha256.h"
 #include "rv_snapshot.h"
 
-#define MAX_CONNS 64
+#define MAX_CONNS         64
 #define DEFAULT_MAX_BYTES ((size_t)512 << 20)
 /* bytea values cannot exceed 1 GiB; stay clear of it. */
-#define HARD_MAX_STORED ((size_t)1000 << 20)
+#define HARD_MAX_STORED  ((size_t)1000 << 20)
 #define MIGRATE_LOCK_KEY "5928370461017297"
-#define SNAPSHOT_LEVEL 1
-#define COPY_CHUNK (1u << 20)
-#define MAX_MIGRATIONS 4096
+#define SNAPSHOT_LEVEL   1
+#define COPY_CHUNK       (1u << 20)
+#define MAX_MIGRATIONS   4096
 
 /* ---- pool ------------------------------------------------------------------- */
 
@@ -54,9 +54,9 @@ static const struct {
     const char *name, *sql;
     int nparams;
 } stmts[ST_COUNT] = {
-    [ST_SNAPSHOT] = {"rv_snapshot",
-                     "SELECT bytes FROM trace_snapshots WHERE trace_id = $1 AND format_version = $2",
-                     2},
+    [ST_SNAPSHOT] =
+        {"rv_snapshot",
+         "SELECT bytes FROM trace_snapshots WHERE trace_id = $1 AND format_version = $2", 2},
     [ST_CACHE_GET] = {"rv_cache_get",
                       "SELECT result::text FROM whatif_cache WHERE trace_id = $1 AND "
                       "request_hash = $2",
@@ -227,8 +227,8 @@ static PGresult *qp(pconn *pc, int st, const char *const *vals, const int *lens,
         PQclear(r);
         pc->prepared |= 1u << st;
     }
-    PGresult *r = PQexecPrepared(pc->c, stmts[st].name, stmts[st].nparams, vals, lens, fmts,
-                                 result_binary);
+    PGresult *r =
+        PQexecPrepared(pc->c, stmts[st].name, stmts[st].nparams, vals, lens, fmts, result_binary);
     if (PQresultStatus(r) != want) {
         db_fail(err, stmts[st].name, pc->c, r);
         PQclear(r);
@@ -249,8 +249,8 @@ int rv_db_ping(rv_db *db, rv_error *err)
 }
 
 /* Runs a query that returns one text value of JSON and parses it. */
-static int query_json(rv_db *db, const char *what, const char *sql, int n,
-                      const char *const *vals, json_t **out, rv_error *err)
+static int query_json(rv_db *db, const char *what, const char *sql, int n, const char *const *vals,
+                      json_t **out, rv_error *err)
 {
     *out = NULL;
     pconn *pc = acquire(db, err);
@@ -340,8 +340,8 @@ static int list_migrations(const char *dir, migration **out, size_t *nout, rv_er
         char **slot = up ? &m[i].up : &m[i].down;
         if (*slot) {
             rc = rv_error_set(err, RV_ERR_INVALID, -1, -1,
-                              "migrations: two %s files for version %lld in %s",
-                              up ? "up" : "down", v, dir);
+                              "migrations: two %s files for version %lld in %s", up ? "up" : "down",
+                              v, dir);
             break;
         }
         size_t plen = strlen(dir) + len + 2;
@@ -754,8 +754,7 @@ static void measure_iterations(const rv_trace *t, double *measured_us, int *iter
     *iterations = f.iterations;
 }
 
-static json_t *build_summary(const rv_trace *t, double measured_us, int iterations,
-                             size_t nsamples)
+static json_t *build_summary(const rv_trace *t, double measured_us, int iterations, size_t nsamples)
 {
     size_t by_cat[RV_CAT_COUNT] = {0};
     int64_t lo = INT64_MAX, hi = INT64_MIN, gpu_busy = 0;
@@ -997,8 +996,10 @@ int rv_db_ingest(rv_db *db, const rv_trace *t, const void *orig, size_t len,
         stored_len = gz_len;
     }
     if (stored_len > HARD_MAX_STORED) {
-        rc = rv_error_set(err, RV_ERR_LIMIT, -1, -1, "the compressed upload is %zu bytes, over "
-                          "the %zu-byte storage cap", stored_len, HARD_MAX_STORED);
+        rc = rv_error_set(err, RV_ERR_LIMIT, -1, -1,
+                          "the compressed upload is %zu bytes, over "
+                          "the %zu-byte storage cap",
+                          stored_len, HARD_MAX_STORED);
         goto out;
     }
     rc = rv_snapshot_encode(t, SNAPSHOT_LEVEL, &snap, &snap_len, err);
@@ -1041,8 +1042,8 @@ int rv_db_ingest(rv_db *db, const rv_trace *t, const void *orig, size_t len,
     rv_db_platform_key(&p, key);
     snprintf(gpn, sizeof(gpn), "%d", p.gpus_per_node);
     {
-        const char *vals[] = {key, p.gpu_model, gpn, p.cpu_model, p.driver, p.runtime_version,
-                              p.framework};
+        const char *vals[] = {key,      p.gpu_model,       gpn,        p.cpu_model,
+                              p.driver, p.runtime_version, p.framework};
         /* When a concurrent ingest inserts the same platform, our INSERT
          * waits for it and does nothing, and the SELECT still runs on the
          * statement's older snapshot: run it again, it then sees the row. */
@@ -1068,8 +1069,8 @@ int rv_db_ingest(rv_db *db, const rv_trace *t, const void *orig, size_t len,
     char pid_s[24], tid_s[24], rank_s[16], ws_s[16], meas_s[40], tasks_s[24], it_s[16];
     snprintf(pid_s, sizeof(pid_s), "%lld", (long long)res->platform_id);
     int32_t rank = meta->rank != RV_NONE ? meta->rank : t->rank;
-    int32_t ws = meta->world_size != RV_NONE && meta->world_size > 0 ? meta->world_size
-                                                                      : t->world_size;
+    int32_t ws =
+        meta->world_size != RV_NONE && meta->world_size > 0 ? meta->world_size : t->world_size;
     snprintf(rank_s, sizeof(rank_s), "%d", rank);
     snprintf(ws_s, sizeof(ws_s), "%d", ws);
     snprintf(meas_s, sizeof(meas_s), "%.17g", measured_us);
@@ -1083,10 +1084,17 @@ int rv_db_ingest(rv_db *db, const rv_trace *t, const void *orig, size_t len,
     if (rc)
         goto out;
     {
-        const char *vals[] = {job,    rank >= 0 ? rank_s : NULL, ws >= 1 ? ws_s : NULL,
-                              pid_s,  fmt,
+        const char *vals[] = {job,
+                              rank >= 0 ? rank_s : NULL,
+                              ws >= 1 ? ws_s : NULL,
+                              pid_s,
+                              fmt,
                               measured_us > 0 ? meas_s : NULL,
-                              tasks_s, it_s, res->sha256, summary_txt, tags.p};
+                              tasks_s,
+                              it_s,
+                              res->sha256,
+                              summary_txt,
+                              tags.p};
         r = q(pc, "insert trace",
               "INSERT INTO traces (job, rank, world_size, platform_id, source_format, "
               "measured_us, tasks, iterations, content_sha256, summary, tags) VALUES ($1, $2, $3, "
@@ -1165,8 +1173,8 @@ int rv_db_ingest(rv_db *db, const rv_trace *t, const void *orig, size_t len,
          * platform (its foreign key), and FOR UPDATE would deadlock two
          * ingests that both hold one. */
         const char *vals[] = {pid_s};
-        r = q(pc, "lock platform", "SELECT id FROM platforms WHERE id = $1 FOR NO KEY UPDATE", 1, vals,
-              PGRES_TUPLES_OK, err);
+        r = q(pc, "lock platform", "SELECT id FROM platforms WHERE id = $1 FOR NO KEY UPDATE", 1,
+              vals, PGRES_TUPLES_OK, err);
         if (!r) {
             rc = RV_ERR_IO;
             goto out;
@@ -1259,7 +1267,7 @@ int rv_db_ingest_file(rv_db *db, const char *path, const rv_db_ingest_meta *meta
 /* ---- traces ------------------------------------------------------------------- */
 
 #define TRACE_JSON                                                                                 \
-    "json_build_object('id', t.id, 'job', t.job, 'rank', t.rank, 'world_size', t.world_size, "    \
+    "json_build_object('id', t.id, 'job', t.job, 'rank', t.rank, 'world_size', t.world_size, "     \
     "'platform', json_build_object('id', p.id, 'gpu_model', p.gpu_model, 'gpus_per_node', "        \
     "p.gpus_per_node, 'cpu_model', p.cpu_model, 'driver', p.driver, 'runtime_version', "           \
     "p.runtime_version, 'framework', p.framework), 'uploaded_at', t.uploaded_at, "                 \
@@ -1297,7 +1305,7 @@ static void filter_params(const rv_db_trace_filter *f, char pl[24], char before[
 }
 
 #define FILTER_WHERE                                                                               \
-    "($1::bigint IS NULL OR t.platform_id = $1) AND ($2::text IS NULL OR t.job = $2) AND "        \
+    "($1::bigint IS NULL OR t.platform_id = $1) AND ($2::text IS NULL OR t.job = $2) AND "         \
     "($3::text IS NULL OR t.tags @> ARRAY[$3::text]) AND ($4::bigint IS NULL OR t.id < $4)"
 
 int rv_db_trace_list(rv_db *db, const rv_db_trace_filter *f, json_t **out, rv_error *err)
@@ -1317,8 +1325,7 @@ int rv_db_trace_list(rv_db *db, const rv_db_trace_filter *f, json_t **out, rv_er
                       5, vals, out, err);
 }
 
-int rv_db_trace_ids(rv_db *db, const rv_db_trace_filter *f, int64_t **ids, size_t *n,
-                    rv_error *err)
+int rv_db_trace_ids(rv_db *db, const rv_db_trace_filter *f, int64_t **ids, size_t *n, rv_error *err)
 {
     char pl[24], before[24];
     const char *vals[4];
@@ -1329,10 +1336,10 @@ int rv_db_trace_ids(rv_db *db, const rv_db_trace_filter *f, int64_t **ids, size_
     if (!pc)
         return RV_ERR_IO;
     int rc = 0;
-    PGresult *r = q(pc, "trace ids",
-                    "SELECT t.id FROM traces t WHERE " FILTER_WHERE
-                    " ORDER BY t.id DESC LIMIT 1000000",
-                    4, vals, PGRES_TUPLES_OK, err);
+    PGresult *r =
+        q(pc, "trace ids",
+          "SELECT t.id FROM traces t WHERE " FILTER_WHERE " ORDER BY t.id DESC LIMIT 1000000", 4,
+          vals, PGRES_TUPLES_OK, err);
     if (!r) {
         rc = RV_ERR_IO;
     } else {
@@ -1406,8 +1413,8 @@ int rv_db_snapshot_load(rv_db *db, int64_t id, rv_trace **out, rv_error *err)
     if (!r)
         rc = RV_ERR_IO;
     else if (PQntuples(r) == 0)
-        rc = rv_error_set(err, RV_ERR_NOTFOUND, -1, -1, "no snapshot for trace %lld",
-                          (long long)id);
+        rc =
+            rv_error_set(err, RV_ERR_NOTFOUND, -1, -1, "no snapshot for trace %lld", (long long)id);
     else
         rc = rv_snapshot_decode(PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0), out, err);
     PQclear(r);
@@ -1445,8 +1452,8 @@ int rv_db_original_get(rv_db *db, int64_t id, uint8_t **bytes, size_t *len, int 
             *len = n;
             /* Binary results: text is raw bytes, bigint is 8 bytes big-endian. */
             if (gzip_wrapped)
-                *gzip_wrapped = PQgetlength(r, 0, 1) == 4 &&
-                                memcmp(PQgetvalue(r, 0, 1), "gzip", 4) == 0;
+                *gzip_wrapped =
+                    PQgetlength(r, 0, 1) == 4 && memcmp(PQgetvalue(r, 0, 1), "gzip", 4) == 0;
             if (received_size) {
                 const uint8_t *b = (const uint8_t *)PQgetvalue(r, 0, 2);
                 uint64_t v = 0;
@@ -1661,8 +1668,10 @@ int rv_db_overheads_rebuild(rv_db *db, int64_t platform_id, size_t *groups, rv_e
         const char *vals[] = {pid_s};
         rc = exec_ok(pc, "BEGIN", "BEGIN", err);
         PGresult *r = rc ? NULL
-                         : q(pc, "lock platform", "SELECT id FROM platforms WHERE id = $1 FOR "
-                             "NO KEY UPDATE", 1, vals, PGRES_TUPLES_OK, err);
+                         : q(pc, "lock platform",
+                             "SELECT id FROM platforms WHERE id = $1 FOR "
+                             "NO KEY UPDATE",
+                             1, vals, PGRES_TUPLES_OK, err);
         if (!rc && !r)
             rc = RV_ERR_IO;
         else if (!rc && PQntuples(r) == 0)
@@ -1823,13 +1832,13 @@ int rv_db_token_list(rv_db *db, int include_revoked, rv_db_token **rows, size_t 
     if (!pc)
         return RV_ERR_IO;
     int rc = 0;
-    PGresult *r = q(pc, "token list",
-                    include_revoked
-                        ? "SELECT id, name, token_sha256, array_to_string(scopes, ','), "
-                          "revoked_at IS NOT NULL FROM api_tokens ORDER BY id"
-                        : "SELECT id, name, token_sha256, array_to_string(scopes, ','), false "
-                          "FROM api_tokens WHERE revoked_at IS NULL ORDER BY id",
-                    0, NULL, PGRES_TUPLES_OK, err);
+    PGresult *r =
+        q(pc, "token list",
+          include_revoked ? "SELECT id, name, token_sha256, array_to_string(scopes, ','), "
+                            "revoked_at IS NOT NULL FROM api_tokens ORDER BY id"
+                          : "SELECT id, name, token_sha256, array_to_string(scopes, ','), false "
+                            "FROM api_tokens WHERE revoked_at IS NULL ORDER BY id",
+          0, NULL, PGRES_TUPLES_OK, err);
     if (!r) {
         rc = RV_ERR_IO;
     } else {
@@ -1882,8 +1891,7 @@ int rv_db_job_enqueue(rv_db *db, const char *kind, const json_t *request, int64_
     return rc;
 }
 
-int rv_db_job_claim(rv_db *db, const char *worker, const char *kind, rv_db_job *out,
-                    rv_error *err)
+int rv_db_job_claim(rv_db *db, const char *worker, const char *kind, rv_db_job *out, rv_error *err)
 {
     memset(out, 0, sizeof(*out));
     const char *vals[] = {worker ? worker : "", kind};

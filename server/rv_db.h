@@ -67,20 +67,20 @@ int rv_db_platform_list(rv_db *db, json_t **out, rv_error *err);
  * or 0 = take it from the trace). Borrowed for the call. */
 typedef struct rv_db_ingest_meta {
     const char *job;
-    int32_t rank, world_size;          /* RV_NONE = from the trace */
-    const char *source_format;         /* default: the trace's, else "kineto" */
+    int32_t rank, world_size;  /* RV_NONE = from the trace */
+    const char *source_format; /* default: the trace's, else "kineto" */
     const char *const *tags;
     size_t ntags;
-    rv_db_platform platform;           /* NULL fields = from the trace */
-    size_t max_bytes;                  /* cap on the original; 0 = 512 MiB */
+    rv_db_platform platform; /* NULL fields = from the trace */
+    size_t max_bytes;        /* cap on the original; 0 = 512 MiB */
 } rv_db_ingest_meta;
 
 typedef struct rv_db_ingest_result {
     int64_t trace_id;
     int64_t platform_id;
-    int duplicate;        /* 1: same content already stored; trace_id is it */
-    size_t samples;       /* overhead samples stored */
-    char sha256[65];      /* of the original bytes */
+    int duplicate;   /* 1: same content already stored; trace_id is it */
+    size_t samples;  /* overhead samples stored */
+    char sha256[65]; /* of the original bytes */
 } rv_db_ingest_result;
 
 /* Stores one parsed trace (borrowed) and its original bytes (borrowed, as
@@ -114,11 +114,11 @@ void rv_db_set_ingest_hook(rv_db *db, rv_db_ingest_hook fn, void *ctx);
 int rv_db_trace_get(rv_db *db, int64_t id, json_t **out, rv_error *err);
 
 typedef struct rv_db_trace_filter {
-    int64_t platform_id;  /* 0 = any */
-    const char *job;      /* NULL = any */
-    const char *tag;      /* NULL = any */
-    int64_t before_id;    /* keyset paging: ids < before_id; 0 = from newest */
-    unsigned limit;       /* 0 = 100; capped at 1000 */
+    int64_t platform_id; /* 0 = any */
+    const char *job;     /* NULL = any */
+    const char *tag;     /* NULL = any */
+    int64_t before_id;   /* keyset paging: ids < before_id; 0 = from newest */
+    unsigned limit;      /* 0 = 100; capped at 1000 */
 } rv_db_trace_filter;
 
 /* JSON array of trace objects, newest first (new reference). f may be NULL. */
@@ -144,8 +144,8 @@ int rv_db_original_get(rv_db *db, int64_t id, uint8_t **bytes, size_t *len, int 
 /* ---- per-platform overhead statistics ----------------------------------------- */
 
 typedef struct rv_db_overhead_row {
-    int type;             /* rv_overhead_type */
-    char *op_name;        /* "*" = the type's overall row */
+    int type;      /* rv_overhead_type */
+    char *op_name; /* "*" = the type's overall row */
     rv_overhead_stat stat;
 } rv_db_overhead_row;
 
@@ -216,8 +216,7 @@ int rv_db_job_enqueue(rv_db *db, const char *kind, const json_t *request, int64_
                       rv_error *err);
 /* Claims the oldest queued job (of kind, or any when NULL) for worker (a
  * name, e.g. host:pid:thread). RV_ERR_NOTFOUND when the queue is empty. */
-int rv_db_job_claim(rv_db *db, const char *worker, const char *kind, rv_db_job *out,
-                    rv_error *err);
+int rv_db_job_claim(rv_db *db, const char *worker, const char *kind, rv_db_job *out, rv_error *err);
 void rv_db_job_clear(rv_db_job *j);
 /* progress in [0, 1]; also the worker's heartbeat. */
 int rv_db_job_progress(rv_db *db, int64_t id, double progress, rv_error *err);

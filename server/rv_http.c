@@ -31,9 +31,9 @@
 #include "rv_metrics.h"
 #include "rv_workers.h"
 
-#define MAX_KV 64          /* query parameters or headers kept per request */
-#define MAX_KV_BYTES 16384 /* total bytes of kept keys and values */
-#define MAX_RESP_HEADERS 8
+#define MAX_KV            64    /* query parameters or headers kept per request */
+#define MAX_KV_BYTES      16384 /* total bytes of kept keys and values */
+#define MAX_RESP_HEADERS  8
 #define CONN_MEMORY_LIMIT (256u * 1024u)
 
 struct rv_http {
@@ -77,9 +77,9 @@ struct rv_req {
     char *spool_path;
     uint64_t spool_size;
     int spool_taken;
-    uint64_t limit;     /* cap for this body */
-    uint64_t dropped;   /* bytes read and dropped after an error */
-    int body_status;    /* non-zero: answer this error once the body is read */
+    uint64_t limit;   /* cap for this body */
+    uint64_t dropped; /* bytes read and dropped after an error */
+    int body_status;  /* non-zero: answer this error once the body is read */
     char body_code[32];
     char body_msg[200];
 
@@ -456,8 +456,7 @@ static void req_begin(rv_req *r)
         if (rc != 0) {
             char need[48];
             rv_auth_scopes_str(r->route->scope, need, sizeof(need));
-            rv_req_error(r, 403, "forbidden", NULL, "this token lacks the scope needed: %s",
-                         need);
+            rv_req_error(r, 403, "forbidden", NULL, "this token lacks the scope needed: %s", need);
             return;
         }
     }
@@ -606,9 +605,8 @@ static void body_done(rv_req *r)
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     rv_http *h = cls;
     rv_req *r = *con_cls;
@@ -698,8 +696,8 @@ int rv_http_start(const rv_http_config *cfg, rv_http **out, rv_error *err)
 {
     rv_http *h = calloc(1, sizeof(*h));
     struct sockaddr_storage ss;
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ITC;
+    unsigned flags =
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC;
 
     *out = NULL;
     if (!h)
@@ -734,14 +732,14 @@ int rv_http_start(const rv_http_config *cfg, rv_http **out, rv_error *err)
         return rv_error_set(err, RV_ERR_INVALID, -1, -1,
                             "bind address '%s' is not an IPv4 or IPv6 literal", cfg->bind);
     }
-    h->d = MHD_start_daemon(
-        flags, (uint16_t)cfg->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
-        mhd_log, h, MHD_OPTION_SOCK_ADDR, &ss,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)h->cfg.threads, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)h->cfg.conn_timeout_s, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned)h->cfg.per_ip_limit, MHD_OPTION_CONNECTION_LIMIT, (unsigned)h->cfg.conn_limit,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_LIMIT,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
+    h->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, h,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_SOCK_ADDR, &ss,
+                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)h->cfg.threads,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->cfg.conn_timeout_s,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)h->cfg.per_ip_limit,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)h->cfg.conn_limit,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_LIMIT,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
     if (!h->d) {
         int e = errno;
         pthread_mutex_destroy(&h->mu);
@@ -845,8 +843,8 @@ json_t *rv_req_json(rv_req *r)
     }
     json_t *j = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &je);
     if (!j) {
-        rv_req_error(r, 400, "invalid_json", NULL, "invalid JSON at line %d column %d: %s",
-                     je.line, je.column, je.text);
+        rv_req_error(r, 400, "invalid_json", NULL, "invalid JSON at line %d column %d: %s", je.line,
+                     je.column, je.text);
         return NULL;
     }
     return j;
@@ -913,8 +911,7 @@ void rv_req_respond_json(rv_req *r, int status, json_t *body)
     rv_req_respond_buf(r, status, "application/json", s, n);
 }
 
-void rv_req_error(rv_req *r, int status, const char *code, const char *field, const char *fmt,
-                  ...)
+void rv_req_error(rv_req *r, int status, const char *code, const char *field, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -936,21 +933,11 @@ void rv_req_error_rv(rv_req *r, const rv_error *e)
     switch (e->code) {
     case RV_ERR_PARSE:
     case RV_ERR_INVALID:
-    case RV_ERR_UNSUPPORTED:
-        status = 400;
-        break;
-    case RV_ERR_LIMIT:
-        status = 413;
-        break;
-    case RV_ERR_NOTFOUND:
-        status = 404;
-        break;
-    case RV_ERR_NOMEM:
-        status = 503;
-        break;
-    default:
-        status = 500;
-        break;
+    case RV_ERR_UNSUPPORTED: status = 400; break;
+    case RV_ERR_LIMIT: status = 413; break;
+    case RV_ERR_NOTFOUND: status = 404; break;
+    case RV_ERR_NOMEM: status = 503; break;
+    default: status = 500; break;
     }
     if (e->offset >= 0 && e->event_index >= 0)
         snprintf(where, sizeof(where), " (at byte %lld, event %lld)", (long long)e->offset,
@@ -996,8 +983,8 @@ int64_t rv_req_query_int(rv_req *r, const char *key, int64_t def, int64_t max)
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (!*s || *end || errno || v < 0 || v > max) {
-        rv_req_error(r, 400, "invalid_parameter", key,
-                     "'%s' must be an integer between 0 and %lld", key, (long long)max);
+        rv_req_error(r, 400, "invalid_parameter", key, "'%s' must be an integer between 0 and %lld",
+                     key, (long long)max);
         return -1;
     }
     return v;

@@ -43,19 +43,19 @@ typedef struct rv_route {
     const char *method;  /* "GET", "POST", "DELETE" */
     const char *pattern; /* "/v1/traces/{id}/whatif": {name} matches one segment */
     rv_handler fn;
-    int body;            /* rv_body_kind */
-    unsigned scope;      /* RV_SCOPE_* bits the caller needs (any of); 0 = public */
-    unsigned flags;      /* RV_ROUTE_* */
-    const char *name;    /* metrics label, e.g. "traces_whatif" */
+    int body;         /* rv_body_kind */
+    unsigned scope;   /* RV_SCOPE_* bits the caller needs (any of); 0 = public */
+    unsigned flags;   /* RV_ROUTE_* */
+    const char *name; /* metrics label, e.g. "traces_whatif" */
 } rv_route;
 
 #define RV_ROUTE_MAX_PARAMS 4
-#define RV_ROUTE_PARAM_MAX 128
+#define RV_ROUTE_PARAM_MAX  128
 
 /* The result of matching a method and path against a route table. */
 typedef struct rv_route_match {
-    int index;      /* route index, or -1 */
-    int status;     /* 0 on a match, 404 (no such path) or 405 (path exists, not the method) */
+    int index;  /* route index, or -1 */
+    int status; /* 0 on a match, 404 (no such path) or 405 (path exists, not the method) */
     int nparams;
     char names[RV_ROUTE_MAX_PARAMS][32];
     char values[RV_ROUTE_MAX_PARAMS][RV_ROUTE_PARAM_MAX];
@@ -68,22 +68,22 @@ void rv_route_find(const rv_route *routes, size_t n, const char *method, const c
                    rv_route_match *m);
 
 typedef struct rv_http_config {
-    const char *bind;            /* IPv4 or IPv6 literal; default "127.0.0.1" */
-    int port;                    /* 0 = any free port (see rv_http_port) */
-    unsigned threads;            /* MHD thread-pool size; 0 = number of CPUs */
-    unsigned conn_timeout_s;     /* idle connection timeout; 0 means 30 */
-    unsigned per_ip_limit;       /* concurrent connections per client IP; 0 means 64 */
-    unsigned conn_limit;         /* total connections; 0 means 1000 */
-    uint64_t upload_cap;         /* bytes per trace upload (compressed as sent) */
-    size_t json_body_cap;        /* bytes per JSON request body */
-    const char *spool_dir;       /* where uploads are streamed; must exist */
-    const char *web_root;        /* static files; NULL = none */
-    const rv_route *routes;      /* borrowed for the daemon's lifetime */
+    const char *bind;        /* IPv4 or IPv6 literal; default "127.0.0.1" */
+    int port;                /* 0 = any free port (see rv_http_port) */
+    unsigned threads;        /* MHD thread-pool size; 0 = number of CPUs */
+    unsigned conn_timeout_s; /* idle connection timeout; 0 means 30 */
+    unsigned per_ip_limit;   /* concurrent connections per client IP; 0 means 64 */
+    unsigned conn_limit;     /* total connections; 0 means 1000 */
+    uint64_t upload_cap;     /* bytes per trace upload (compressed as sent) */
+    size_t json_body_cap;    /* bytes per JSON request body */
+    const char *spool_dir;   /* where uploads are streamed; must exist */
+    const char *web_root;    /* static files; NULL = none */
+    const rv_route *routes;  /* borrowed for the daemon's lifetime */
     size_t nroutes;
-    struct rv_workers *workers;  /* borrowed: runs non-inline handlers */
-    struct rv_metrics *metrics;  /* borrowed; may be NULL */
-    struct rv_auth *auth;        /* borrowed; NULL = no authentication */
-    void *app;                   /* passed to every handler */
+    struct rv_workers *workers; /* borrowed: runs non-inline handlers */
+    struct rv_metrics *metrics; /* borrowed; may be NULL */
+    struct rv_auth *auth;       /* borrowed; NULL = no authentication */
+    void *app;                  /* passed to every handler */
 } rv_http_config;
 
 /* Starts the daemon (cfg and what it points to are borrowed for the daemon's
@@ -133,8 +133,8 @@ void rv_req_respond_buf(rv_req *r, int status, const char *content_type, char *b
 /* Takes fd (closed by the HTTP layer); sends size bytes from offset 0. */
 void rv_req_respond_fd(rv_req *r, int status, const char *content_type, int fd, uint64_t size);
 /* The one error shape: {"error":{"code","message","field"}}. field may be NULL. */
-void rv_req_error(rv_req *r, int status, const char *code, const char *field, const char *fmt,
-                  ...) __attribute__((format(printf, 5, 6)));
+void rv_req_error(rv_req *r, int status, const char *code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 /* Maps an rv_error (from the engine or the database) to a 4xx/5xx error. */
 void rv_req_error_rv(rv_req *r, const rv_error *e);
 /* Adds a response header (copied). Up to 8 per response. */

@@ -204,8 +204,9 @@ char *rv_metrics_render(rv_metrics *m, size_t *len)
         sb_printf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counter_info[c].name,
                   counter_info[c].help, counter_info[c].name, counter_info[c].name,
                   (unsigned long long)rv_metrics_get(m, (rv_counter)c));
-    sb_printf(&b, "# HELP reveried_workers_busy Jobs queued or running on the worker pool.\n"
-                  "# TYPE reveried_workers_busy gauge\nreveried_workers_busy %llu\n",
+    sb_printf(&b,
+              "# HELP reveried_workers_busy Jobs queued or running on the worker pool.\n"
+              "# TYPE reveried_workers_busy gauge\nreveried_workers_busy %llu\n",
               (unsigned long long)__atomic_load_n(&m->busy, __ATOMIC_RELAXED));
     if (b.failed) {
         free(b.p);

@@ -10,15 +10,15 @@
 typedef struct rv_metrics rv_metrics;
 
 typedef enum rv_counter {
-    RV_M_INGEST_BYTES = 0,   /* bytes of accepted uploads, as sent */
-    RV_M_UPLOADS,            /* traces stored (new) */
-    RV_M_UPLOAD_DUPLICATES,  /* uploads answered with an existing id */
-    RV_M_UPLOAD_REJECTED,    /* uploads refused (4xx) */
-    RV_M_SIMULATIONS,        /* simulator runs */
-    RV_M_CACHE_HITS,         /* what-if answers from the cache */
+    RV_M_INGEST_BYTES = 0,  /* bytes of accepted uploads, as sent */
+    RV_M_UPLOADS,           /* traces stored (new) */
+    RV_M_UPLOAD_DUPLICATES, /* uploads answered with an existing id */
+    RV_M_UPLOAD_REJECTED,   /* uploads refused (4xx) */
+    RV_M_SIMULATIONS,       /* simulator runs */
+    RV_M_CACHE_HITS,        /* what-if answers from the cache */
     RV_M_CACHE_MISSES,
-    RV_M_FLEET_JOBS,         /* fleet jobs finished by this replica */
-    RV_M_BUSY_REJECTS,       /* 503s because the worker queue was full */
+    RV_M_FLEET_JOBS,   /* fleet jobs finished by this replica */
+    RV_M_BUSY_REJECTS, /* 503s because the worker queue was full */
     RV_M_COUNT
 } rv_counter;
 

@@ -19,8 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PG_PORT "5432"
-#define DB_NAME "reverie"
+#define PG_PORT         "5432"
+#define DB_NAME         "reverie"
 #define START_TIMEOUT_S "60"
 
 struct rv_pgembed {
@@ -425,8 +425,15 @@ static int init_cluster(rv_pgembed *pg, rv_error *err)
     path_join(log, sizeof(log), pg->pgdir, "initdb.log");
     char initdb[PATH_MAX];
     path_join(initdb, sizeof(initdb), pg->bindir, "initdb");
-    char *argv[] = {initdb,         "-D",         pg->datadir,       "-U", "postgres",
-                    "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-instructions",
+    char *argv[] = {initdb,
+                    "-D",
+                    pg->datadir,
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "--encoding=UTF8",
+                    "--locale=C",
+                    "--no-instructions",
                     NULL};
     int st = run_cmd(pg, argv, log);
     if (st != 0) {
@@ -465,14 +472,14 @@ static int start_server(rv_pgembed *pg, rv_error *err)
     path_join(ctllog, sizeof(ctllog), pg->pgdir, "pg_ctl.log");
     sh_quote(q, sizeof(q), pg->pgdir);
     snprintf(opts, sizeof(opts), "-c listen_addresses='' -p " PG_PORT " -k %s", q);
-    char *argv[] = {pgctl, "start", "-D", pg->datadir, "-l", log, "-w", "-t", START_TIMEOUT_S,
-                    "-o", opts, NULL};
+    char *argv[] = {pgctl, "start",         "-D", pg->datadir, "-l", log, "-w",
+                    "-t",  START_TIMEOUT_S, "-o", opts,        NULL};
     int st = run_cmd(pg, argv, ctllog);
     if (st != 0) {
         log_tail(log, tail, sizeof(tail));
         return rv_error_set(err, RV_ERR_IO, -1, -1,
-                            "pg_ctl start -D %s failed (status %d); end of %s: %s", pg->datadir,
-                            st, log, tail);
+                            "pg_ctl start -D %s failed (status %d); end of %s: %s", pg->datadir, st,
+                            log, tail);
     }
     return 0;
 }
@@ -519,7 +526,8 @@ int rv_pgembed_start(const char *home, rv_pgembed **out, rv_error *err)
         goto out;
     }
     /* The socket path must fit sockaddr_un. */
-    if (strlen(pg->pgdir) + sizeof("/.s.PGSQL." PG_PORT) > sizeof(((struct sockaddr_un *)0)->sun_path)) {
+    if (strlen(pg->pgdir) + sizeof("/.s.PGSQL." PG_PORT) >
+        sizeof(((struct sockaddr_un *)0)->sun_path)) {
         rc = rv_error_set(err, RV_ERR_INVALID, -1, -1,
                           "socket directory %s is too long for a Unix socket path (max %zu "
                           "bytes): set REVERIE_HOME to a shorter path",

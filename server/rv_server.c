@@ -21,8 +21,8 @@
 #include "rv_pgembed.h"
 #include "rv_workers.h"
 
-#define TOKEN_REFRESH_MS 1000
-#define FLEET_POLL_MS 500
+#define TOKEN_REFRESH_MS  1000
+#define FLEET_POLL_MS     500
 #define SHUTDOWN_GRACE_MS 20000
 
 typedef struct bg {

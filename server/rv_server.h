@@ -10,9 +10,9 @@
 typedef struct rv_server_config {
     int port;
     const char *bind;
-    const char *database_url;  /* NULL: embedded PostgreSQL under home/pg */
+    const char *database_url; /* NULL: embedded PostgreSQL under home/pg */
     const char *home;
-    const char *web_root;      /* NULL: no dashboard */
+    const char *web_root; /* NULL: no dashboard */
     uint64_t upload_cap;
     uint64_t max_trace_bytes;
     size_t json_body_cap;

@@ -29,11 +29,11 @@
 #include "common/rv_test_util.h"
 #include "cupti_buf.h"
 
-#define BASE 1700000000000000000ull /* a realtime-ns epoch, like CUPTI's */
-#define PID 5151
-#define TID 5152
-#define STEPS 6
-#define OPS_PER_STEP 4
+#define BASE           1700000000000000000ull /* a realtime-ns epoch, like CUPTI's */
+#define PID            5151
+#define TID            5152
+#define STEPS          6
+#define OPS_PER_STEP   4
 #define KERNELS_PER_OP 3
 
 static rv_testsrv g_srv;
@@ -322,9 +322,8 @@ static void test_spool_upload(void)
     CU_ASSERT_EQUAL_FATAL(make_trace(3, &data, &len), 0);
     snprintf(dir, sizeof(dir), "%s/spool-test", g_srv.home);
     rv_error_clear(&err);
-    CU_ASSERT_EQUAL_FATAL(rv_spool_write(dir, "collector-spooled", 0, data, len, path,
-                                         sizeof(path), &err),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        rv_spool_write(dir, "collector-spooled", 0, data, len, path, sizeof(path), &err), 0);
     free(data);
     snprintf(cmd, sizeof(cmd),
              "'%s/reverie' upload --spool '%s' --server '%s' >'%s/spool.log' 2>&1", g_srv.bin_dir,

@@ -6,21 +6,21 @@
 
 typedef struct tc_resp {
     long status;
-    char *body;      /* NUL-terminated, malloc'd */
+    char *body; /* NUL-terminated, malloc'd */
     size_t len;
     char ctype[128];
 } tc_resp;
 
 typedef struct tc_req {
-    const char *method;   /* default GET, or POST when body is set */
+    const char *method; /* default GET, or POST when body is set */
     const char *url;
-    const char *ctype;    /* Content-Type; NULL = none */
+    const char *ctype; /* Content-Type; NULL = none */
     const void *body;
     size_t len;
-    const char *file;     /* upload this file instead of body */
+    const char *file;       /* upload this file instead of body */
     const char *headers[8]; /* extra "Name: value" lines, NULL-terminated */
-    int expect_continue;  /* send Expect: 100-continue (default: never) */
-    int chunked;          /* send Transfer-Encoding: chunked (no Content-Length) */
+    int expect_continue;    /* send Expect: 100-continue (default: never) */
+    int chunked;            /* send Transfer-Encoding: chunked (no Content-Length) */
 } tc_req;
 
 /* Performs the request; returns 0 and fills *out (free with tc_resp_free),

@@ -6,10 +6,10 @@
 #define RV_TEST_PG_HELPER_H
 
 typedef struct rv_testpg {
-    char dir[256];       /* the temporary directory */
-    char home[300];      /* REVERIE_HOME-like directory inside it */
+    char dir[256];  /* the temporary directory */
+    char home[300]; /* REVERIE_HOME-like directory inside it */
     char conninfo[1024];
-    void *pg;            /* rv_pgembed */
+    void *pg; /* rv_pgembed */
 } rv_testpg;
 
 /* 0 when started; 77 (after printing why) when no PostgreSQL binaries are

@@ -249,10 +249,14 @@ static void test_bad_inputs(void)
 
 /* 8 traces from 8 threads, each with its own connection. */
 static const char *eight[] = {
-    "hta/critical-path-alexnet.json.gz",   "hta/critical-path-simple-add.json.gz",
-    "hta/cuda-event-sync-multi-stream.json.gz", "hta/a100-2rank-nccl.json.gz",
-    "hta/v100-1rank-ns-resolution.json.gz", "kineto/resnet50-v100-workers0.pt.trace.json.gz",
-    "kineto/resnet50-v100-workers4.pt.trace.json.gz", "kineto/h100-sync-after-fix.json",
+    "hta/critical-path-alexnet.json.gz",
+    "hta/critical-path-simple-add.json.gz",
+    "hta/cuda-event-sync-multi-stream.json.gz",
+    "hta/a100-2rank-nccl.json.gz",
+    "hta/v100-1rank-ns-resolution.json.gz",
+    "kineto/resnet50-v100-workers0.pt.trace.json.gz",
+    "kineto/resnet50-v100-workers4.pt.trace.json.gz",
+    "kineto/h100-sync-after-fix.json",
 };
 
 typedef struct ing_arg {
@@ -318,8 +322,8 @@ static void test_concurrent_ingest(void)
         CU_ASSERT_EQUAL(rv_db_snapshot_load(g_db, args[i].res.trace_id, &u, &e), 0);
         CU_ASSERT(u && u->nevents == t->nevents && u->strings.count == t->strings.count);
         if (u && u->nevents == t->nevents)
-            CU_ASSERT(memcmp(&u->events[t->nevents / 2].ts_ns, &t->events[t->nevents / 2].ts_ns,
-                             8) == 0);
+            CU_ASSERT(
+                memcmp(&u->events[t->nevents / 2].ts_ns, &t->events[t->nevents / 2].ts_ns, 8) == 0);
         rv_trace_free(u);
         rv_overhead_samples_free(&s);
         rv_trace_free(t);
@@ -381,8 +385,8 @@ static void test_crash_mid_ingest(void)
                                 "IN (SELECT content_sha256 FROM traces)");
     (void)existing;
     char sql[200];
-    snprintf(sql, sizeof(sql), "SELECT coalesce(max(id), 0) FROM traces WHERE content_sha256 = '%s'",
-             sha);
+    snprintf(sql, sizeof(sql),
+             "SELECT coalesce(max(id), 0) FROM traces WHERE content_sha256 = '%s'", sha);
     long long id = scalar(sql);
     rv_error e;
     if (id > 0)
@@ -457,8 +461,8 @@ static void test_overhead_stats(void)
     char sql[256];
     char sha[65];
     rv_sha256_hex(b, len, sha);
-    snprintf(sql, sizeof(sql), "SELECT coalesce(max(id), 0) FROM traces WHERE content_sha256 = '%s'",
-             sha);
+    snprintf(sql, sizeof(sql),
+             "SELECT coalesce(max(id), 0) FROM traces WHERE content_sha256 = '%s'", sha);
     long long old = scalar(sql);
     if (old > 0)
         CU_ASSERT_EQUAL_FATAL(rv_db_trace_delete(g_db, old, &e), 0);
@@ -491,11 +495,12 @@ static void test_overhead_stats(void)
             continue;
         int ok = row->stat.samples == g[i].stat.samples && row->stat.count == g[i].stat.count &&
                  close_rel(row->stat.mean, g[i].stat.mean) &&
-                 close_rel(row->stat.std, g[i].stat.std) &&
-                 row->stat.median == g[i].stat.median && row->stat.p90 == g[i].stat.p90;
+                 close_rel(row->stat.std, g[i].stat.std) && row->stat.median == g[i].stat.median &&
+                 row->stat.p90 == g[i].stat.p90;
         if (!ok)
-            fprintf(stderr, "T%d %s: db %zu/%zu %.17g %.17g %.17g %.17g engine %zu/%zu %.17g "
-                            "%.17g %.17g %.17g\n",
+            fprintf(stderr,
+                    "T%d %s: db %zu/%zu %.17g %.17g %.17g %.17g engine %zu/%zu %.17g "
+                    "%.17g %.17g %.17g\n",
                     row->type, name, row->stat.samples, row->stat.count, row->stat.mean,
                     row->stat.std, row->stat.median, row->stat.p90, g[i].stat.samples,
                     g[i].stat.count, g[i].stat.mean, g[i].stat.std, g[i].stat.median,

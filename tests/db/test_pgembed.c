@@ -170,9 +170,9 @@ static void test_url_and_user(void)
     rv_error e;
     rv_error_clear(&e);
     /* A URL never starts a server. */
-    CU_ASSERT_EQUAL(rv_pgembed_resolve("postgresql://example.invalid/db", "/nonexistent/home", &ci,
-                                       &pg, &e),
-                    0);
+    CU_ASSERT_EQUAL(
+        rv_pgembed_resolve("postgresql://example.invalid/db", "/nonexistent/home", &ci, &pg, &e),
+        0);
     CU_ASSERT_PTR_NULL(pg);
     CU_ASSERT_STRING_EQUAL(ci, "postgresql://example.invalid/db");
     free(ci);

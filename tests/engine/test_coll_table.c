@@ -100,8 +100,7 @@ static void test_model_uses_table(void)
         rv_graph_free(c);
         rv_whatif_free(w);
     }
-    printf("\n  step: %.1f ms at 100 us/MiB, %.1f ms at 2000 us/MiB", step[0] / 1e3,
-           step[1] / 1e3);
+    printf("\n  step: %.1f ms at 100 us/MiB, %.1f ms at 2000 us/MiB", step[0] / 1e3, step[1] / 1e3);
     CU_ASSERT(step[1] > step[0]);
     rv_sim_free(s);
     rv_graph_free(g);

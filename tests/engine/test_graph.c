@@ -314,8 +314,8 @@ static void test_resnet_sensitivity(void)
     rv_graph *g;
     rv_sim *s, *sg, *sc;
     rv_error err;
-    CU_ASSERT_EQUAL_FATAL(
-        load("kineto/resnet50-v100-workers0.pt.trace.json.gz", &t, &g, &s, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(load("kineto/resnet50-v100-workers0.pt.trace.json.gz", &t, &g, &s, &err),
+                          0);
     rv_graph *gg = rv_graph_clone(g), *gc = rv_graph_clone(g);
     for (size_t i = 0; i < g->ntasks; i++) {
         if (gg->tasks[i].kind != RV_TASK_CPU)
@@ -400,8 +400,8 @@ static void test_every_public_trace(void)
         {"hta/edge/no-distributed-info.json.gz", RV_ERR_UNSUPPORTED, "no GPU kernels"},
         {"hta/edge/rank-non-gpu.json.gz", RV_ERR_UNSUPPORTED, "no GPU kernels"},
     };
-    static const char *const dirs[] = {"kineto", "hta", "hta/edge", "param", "param/dlrm-8rank",
-                                       "tracelens", "chakra"};
+    static const char *const dirs[] = {"kineto",           "hta",       "hta/edge", "param",
+                                       "param/dlrm-8rank", "tracelens", "chakra"};
     size_t simulated = 0, rejected = 0;
     for (size_t d = 0; d < sizeof(dirs) / sizeof(dirs[0]); d++) {
         char dpath[4096];

@@ -102,8 +102,7 @@ static int traces_equal(const rv_trace *a, const rv_trace *b)
 }
 
 /* Expects a failure with code and a message containing needle. */
-static void expect_fail_buf(const char *buf, size_t len, int code, const char *needle,
-                            rv_error *e)
+static void expect_fail_buf(const char *buf, size_t len, int code, const char *needle, rv_error *e)
 {
     rv_trace *t = (rv_trace *)1;
     int rc = rv_kineto_read_buffer(buf, len, NULL, &t, e);
@@ -302,7 +301,8 @@ static void test_errors_local(void)
                     "key string", &e);
     expect_fail_buf("[{\"ph\": \"X\", \"name\": \"a\\q\"}]", 26, RV_ERR_PARSE, "escape", &e);
     /* NUL bytes and bad UTF-8 in a skipped string are data, not errors. */
-    static const char nul[] = "[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"a\0\xff\", \"ts\": 1}]";
+    static const char nul[] =
+        "[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"a\0\xff\", \"ts\": 1}]";
     rv_trace *t = NULL;
     CU_ASSERT_EQUAL(rv_kineto_read_buffer(nul, sizeof(nul) - 1, NULL, &t, &e), 0);
     rv_trace_free(t);
@@ -337,8 +337,8 @@ static int is_et_file(const char *dir, const char *name)
  * rejected with a message that says what it is. */
 static void test_every_shared_file(void)
 {
-    static const char *const dirs[] = {"kineto", "hta", "hta/edge", "param", "param/dlrm-8rank",
-                                       "tracelens", "chakra"};
+    static const char *const dirs[] = {"kineto",           "hta",       "hta/edge", "param",
+                                       "param/dlrm-8rank", "tracelens", "chakra"};
     size_t loaded = 0, rejected = 0;
     for (size_t d = 0; d < sizeof(dirs) / sizeof(dirs[0]); d++) {
         char dp[4096];
@@ -419,10 +419,8 @@ static void test_counts(void)
         [RV_CAT_CUDA_SYNC] = "\"cat\": \"cuda_sync\"",
     };
     const char *legacy[RV_CAT_COUNT] = {
-        [RV_CAT_CPU_OP] = "\"cat\": \"Operator\"",
-        [RV_CAT_RUNTIME] = "\"cat\": \"Runtime\"",
-        [RV_CAT_KERNEL] = "\"cat\": \"Kernel\"",
-        [RV_CAT_MEMCPY] = "\"cat\": \"Memcpy\"",
+        [RV_CAT_CPU_OP] = "\"cat\": \"Operator\"", [RV_CAT_RUNTIME] = "\"cat\": \"Runtime\"",
+        [RV_CAT_KERNEL] = "\"cat\": \"Kernel\"",   [RV_CAT_MEMCPY] = "\"cat\": \"Memcpy\"",
         [RV_CAT_MEMSET] = "\"cat\": \"Memset\"",
     };
     check_counts("hta/a100-2rank-nccl.json.gz", modern);
@@ -562,7 +560,8 @@ static void test_edge_traces(void)
     rv_kineto_opts o = {.keep_python = 1};
     t = load(p, &o);
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-    CU_ASSERT_EQUAL(count_cat(t, RV_CAT_PYTHON), count_sub(raw, len, "\"cat\": \"python_function\""));
+    CU_ASSERT_EQUAL(count_cat(t, RV_CAT_PYTHON),
+                    count_sub(raw, len, "\"cat\": \"python_function\""));
     CU_ASSERT(count_cat(t, RV_CAT_PYTHON) > 1000);
     rv_trace_free(t);
     free(raw);

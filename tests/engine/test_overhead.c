@@ -10,42 +10,31 @@
  *
  * import json, gzip, math, sys
  * import decimal
- * ev = [e for e in json.load(gzip.open(sys.argv[1]), parse_float=decimal.Decimal)['traceEvents'] if e.get('ph') == 'X']
- * OPS = {'cpu_op', 'Operator'}; RT = {'cuda_runtime', 'Runtime', 'cuda_driver'}
+ * ev = [e for e in json.load(gzip.open(sys.argv[1]), parse_float=decimal.Decimal)['traceEvents'] if
+ * e.get('ph') == 'X'] OPS = {'cpu_op', 'Operator'}; RT = {'cuda_runtime', 'Runtime', 'cuda_driver'}
  * GPU = {'kernel', 'Kernel', 'gpu_memcpy', 'Memcpy', 'gpu_memset', 'Memset'}
  * SYNC = {'cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventSynchronize', 'cudaMemcpy',
  *         'cudaMemcpy2D', 'cudaMemcpyToSymbol', 'cudaMemcpyFromSymbol', 'cudaFree', 'cudaFreeHost',
  *         'cuCtxSynchronize', 'cuStreamSynchronize', 'cuEventSynchronize', 'hipDeviceSynchronize',
  *         'hipStreamSynchronize', 'hipEventSynchronize', 'hipMemcpy', 'hipFree'}
- * ns = lambda x: int((decimal.Decimal(x) * 1000).to_integral_value(rounding=decimal.ROUND_HALF_EVEN))
- * corr = {e['args']['correlation'] for e in ev if e.get('cat') in GPU and 'correlation' in e.get('args', {})}
- * ops = [e for e in ev if e.get('cat') in OPS and not e['name'].startswith('ProfilerStep#')]
- * ln = [e for e in ev if e.get('cat') in RT and e.get('args', {}).get('correlation') in corr]
- * thr = lambda e: (str(e['pid']), str(e['tid']))
- * # Calls that wait for the GPU: syncs and other non-launch calls >= 50 us.
- * waits = [e for e in ev if e.get('cat') in RT and e.get('args', {}).get('correlation') not in corr
- *          and (ns(e['dur']) >= 50000 or e['name'] in SYNC)]
- * def wait(th, a, b):
- *     t = 0
- *     for w in waits:
- *         s = ns(w['ts'])
- *         if thr(w) == th and a <= s < b:
- *             t += min(s + ns(w['dur']), b) - s
- *     return t
+ * ns = lambda x: int((decimal.Decimal(x) *
+ * 1000).to_integral_value(rounding=decimal.ROUND_HALF_EVEN)) corr = {e['args']['correlation'] for e
+ * in ev if e.get('cat') in GPU and 'correlation' in e.get('args', {})} ops = [e for e in ev if
+ * e.get('cat') in OPS and not e['name'].startswith('ProfilerStep#')] ln = [e for e in ev if
+ * e.get('cat') in RT and e.get('args', {}).get('correlation') in corr] thr = lambda e:
+ * (str(e['pid']), str(e['tid'])) # Calls that wait for the GPU: syncs and other non-launch calls >=
+ * 50 us. waits = [e for e in ev if e.get('cat') in RT and e.get('args', {}).get('correlation') not
+ * in corr and (ns(e['dur']) >= 50000 or e['name'] in SYNC)] def wait(th, a, b): t = 0 for w in
+ * waits: s = ns(w['ts']) if thr(w) == th and a <= s < b: t += min(s + ns(w['dur']), b) - s return t
  * net = lambda v, w: max(0, v - w)
  * def other_busy(th, a, b):
- *     return any(str(e['pid']) == th[0] and str(e['tid']) != th[1] and a < ns(e['ts']) < b for e in ops)
- * S = []  # (type, name, value_ns)
- * for l in ln: S.append((4, l['name'], ns(l['dur'])))
- * for th in sorted({thr(e) for e in ops}):
- *     o = sorted([e for e in ops if thr(e) == th], key=lambda e: (ns(e['ts']), -ns(e['dur'])))
- *     L = sorted([e for e in ln if thr(e) == th], key=lambda e: (ns(e['ts']), -ns(e['dur'])))
- *     top_end = None
- *     for e in o:
- *         s, end = ns(e['ts']), ns(e['ts']) + ns(e['dur'])
- *         if top_end is not None and s < top_end: continue
- *         if top_end is not None and not other_busy(th, top_end, s):
- *             S.append((1, e['name'], net(s - top_end, wait(th, top_end, s))))
+ *     return any(str(e['pid']) == th[0] and str(e['tid']) != th[1] and a < ns(e['ts']) < b for e in
+ * ops) S = []  # (type, name, value_ns) for l in ln: S.append((4, l['name'], ns(l['dur']))) for th
+ * in sorted({thr(e) for e in ops}): o = sorted([e for e in ops if thr(e) == th], key=lambda e:
+ * (ns(e['ts']), -ns(e['dur']))) L = sorted([e for e in ln if thr(e) == th], key=lambda e:
+ * (ns(e['ts']), -ns(e['dur']))) top_end = None for e in o: s, end = ns(e['ts']), ns(e['ts']) +
+ * ns(e['dur']) if top_end is not None and s < top_end: continue if top_end is not None and not
+ * other_busy(th, top_end, s): S.append((1, e['name'], net(s - top_end, wait(th, top_end, s))))
  *         top_end = end
  *         mine = [l for l in L if s <= ns(l['ts']) <= end]
  *         for a, b in zip(mine, mine[1:]):
@@ -62,16 +51,11 @@
  *     v = sorted(x / 1000.0 for x in vals); q1, q3 = q(v, .25), q(v, .75)
  *     k = [x for x in v if q1 - 1.5 * (q3 - q1) <= x <= q3 + 1.5 * (q3 - q1)]
  *     m = sum(k) / len(k)
- *     return len(v), len(k), m, math.sqrt(sum((x - m) ** 2 for x in k) / len(k)), q(k, .5), q(k, .9)
- * print("total samples", len(S))
- * for t in range(1, 6):
- *     vals = [x for (ty, n, x) in S if ty == t]
- *     if not vals: continue
- *     print('{%d, NULL, %d, %d, %.9g, %.9g, %.9g, %.9g},' % ((t,) + stats(vals)))
- * names = {}
- * for (ty, n, x) in S: names.setdefault((ty, n), []).append(x)
- * for (ty, n) in sorted(names, key=lambda k: (k[0], -len(names[k]), k[1]))[:]:
- *     if len(names[(ty, n)]) >= 5:
+ *     return len(v), len(k), m, math.sqrt(sum((x - m) ** 2 for x in k) / len(k)), q(k, .5), q(k,
+ * .9) print("total samples", len(S)) for t in range(1, 6): vals = [x for (ty, n, x) in S if ty ==
+ * t] if not vals: continue print('{%d, NULL, %d, %d, %.9g, %.9g, %.9g, %.9g},' % ((t,) +
+ * stats(vals))) names = {} for (ty, n, x) in S: names.setdefault((ty, n), []).append(x) for (ty, n)
+ * in sorted(names, key=lambda k: (k[0], -len(names[k]), k[1]))[:]: if len(names[(ty, n)]) >= 5:
  *         print('{%d, "%s", %d, %d, %.9g, %.9g, %.9g, %.9g},' % ((ty, n) + stats(names[(ty, n)])))
  */
 #include <CUnit/Basic.h>
@@ -152,9 +136,9 @@ static void test_simple_add(void)
         for (size_t k = 0; k < ng && !f; k++) {
             if (g[k].type != x->type)
                 continue;
-            if (x->name ? g[k].name != RV_OH_OVERALL &&
-                              strcmp(rv_trace_str(t, g[k].name), x->name) == 0
-                        : g[k].name == RV_OH_OVERALL)
+            if (x->name
+                    ? g[k].name != RV_OH_OVERALL && strcmp(rv_trace_str(t, g[k].name), x->name) == 0
+                    : g[k].name == RV_OH_OVERALL)
                 f = &g[k];
         }
         if (!f) {
@@ -169,9 +153,9 @@ static void test_simple_add(void)
             fprintf(stderr,
                     "T%d %s: got %zu/%zu mean %.9g std %.9g median %.9g p90 %.9g, want "
                     "%zu/%zu %.9g %.9g %.9g %.9g\n",
-                    x->type, x->name ? x->name : "*", f->stat.samples, f->stat.count,
-                    f->stat.mean, f->stat.std, f->stat.median, f->stat.p90, x->samples, x->count,
-                    x->mean, x->std, x->median, x->p90);
+                    x->type, x->name ? x->name : "*", f->stat.samples, f->stat.count, f->stat.mean,
+                    f->stat.std, f->stat.median, f->stat.p90, x->samples, x->count, x->mean, x->std,
+                    x->median, x->p90);
         CU_ASSERT(ok);
     }
     free(g);

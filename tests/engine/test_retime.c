@@ -151,8 +151,8 @@ static void test_whatif_field(void)
     CU_ASSERT_EQUAL_FATAL(rv_oh_table_from_traces(ts, 1, &tab, &err), 0);
     rv_whatif_set_overheads(w, tab);
     CU_ASSERT_EQUAL(rv_whatif_apply(w, c, &applied, &err), 0);
-    CU_ASSERT_STRING_EQUAL(
-        json_string_value(json_object_get(json_array_get(applied, 0), "kind")), "overheads");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(applied, 0), "kind")),
+                           "overheads");
     rv_sim *s = NULL;
     rv_iter_figures b, p;
     CU_ASSERT_EQUAL_FATAL(rv_sim_run(c, RV_SCHED_EARLIEST_START, &s, &err), 0);

@@ -189,8 +189,8 @@ static void test_corrupt(void)
         memcpy(c, buf, len);
         size_t at = RV_SNAPSHOT_HEADER_LEN + (size_t)rand() % (len - RV_SNAPSHOT_HEADER_LEN);
         c[at] ^= (uint8_t)(1u << (rand() % 8));
-        uint32_t crc = (uint32_t)crc32(0L, c + RV_SNAPSHOT_HEADER_LEN,
-                                       (uInt)(len - RV_SNAPSHOT_HEADER_LEN));
+        uint32_t crc =
+            (uint32_t)crc32(0L, c + RV_SNAPSHOT_HEADER_LEN, (uInt)(len - RV_SNAPSHOT_HEADER_LEN));
         for (int k = 0; k < 4; k++)
             c[12 + k] = (uint8_t)(crc >> (8 * k));
         if (rv_snapshot_decode(c, len, &u, &e) == 0) {

@@ -19,8 +19,7 @@ static int parse(json_t *doc, rv_error *err)
 }
 
 /* doc with base[field] = v (v is consumed) parses or not as expected. */
-static void check(json_t *doc, json_t *base, const char *field, json_t *v, int ok,
-                  const char *path)
+static void check(json_t *doc, json_t *base, const char *field, json_t *v, int ok, const char *path)
 {
     rv_error err;
     json_object_set_new(base, field, v);
@@ -54,8 +53,8 @@ static void check_fields(json_t *fields, json_t *doc, json_t *base, const char *
             int excl = json_is_true(json_object_get(f, "min_exclusive"));
             int is_int = !strcmp(type, "integer");
             check(doc, base, name, is_int ? json_integer((json_int_t)hi) : json_real(hi), 1, path);
-            check(doc, base, name, is_int ? json_integer((json_int_t)hi + 1) : json_real(hi * 2 + 1),
-                  0, path);
+            check(doc, base, name,
+                  is_int ? json_integer((json_int_t)hi + 1) : json_real(hi * 2 + 1), 0, path);
             if (excl)
                 check(doc, base, name, json_real(lo), 0, path);
             check(doc, base, name, is_int ? json_integer((json_int_t)lo - 1) : json_real(lo - 1), 0,

@@ -202,8 +202,8 @@ static void test_auth(void)
     tc_resp_free(&r);
     CU_ASSERT_EQUAL(req(port_a, NULL, "/v1/traces", tok_read, NULL, NULL, NULL, &r), 200);
     tc_resp_free(&r);
-    CU_ASSERT_EQUAL(req(port_a, "POST", "/v1/traces", tok_read, "application/json", "{}", NULL,
-                        &r), 403);
+    CU_ASSERT_EQUAL(req(port_a, "POST", "/v1/traces", tok_read, "application/json", "{}", NULL, &r),
+                    403);
     tc_resp_free(&r);
     CU_ASSERT_EQUAL(req(port_a, "DELETE", "/v1/traces/1", tok_read, NULL, NULL, NULL, &r), 403);
     tc_resp_free(&r);
@@ -235,8 +235,8 @@ static void test_upload(void)
 {
     json_t *j = NULL;
 
-    id_small = upload(t_small, "?job=test-add&tags=ci,small&rank=0", "application/gzip",
-                      tok_ingest, 201, &j);
+    id_small = upload(t_small, "?job=test-add&tags=ci,small&rank=0", "application/gzip", tok_ingest,
+                      201, &j);
     CU_ASSERT_TRUE(id_small > 0);
     CU_ASSERT_TRUE(json_integer_value(json_object_get(j, "tasks")) > 0);
     CU_ASSERT_PTR_NOT_NULL(json_object_get(j, "platform"));
@@ -261,11 +261,12 @@ static void test_upload_errors(void)
 
     /* Truncated JSON: 400 with the reader's message. */
     CU_ASSERT_EQUAL(req(port_a, "POST", "/v1/traces", tok_ingest, "application/json",
-                        "{\"traceEvents\": [{\"ph\": \"X\", \"ts\": ", NULL, &r), 400);
+                        "{\"traceEvents\": [{\"ph\": \"X\", \"ts\": ", NULL, &r),
+                    400);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"message\""));
     tc_resp_free(&r);
-    CU_ASSERT_EQUAL(req(port_a, "POST", "/v1/traces", tok_ingest, "application/json", "[]", NULL,
-                        &r), 400);
+    CU_ASSERT_EQUAL(
+        req(port_a, "POST", "/v1/traces", tok_ingest, "application/json", "[]", NULL, &r), 400);
     tc_resp_free(&r);
     CU_ASSERT_EQUAL(req(port_a, "POST", "/v1/traces", tok_ingest, "text/plain", "{}", NULL, &r),
                     415);
@@ -282,7 +283,10 @@ static void test_upload_errors(void)
     char auth[128], u[256];
     snprintf(auth, sizeof(auth), "Authorization: Bearer %s", tok_ingest);
     base_url(u, sizeof(u), port_a, "/v1/traces");
-    tc_req q = {.url = u, .ctype = "application/json", .file = bad, .expect_continue = 1,
+    tc_req q = {.url = u,
+                .ctype = "application/json",
+                .file = bad,
+                .expect_continue = 1,
                 .headers = {auth}};
     CU_ASSERT_EQUAL(tc_do(&q, &r), 0);
     CU_ASSERT_EQUAL(r.status, 413);
@@ -338,8 +342,7 @@ static void test_list_get_original(void)
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "job")), "test-h100");
     json_decref(j);
     tc_resp_free(&r);
-    CU_ASSERT_EQUAL(req(port_a, NULL, "/v1/traces/987654321", tok_read, NULL, NULL, NULL, &r),
-                    404);
+    CU_ASSERT_EQUAL(req(port_a, NULL, "/v1/traces/987654321", tok_read, NULL, NULL, NULL, &r), 404);
     CU_ASSERT_STRING_EQUAL(err_code(&r), "not_found");
     tc_resp_free(&r);
     CU_ASSERT_EQUAL(req(port_a, NULL, "/v1/traces/abc", tok_read, NULL, NULL, NULL, &r), 404);
@@ -420,8 +423,10 @@ static void test_whatif(void)
     json_decref(j);
     tc_resp_free(&r);
     /* The same request, keys reordered by whitespace only: a cache hit. */
-    CU_ASSERT_EQUAL(req(port_a, "POST", p, tok_read, "application/json",
-                        "{ \"optimizations\" : [ { \"workers\" : 4, \"kind\" : \"dataloader\" } ] }", NULL, &r), 200);
+    CU_ASSERT_EQUAL(
+        req(port_a, "POST", p, tok_read, "application/json",
+            "{ \"optimizations\" : [ { \"workers\" : 4, \"kind\" : \"dataloader\" } ] }", NULL, &r),
+        200);
     j = body_json(&r);
     CU_ASSERT_TRUE(json_is_true(json_object_get(j, "cached")));
     CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(j, "predicted_us")), amp_pred, 1e-6);
@@ -429,7 +434,8 @@ static void test_whatif(void)
     tc_resp_free(&r);
     /* Bad documents: 400 naming the field, never 500. */
     CU_ASSERT_EQUAL(req(port_a, "POST", p, tok_read, "application/json",
-                        "{\"optimizations\":[{\"kind\":\"warp-drive\"}]}", NULL, &r), 400);
+                        "{\"optimizations\":[{\"kind\":\"warp-drive\"}]}", NULL, &r),
+                    400);
     j = body_json(&r);
     CU_ASSERT_PTR_NOT_NULL(json_object_get(json_object_get(j, "error"), "field"));
     json_decref(j);
@@ -440,7 +446,8 @@ static void test_whatif(void)
     CU_ASSERT_STRING_EQUAL(err_code(&r), "invalid_json");
     tc_resp_free(&r);
     CU_ASSERT_EQUAL(req(port_a, "POST", "/v1/traces/987654/whatif", tok_read, "application/json",
-                        "{}", NULL, &r), 404);
+                        "{}", NULL, &r),
+                    404);
     tc_resp_free(&r);
 }
 
@@ -490,8 +497,9 @@ static void test_whatif_platform_overheads(void)
     json_t *a0 = json_array_get(json_object_get(j, "applied"), 0);
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(a0, "kind")), "overheads");
     CU_ASSERT_TRUE(json_integer_value(json_object_get(a0, "launches_retimed")) > 1000);
-    fprintf(stderr, "\n    resnet host_overheads platform: measured %.0f us, predicted %.0f us "
-                    "(%+.1f%%)",
+    fprintf(stderr,
+            "\n    resnet host_overheads platform: measured %.0f us, predicted %.0f us "
+            "(%+.1f%%)",
             meas, pred, meas > 0 ? 100.0 * (pred - meas) / meas : 0.0);
     CU_ASSERT_TRUE(meas > 0 && pred > 0);
     CU_ASSERT_TRUE(meas > 0 && pred > 0.9 * meas && pred < 1.1 * meas);
@@ -535,8 +543,8 @@ static void test_whatif_platform_overheads(void)
     j = whatif_json(id_resnet, doc, 400);
     json_t *e = json_object_get(j, "error");
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(e, "field")), "host_overheads");
-    CU_ASSERT_PTR_NOT_NULL(strstr(json_string_value(json_object_get(e, "message")),
-                                  "no host-overhead statistics"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(json_string_value(json_object_get(e, "message")), "no host-overhead statistics"));
     json_decref(j);
 
     /* Rebuilt statistics (same numbers, new version): a new key, computed
@@ -562,8 +570,8 @@ static void test_whatif_platform_overheads(void)
              "{\"select\":{\"trace_ids\":[%lld]},\"scenarios\":[{\"host_overheads\":"
              "\"platform\"}]}",
              (long long)id_resnet);
-    CU_ASSERT_EQUAL(req(port_a, "POST", "/v1/fleet/whatif", tok_read, "application/json", body,
-                        NULL, &r), 200);
+    CU_ASSERT_EQUAL(
+        req(port_a, "POST", "/v1/fleet/whatif", tok_read, "application/json", body, NULL, &r), 200);
     j = body_json(&r);
     tc_resp_free(&r);
     json_t *row0 = json_array_get(
@@ -633,8 +641,8 @@ static void test_fleet_inline_and_job(void)
              "{\"select\":{\"trace_ids\":[%lld]},\"scenarios\":[{\"optimizations\":[{\"kind\":"
              "\"dataloader\",\"workers\":4}]}]}",
              (long long)id_resnet);
-    CU_ASSERT_EQUAL(req(port_a, "POST", "/v1/fleet/whatif", tok_read, "application/json", body,
-                        NULL, &r), 200);
+    CU_ASSERT_EQUAL(
+        req(port_a, "POST", "/v1/fleet/whatif", tok_read, "application/json", body, NULL, &r), 200);
     json_t *j = body_json(&r);
     json_t *agg = json_object_get(json_array_get(json_object_get(j, "scenarios"), 0), "aggregate");
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(agg, "count")), 1);
@@ -642,7 +650,8 @@ static void test_fleet_inline_and_job(void)
     json_decref(j);
     tc_resp_free(&r);
     CU_ASSERT_EQUAL(req(port_a, "POST", "/v1/fleet/whatif", tok_read, "application/json",
-                        "{\"scenarios\":[]}", NULL, &r), 400);
+                        "{\"scenarios\":[]}", NULL, &r),
+                    400);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "\"field\":\"scenarios\""));
     tc_resp_free(&r);
 
@@ -650,7 +659,8 @@ static void test_fleet_inline_and_job(void)
     CU_ASSERT_EQUAL(req(port_a, "POST", "/v1/fleet/whatif", tok_read, "application/json",
                         "{\"select\":{},\"scenarios\":[{},{\"optimizations\":[{\"kind\":"
                         "\"fused_optimizer\"}]}]}",
-                        NULL, &r), 202);
+                        NULL, &r),
+                    202);
     j = body_json(&r);
     int64_t job = (int64_t)json_integer_value(json_object_get(j, "job_id"));
     json_decref(j);
@@ -695,8 +705,8 @@ static void test_two_replicas(void)
     snprintf(body, sizeof(body),
              "{\"select\":{},\"shard_size\":1,\"async\":true,\"scenarios\":[{\"power_limit_w\":"
              "200},{\"power_limit_w\":150},{\"schedule\":\"fifo\"}]}");
-    CU_ASSERT_EQUAL(req(port_a, "POST", "/v1/fleet/whatif", tok_read, "application/json", body,
-                        NULL, &r), 202);
+    CU_ASSERT_EQUAL(
+        req(port_a, "POST", "/v1/fleet/whatif", tok_read, "application/json", body, NULL, &r), 202);
     json_t *j = body_json(&r);
     int64_t job = (int64_t)json_integer_value(json_object_get(j, "job_id"));
     json_decref(j);

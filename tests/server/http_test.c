@@ -70,8 +70,9 @@ static void h_upload(rv_req *r, void *app)
     fclose(f);
     rv_sha256_final(&s, d);
     rv_sha256_to_hex(d, hex);
-    rv_req_respond_json(r, 201, json_pack("{s:I,s:I,s:s}", "size", (json_int_t)size, "on_disk",
-                                          (json_int_t)total, "sha256", hex));
+    rv_req_respond_json(r, 201,
+                        json_pack("{s:I,s:I,s:s}", "size", (json_int_t)size, "on_disk",
+                                  (json_int_t)total, "sha256", hex));
 }
 
 static void h_slow(rv_req *r, void *app)
