@@ -4,6 +4,7 @@
 #include "rv_whatif.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 typedef enum ftype { F_NUM, F_INT, F_BOOL, F_ENUM, F_SELECT, F_STRING, F_TABLE } ftype;
@@ -21,7 +22,8 @@ typedef struct field_doc {
 
 typedef struct kind_doc {
     const char *kind;
-    int order; /* position in the application order */
+    const char *label; /* for forms */
+    int order;         /* position in the application order */
     const char *doc;
     const char *example; /* a minimal valid optimization object */
     field_doc fields[8];
@@ -35,6 +37,7 @@ typedef struct kind_doc {
 
 static const kind_doc kinds[] = {
     {"amp",
+     "Mixed precision (AMP)",
      1,
      "Mixed precision: roofline with the GPU's peaks per dtype (or Daydream's /3 and /2 rule), "
      "cast kernels added.",
@@ -43,6 +46,7 @@ static const kind_doc kinds[] = {
       {"model", F_ENUM, 0, 0, 0, "\"roofline\"", "roofline,daydream", 0, "which model"},
       {"cast_us", F_NUM, 0, 1e6, 0, "3", NULL, 0, "duration of one inserted cast kernel"}}},
     {"fused_optimizer",
+     "Fused optimizer",
      2,
      "Fused optimizer: optimizer-phase kernels and launches replaced by one fused kernel per "
      "pass with their memory traffic.",
@@ -50,16 +54,19 @@ static const kind_doc kinds[] = {
      {{"traffic_ratio", F_NUM, 0, 1, 1, "0.5", NULL, 0,
        "fused traffic as a share of the unfused kernels' traffic"}}},
     {"kernel_fusion",
+     "Kernel fusion",
      2,
      "Fuse the selected memory-bound kernels: their launches go, the bytes that must move stay.",
      "{\"kind\":\"kernel_fusion\",\"select\":{\"kind\":\"kernel\",\"name\":\"elementwise\"}}",
      {SEL(1, "fuse")}},
     {"restructure_batchnorm",
+     "Restructured batchnorm",
      2,
      "Daydream's restructured batchnorm: batchnorm and the elementwise kernels around it fused.",
      "{\"kind\":\"restructure_batchnorm\"}",
      {{NULL}}},
     {"vdnn",
+     "vDNN offload",
      3,
      "vDNN: offload activations to host memory in forward, prefetch them in backward, at PCIe "
      "bandwidth.",
@@ -67,30 +74,35 @@ static const kind_doc kinds[] = {
      {SEL(0, "offload after"),
       {"pcie_gbps", F_NUM, 0, 1e5, 1, NULL, NULL, 0, "PCIe bandwidth (default: the GPU's)"}}},
     {"gist",
+     "Gist encoding",
      3,
      "Gist: encode activations after forward and decode them before backward.",
      "{\"kind\":\"gist\"}",
      {SEL(0, "encode after"),
       {"ratio", F_NUM, 0, 100, 0, "1", NULL, 0, "encode/decode cost as a share of the kernel"}}},
     {"recompute",
+     "Recomputation",
      3,
      "Activation recomputation: forward kernels run again in backward.",
      "{\"kind\":\"recompute\"}",
      {SEL(0, "recompute"),
       {"share", F_NUM, 0, 1, 0, "1", NULL, 0, "share of forward work recomputed"}}},
     {"scale",
+     "Scale selected tasks",
      4,
      "Scale the duration of the selected tasks.",
      "{\"kind\":\"scale\",\"factor\":0.5}",
      {SEL(0, "scale (default: every task)"),
       {"factor", F_NUM, 0, 1e4, 0, NULL, NULL, 1, "duration multiplier"}}},
     {"remove",
+     "Remove selected tasks",
      4,
      "Remove the selected tasks (and, for GPU tasks, their launch calls).",
      "{\"kind\":\"remove\",\"select\":{\"kind\":\"memcpy\"}}",
      {SEL(1, "remove"),
       {"launches", F_BOOL, 0, 0, 0, "true", NULL, 0, "also remove their launch calls"}}},
     {"insert",
+     "Insert work",
      4,
      "Insert a task after each selected task.",
      "{\"kind\":\"insert\",\"after\":{\"kind\":\"kernel\"},\"duration_us\":10}",
@@ -98,16 +110,19 @@ static const kind_doc kinds[] = {
       {"duration_us", F_NUM, 0, 1e9, 1, NULL, NULL, 1, "duration of each inserted task"},
       {"task", F_ENUM, 0, 0, 0, "\"kernel\"", "kernel,cpu,memcpy", 0, "kind of task"}}},
     {"cpu_speed",
+     "CPU speed",
      4,
      "A faster (> 1) or slower (< 1) CPU: CPU calls and gaps divide by the factor.",
      "{\"kind\":\"cpu_speed\",\"factor\":1.5}",
      {{"factor", F_NUM, 0, 100, 1, NULL, NULL, 1, "single-thread speed ratio"}}},
     {"gradient_accumulation",
+     "Gradient accumulation",
      6,
      "Accumulate gradients over several micro-batches before one optimizer step.",
      "{\"kind\":\"gradient_accumulation\",\"steps\":4}",
      {{"steps", F_INT, 1, 1 << 20, 0, NULL, NULL, 1, "micro-batches per optimizer step"}}},
     {"dataloader",
+     "Data loader",
      8,
      "A faster data loader or more DataLoader worker processes.",
      "{\"kind\":\"dataloader\",\"workers\":4}",
@@ -117,6 +132,16 @@ static const kind_doc kinds[] = {
       {"contention", F_NUM, 0, 10, 0, "0", NULL, 0,
        "main-process CPU slowdown per busy loader core (host-specific)"},
       {"ipc_us", F_NUM, 0, 1e7, 0, "1000", NULL, 0, "hand-over cost per batch"}}},
+};
+
+/* The task selector used by "select" and "after" (engine/rv_select.c). */
+static const field_doc select_docs[] = {
+    {"kind", F_ENUM, 0, 0, 0, NULL, "kernel,cpu,memcpy,comm,data", 0, "kind of task"},
+    {"name", F_STRING, 0, 0, 0, NULL, NULL, 0, "POSIX extended regex on the task name"},
+    {"layer", F_STRING, 0, 0, 0, NULL, NULL, 0, "POSIX extended regex on the layer (op)"},
+    {"phase", F_ENUM, 0, 0, 0, NULL, "forward,backward,optimizer,dataloader,unknown", 0,
+     "training phase"},
+    {"stream", F_INT, 0, INT32_MAX, 0, NULL, NULL, 0, "GPU stream id"},
 };
 
 static const field_doc dist_docs[] = {
@@ -204,13 +229,15 @@ json_t *rv_whatif_kinds(void)
         const kind_doc *k = &kinds[i];
         json_array_append_new(
             arr,
-            json_pack("{s:s, s:i, s:s, s:o, s:o}", "kind", k->kind, "order", k->order,
-                      "description", k->doc, "example", json_loads(k->example, 0, NULL), "fields",
+            json_pack("{s:s, s:s, s:i, s:s, s:o, s:o}", "kind", k->kind, "label", k->label,
+                      "order", k->order, "description", k->doc, "example", json_loads(k->example, 0, NULL), "fields",
                       fields_json(k->fields, sizeof(k->fields) / sizeof(k->fields[0]))));
     }
-    return json_pack("{s:o, s:o, s:o, s:s}", "optimizations", arr, "distributed",
+    return json_pack("{s:o, s:o, s:o, s:o, s:s}", "optimizations", arr, "distributed",
                      fields_json(dist_docs, sizeof(dist_docs) / sizeof(dist_docs[0])), "top_level",
-                     fields_json(top_docs, sizeof(top_docs) / sizeof(top_docs[0])), "order",
+                     fields_json(top_docs, sizeof(top_docs) / sizeof(top_docs[0])), "selector",
+                     fields_json(select_docs, sizeof(select_docs) / sizeof(select_docs[0])),
+                     "order",
                      "amp, fusions, memory savers, generic primitives, distributed, gradient "
                      "accumulation, power limit, data loader, schedule");
 }

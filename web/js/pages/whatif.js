@@ -2,22 +2,19 @@
 // baseline and the prediction (cards, stacked timelines, breakdown deltas),
 // sweeps drawn as curves with the knee marked, and the request as curl.
 
-import { api, origin, ApiError } from '../api.js';
+import { api, origin } from '../api.js';
 import { h, clear, loading, empty, errorBox, fmtUs, fmtPct, fmtSignedPct, fmtX, fmtJ, copyText, toast, shortName } from '../ui.js';
-import { FALLBACK_KINDS, normalizeKinds } from '../kinds.js';
+import { normalizeKinds } from '../kinds.js';
 import { Timeline } from '../timeline.js';
 import { loadTrack, loadPredicted } from '../tldata.js';
 import { line, knee } from '../charts.js';
 import { card, breakdownCharts, topKernelsTable } from './trace.js';
 
 let kindsCache = null;
+// The catalogue comes from the server only; a failure reaches the page's
+// error state (and the next visit asks again).
 export async function loadKinds() {
-  if (kindsCache) return kindsCache;
-  try {
-    kindsCache = normalizeKinds(await api.kinds());
-  } catch (e) {
-    kindsCache = { ...FALLBACK_KINDS, note: e instanceof ApiError ? `${e.status} ${e.code}` : String(e) };
-  }
+  if (!kindsCache) kindsCache = normalizeKinds(await api.kinds());
   return kindsCache;
 }
 
@@ -229,14 +226,14 @@ export function whatifPage({ main, arg }) {
       const hwRow = hardwareFor(hw.hardware || [], t.platform && t.platform.gpu_model);
       F = buildForm(kinds, hwRow);
       clear(formBox, F.el);
-      document.getElementById('kinds-source').textContent = kinds.note ? `form from the built-in kinds list (GET /v1/whatif/kinds: ${kinds.note})` : `form from ${kinds.source}`;
+      document.getElementById('kinds-source').textContent = `form from ${kinds.source}`;
       const upd = () => clear(curlBox, h('pre', { id: 'curl-text' }, curlFor(id, F.doc())), h('button', { class: 'btn small', type: 'button', onclick: () => copyText(curlFor(id, F.doc())) }, 'Copy'));
       form.addEventListener('input', upd);
       form.addEventListener('change', upd);
       upd();
       renderSweeps();
     } catch (e) {
-      clear(formBox, errorBox(e, `Cannot load trace ${id}`));
+      clear(formBox, errorBox(e, `Cannot load trace ${id} or the what-if catalogue`));
     }
   })();
 
