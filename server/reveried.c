@@ -64,6 +64,8 @@ static void usage(FILE *out)
         "                                                  answers inline; more becomes a job\n"
         "                                                  (default 16)\n"
         "      --fleet-workers N   REVERIE_FLEET_WORKERS   threads taking fleet jobs (default 1)\n"
+        "      --graph-cache MIB   REVERIE_GRAPH_CACHE_MB  memory for traces kept loaded between\n"
+        "                                                  what-ifs (default 1024; 0 = off)\n"
         "      --require-auth      REVERIE_REQUIRE_AUTH=1  require bearer tokens even on loopback\n"
         "      --insecure-no-auth  REVERIE_INSECURE_NO_AUTH=1  serve a non-loopback address\n"
         "                                                  without tokens (not recommended)\n"
@@ -140,6 +142,7 @@ int main(int argc, char **argv)
         O_QUEUE,
         O_BUDGET,
         O_FLEET_INLINE,
+        O_GRAPH_CACHE,
         O_FLEET_WORKERS,
         O_REQAUTH,
         O_NOAUTH,
@@ -163,6 +166,7 @@ int main(int argc, char **argv)
         {"queue", required_argument, NULL, O_QUEUE},
         {"whatif-budget", required_argument, NULL, O_BUDGET},
         {"fleet-inline", required_argument, NULL, O_FLEET_INLINE},
+        {"graph-cache", required_argument, NULL, O_GRAPH_CACHE},
         {"fleet-workers", required_argument, NULL, O_FLEET_WORKERS},
         {"require-auth", no_argument, NULL, O_REQAUTH},
         {"insecure-no-auth", no_argument, NULL, O_NOAUTH},
@@ -175,6 +179,7 @@ int main(int argc, char **argv)
     const char *f_upload = NULL, *f_maxtrace = NULL, *f_json = NULL, *f_timeout = NULL;
     const char *f_perip = NULL, *f_maxconn = NULL, *f_hthreads = NULL, *f_workers = NULL;
     const char *f_queue = NULL, *f_budget = NULL, *f_finline = NULL, *f_fworkers = NULL;
+    const char *f_gcache = NULL;
     int require_auth = truthy("REVERIE_REQUIRE_AUTH");
     int no_auth = truthy("REVERIE_INSECURE_NO_AUTH");
     int migrate_only = 0;
@@ -198,6 +203,7 @@ int main(int argc, char **argv)
         case O_QUEUE: f_queue = optarg; break;
         case O_BUDGET: f_budget = optarg; break;
         case O_FLEET_INLINE: f_finline = optarg; break;
+        case O_GRAPH_CACHE: f_gcache = optarg; break;
         case O_FLEET_WORKERS: f_fworkers = optarg; break;
         case O_REQAUTH: require_auth = 1; break;
         case O_NOAUTH: no_auth = 1; break;
@@ -250,6 +256,8 @@ int main(int argc, char **argv)
         (unsigned)num_setting("fleet inline", f_finline, "REVERIE_FLEET_INLINE", 16, 1000000);
     sc.fleet_workers =
         (unsigned)num_setting("fleet workers", f_fworkers, "REVERIE_FLEET_WORKERS", 1, 64);
+    sc.graph_cache_bytes =
+        (size_t)num_setting("graph cache", f_gcache, "REVERIE_GRAPH_CACHE_MB", 1024, 1 << 20) << 20;
     if (sc.http_threads == 0 || sc.workers == 0 || sc.queue == 0 || sc.upload_cap == 0 ||
         sc.json_body_cap == 0) {
         fprintf(stderr, "reveried: thread counts, queue and caps must be at least 1\n");

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "rv_api_internal.h"
+#include "rv_gcache.h"
 #include "rv_auth.h"
 #include "rv_db.h"
 #include "rv_hw.h"
@@ -45,6 +46,29 @@ static void h_metrics(rv_req *r, void *app)
     if (!text) {
         rv_req_error(r, 503, "unavailable", NULL, "cannot render metrics");
         return;
+    }
+    /* The loaded-trace cache keeps its own counters. */
+    uint64_t hits, misses;
+    size_t bytes, entries;
+    rv_gcache_stats(a->gcache, &hits, &misses, &bytes, &entries);
+    char extra[768];
+    int n = snprintf(extra, sizeof(extra),
+                     "# HELP reveried_graph_cache_hits_total Loads answered by the loaded-trace "
+                     "cache.\n# TYPE reveried_graph_cache_hits_total counter\n"
+                     "reveried_graph_cache_hits_total %llu\n"
+                     "# HELP reveried_graph_cache_misses_total Loads that read the database.\n"
+                     "# TYPE reveried_graph_cache_misses_total counter\n"
+                     "reveried_graph_cache_misses_total %llu\n"
+                     "# HELP reveried_graph_cache_bytes Memory held by the loaded-trace cache.\n"
+                     "# TYPE reveried_graph_cache_bytes gauge\nreveried_graph_cache_bytes %zu\n"
+                     "# HELP reveried_graph_cache_entries Traces held by the loaded-trace cache.\n"
+                     "# TYPE reveried_graph_cache_entries gauge\nreveried_graph_cache_entries %zu\n",
+                     (unsigned long long)hits, (unsigned long long)misses, bytes, entries);
+    char *all = n > 0 ? realloc(text, len + (size_t)n + 1) : NULL;
+    if (all) {
+        memcpy(all + len, extra, (size_t)n + 1);
+        text = all;
+        len += (size_t)n;
     }
     rv_req_respond_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }

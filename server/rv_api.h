@@ -30,6 +30,7 @@ typedef struct rv_app {
     struct rv_db *db;           /* borrowed; NULL until the database is up */
     struct rv_metrics *metrics; /* borrowed */
     struct rv_auth *auth;       /* borrowed */
+    struct rv_gcache *gcache;   /* borrowed; loaded traces, NULL = none */
     const char *version;
     volatile int draining; /* set on SIGTERM: /readyz answers 503 */
 } rv_app;

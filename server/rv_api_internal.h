@@ -30,13 +30,17 @@ int64_t rv_api_id_param(rv_req *r, const char *name);
 /* A stored trace, parsed, with its graph and baseline simulation. */
 typedef struct rv_loaded {
     int64_t id;
-    rv_trace *trace;
-    rv_graph *graph;
-    rv_sim *base;
+    const rv_trace *trace; /* shared through the cache: read only */
+    const rv_graph *graph; /* read only; what-ifs work on a clone */
+    const rv_sim *base;
+    struct rv_gentry *entry; /* the cache entry holding them */
+    struct rv_gcache *cache;
 } rv_loaded;
 
-/* Loads trace id from the database and builds graph + baseline. Returns 0,
- * or a negative rv_err with *err filled (RV_ERR_NOTFOUND for no such id). */
+/* Loads trace id (from the loaded-trace cache, else from the database,
+ * building graph + baseline and caching them). Returns 0, or a negative
+ * rv_err with *err filled (RV_ERR_NOTFOUND for no such id). Release with
+ * rv_api_loaded_free. */
 int rv_api_load(rv_app *a, int64_t id, rv_loaded *out, rv_error *err);
 void rv_api_loaded_free(rv_loaded *l);
 

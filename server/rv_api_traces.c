@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include "rv_api_internal.h"
+#include "rv_gcache.h"
 #include "rv_db.h"
 #include "rv_metrics.h"
 
@@ -239,6 +240,9 @@ void rv_api_trace_delete(rv_req *r, void *app)
         rv_req_error_rv(r, &e);
         return;
     }
+    /* After the database let it go, so a request loading it meanwhile
+     * cannot put it back (ids are never reused). */
+    rv_gcache_forget(a->gcache, id);
     rv_req_respond_json(r, 200, json_pack("{s:I,s:b}", "id", (json_int_t)id, "deleted", 1));
 }
 
@@ -377,18 +381,41 @@ void rv_api_platform_overheads(rv_req *r, void *app)
 
 int rv_api_load(rv_app *a, int64_t id, rv_loaded *out, rv_error *err)
 {
+    rv_trace *t = NULL;
+    rv_graph *g = NULL;
+    rv_sim *base = NULL;
+    rv_gentry *e;
     memset(out, 0, sizeof(*out));
     out->id = id;
-    if (rv_db_snapshot_load(a->db, id, &out->trace, err) != 0)
-        goto fail;
-    if (rv_graph_build(out->trace, NULL, &out->graph, err) != 0)
-        goto fail;
-    if (rv_sim_run(out->graph, RV_SCHED_EARLIEST_START, &out->base, err) != 0)
-        goto fail;
-    rv_metrics_add(a->metrics, RV_M_SIMULATIONS, 1);
+    out->cache = a->gcache;
+    e = rv_gcache_get(a->gcache, id);
+    if (!e) {
+        if (rv_db_snapshot_load(a->db, id, &t, err) != 0)
+            goto fail;
+        if (rv_graph_build(t, NULL, &g, err) != 0)
+            goto fail;
+        if (rv_sim_run(g, RV_SCHED_EARLIEST_START, &base, err) != 0)
+            goto fail;
+        rv_metrics_add(a->metrics, RV_M_SIMULATIONS, 1);
+        e = rv_gcache_put(a->gcache, id, t, g, base); /* takes the three */
+        t = NULL;
+        g = NULL;
+        base = NULL;
+        if (!e) {
+            rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory loading trace %lld",
+                         (long long)id);
+            goto fail;
+        }
+    }
+    out->entry = e;
+    out->trace = e->trace;
+    out->graph = e->graph;
+    out->base = e->base;
     return 0;
 fail:
-    rv_api_loaded_free(out);
+    rv_sim_free(base);
+    rv_graph_free(g);
+    rv_trace_free(t);
     return err->code ? err->code : RV_ERR_INTERNAL;
 }
 
@@ -396,9 +423,8 @@ void rv_api_loaded_free(rv_loaded *l)
 {
     if (!l)
         return;
-    rv_sim_free(l->base);
-    rv_graph_free(l->graph);
-    rv_trace_free(l->trace);
+    rv_gcache_release(l->cache, l->entry);
+    l->entry = NULL;
     l->base = NULL;
     l->graph = NULL;
     l->trace = NULL;

@@ -16,6 +16,7 @@
 #include "rv_api_internal.h"
 #include "rv_auth.h"
 #include "rv_db.h"
+#include "rv_gcache.h"
 #include "rv_http.h"
 #include "rv_metrics.h"
 #include "rv_pgembed.h"
@@ -136,6 +137,7 @@ int rv_server_main(const rv_server_config *c)
     rv_db *db = NULL;
     rv_metrics *metrics = NULL;
     rv_auth *auth = NULL;
+    rv_gcache *gcache = NULL;
     rv_workers *workers = NULL;
     rv_http *http = NULL;
     rv_app app;
@@ -195,6 +197,12 @@ int rv_server_main(const rv_server_config *c)
     app.cfg.whatif_budget_ms = c->whatif_budget_ms;
     app.cfg.fleet_inline_max = c->fleet_inline_max;
     app.cfg.timeline_max_tasks = 200000;
+    gcache = rv_gcache_new(c->graph_cache_bytes);
+    if (!gcache) {
+        fprintf(stderr, "reveried: out of memory\n");
+        goto out;
+    }
+    app.gcache = gcache;
     app.db = db;
     app.metrics = metrics;
     app.auth = auth;
@@ -264,6 +272,7 @@ out:
     }
     free(conninfo);
     rv_auth_free(auth);
+    rv_gcache_free(gcache);
     rv_metrics_free(metrics);
     pthread_cond_destroy(&b.cv);
     pthread_mutex_destroy(&b.mu);

@@ -19,6 +19,7 @@ typedef struct rv_server_config {
     unsigned conn_timeout_s, per_ip_limit, conn_limit;
     unsigned http_threads, workers, queue;
     unsigned whatif_budget_ms, fleet_inline_max, fleet_workers;
+    size_t graph_cache_bytes; /* loaded-trace cache; 0 = off */
     int require_auth;
     int migrate_only;
     const char *version;

@@ -1,0 +1,59 @@
+/* A bounded in-memory cache of loaded traces: the parsed trace, its graph
+ * and its baseline simulation, shared read-only between requests (what-ifs
+ * clone the graph before they change it). Loading a stored trace costs a
+ * database read, a snapshot decode and a graph build (tens of ms for 100k
+ * tasks); a repeated what-if on the same trace skips all three.
+ *
+ * Entries are reference-counted: an entry evicted or forgotten while a
+ * request holds it is freed when that request releases it. Thread-safe. */
+#ifndef RV_GCACHE_H
+#define RV_GCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rv_graph.h"
+#include "rv_sim.h"
+#include "rv_trace.h"
+
+typedef struct rv_gcache rv_gcache;
+
+typedef struct rv_gentry {
+    int64_t id;
+    rv_trace *trace; /* owned by the entry */
+    rv_graph *graph;
+    rv_sim *base;
+    size_t bytes; /* estimated memory */
+    /* Private to rv_gcache.c. */
+    int refs;
+    int dead; /* evicted or forgotten: freed at the last release */
+    struct rv_gentry *prev, *next;
+} rv_gentry;
+
+/* A cache holding at most max_bytes of entries (0: a cache that keeps
+ * nothing). NULL on OOM. */
+rv_gcache *rv_gcache_new(size_t max_bytes);
+/* Frees every entry; no entry may be held. NULL-safe. */
+void rv_gcache_free(rv_gcache *c);
+
+/* The entry for id with a reference taken, or NULL. */
+rv_gentry *rv_gcache_get(rv_gcache *c, int64_t id);
+
+/* Takes trace, graph and base (all owned from now on) and returns an entry
+ * holding them with a reference taken, or NULL on OOM (the three are freed).
+ * When another request inserted id meanwhile, the given three are freed and
+ * that entry is returned. An entry bigger than the cache is returned but
+ * not kept. */
+rv_gentry *rv_gcache_put(rv_gcache *c, int64_t id, rv_trace *trace, rv_graph *graph, rv_sim *base);
+
+/* Drops a reference taken by get or put. NULL-safe. */
+void rv_gcache_release(rv_gcache *c, rv_gentry *e);
+
+/* Removes id (a deleted trace); a held entry lives until its release. */
+void rv_gcache_forget(rv_gcache *c, int64_t id);
+
+/* Counters for /metrics. */
+void rv_gcache_stats(rv_gcache *c, uint64_t *hits, uint64_t *misses, size_t *bytes,
+                     size_t *entries);
+
+#endif
