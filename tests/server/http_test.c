@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "common/http_client.h"
 #include "common/rv_test_util.h"
@@ -475,6 +476,47 @@ static void test_busy_and_resume(void)
     slow_ms = 0;
 }
 
+/* A JSON answer of 1 KiB or more goes out gzip-compressed to a client that
+ * accepts it, and inflates to exactly the plain answer; q=0 refuses. */
+static void test_gzip_answers(void)
+{
+    char u[256], body[8192];
+    size_t n = (size_t)snprintf(body, sizeof(body), "{\"pad\":\"");
+    /* Under the test server's 4 KiB JSON cap, over the 1 KiB gzip floor. */
+    for (; n < 3000; n++)
+        body[n] = (char)('a' + n % 26);
+    n += (size_t)snprintf(body + n, sizeof(body) - n, "\"}");
+    url(u, sizeof(u), "/v1/json");
+    tc_resp plain, gz, refused;
+    tc_req q = {.url = u, .ctype = "application/json", .body = body, .len = n};
+    CU_ASSERT_EQUAL_FATAL(tc_do(&q, &plain), 0);
+    q.headers[0] = "Accept-Encoding: gzip, deflate";
+    CU_ASSERT_EQUAL_FATAL(tc_do(&q, &gz), 0);
+    q.headers[0] = "Accept-Encoding: gzip;q=0";
+    CU_ASSERT_EQUAL_FATAL(tc_do(&q, &refused), 0);
+    CU_ASSERT_EQUAL(plain.status, 201);
+    CU_ASSERT_EQUAL(gz.status, 201);
+    CU_ASSERT(gz.len > 2 && (unsigned char)gz.body[0] == 0x1f && (unsigned char)gz.body[1] == 0x8b);
+    CU_ASSERT(gz.len < plain.len / 4);
+    CU_ASSERT_EQUAL(refused.len, plain.len);
+    z_stream zs;
+    memset(&zs, 0, sizeof(zs));
+    char *out = malloc(plain.len + 16);
+    CU_ASSERT_EQUAL_FATAL(inflateInit2(&zs, 15 + 16), Z_OK);
+    zs.next_in = (Bytef *)gz.body;
+    zs.avail_in = (uInt)gz.len;
+    zs.next_out = (Bytef *)out;
+    zs.avail_out = (uInt)(plain.len + 16);
+    CU_ASSERT_EQUAL(inflate(&zs, Z_FINISH), Z_STREAM_END);
+    CU_ASSERT_EQUAL(zs.total_out, plain.len);
+    CU_ASSERT(memcmp(out, plain.body, plain.len) == 0);
+    inflateEnd(&zs);
+    free(out);
+    tc_resp_free(&plain);
+    tc_resp_free(&gz);
+    tc_resp_free(&refused);
+}
+
 static void test_metrics_text(void)
 {
     size_t len = 0;
@@ -502,6 +544,7 @@ int main(void)
     CU_add_test(s, "auth", test_auth);
     CU_add_test(s, "static", test_static);
     CU_add_test(s, "busy_and_resume", test_busy_and_resume);
-    CU_add_test(s, "metrics_text", test_metrics_text);
+    CU_add_test(s, "metrics_text", test_metrics_text); /* counts the requests before it */
+    CU_add_test(s, "gzip_answers", test_gzip_answers);
     return rv_test_run() ? 1 : 0;
 }
