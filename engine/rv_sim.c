@@ -1,5 +1,6 @@
 /* Daydream Algorithm 1 with a pluggable schedule. See rv_sim.h. */
 #include "rv_sim.h"
+#include "rv_mem.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,8 @@ int rv_sim_run(const rv_graph *g, rv_schedule policy, rv_sim **out, rv_error *er
     s->ntasks = n;
     s->start_ns = malloc((n + 1) * sizeof(int64_t));
     s->end_ns = malloc((n + 1) * sizeof(int64_t));
+    rv_mem_huge(s->start_ns, (n + 1) * sizeof(int64_t));
+    rv_mem_huge(s->end_ns, (n + 1) * sizeof(int64_t));
     s->binder = malloc((n + 1) * sizeof(int32_t));
     head = malloc((n + 1) * sizeof(int32_t));
     next = malloc((g->nedges + 1) * sizeof(int32_t));

@@ -1,4 +1,5 @@
 #include "rv_snapshot.h"
+#include "rv_mem.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -439,6 +440,7 @@ static int decode_body(const uint8_t *body, size_t len, rv_trace *t, rv_error *e
 
     if (nev) {
         t->events = calloc((size_t)nev, sizeof(rv_event));
+        rv_mem_huge(t->events, (size_t)nev * sizeof(rv_event));
         if (!t->events)
             return rv_error_set(err, RV_ERR_NOMEM, -1, -1,
                                 "snapshot: out of memory for %llu events", (unsigned long long)nev);

@@ -1,4 +1,5 @@
 #include "rv_trace.h"
+#include "rv_mem.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -152,6 +153,7 @@ int64_t rv_trace_push(rv_trace *t, const rv_event *ev)
         if (!e)
             return RV_ERR_NOMEM;
         t->events = e;
+        rv_mem_huge(e, cap * sizeof(*e));
         t->cap_events = cap;
     }
     t->events[t->nevents] = *ev;
