@@ -1113,8 +1113,9 @@ static int link_syncs(builder *b)
         const rv_event *ev = &tr->events[c->event];
         if (c->name < tr->strings.count && !sync_name[c->name])
             sync_name[c->name] = rv_graph_is_sync_call(rv_trace_str(tr, c->name)) ? 1 : 2;
-        int named_sync = c->name < tr->strings.count ? sync_name[c->name] == 1
-                                                      : rv_graph_is_sync_call(rv_trace_str(tr, c->name));
+        int named_sync = c->name < tr->strings.count
+                             ? sync_name[c->name] == 1
+                             : rv_graph_is_sync_call(rv_trace_str(tr, c->name));
         int32_t si = ev->correlation != RV_NONE ? i64map_get(&sync_info, ev->correlation) : -1;
         const rv_event *se = si >= 0 ? &tr->events[si] : NULL;
 
@@ -1371,24 +1372,15 @@ int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **
     if ((rc = grow((void **)&g->edges, &g->cap_edges, g->ntasks * 2 + 16, sizeof(rv_edge),
                    MAX_EDGES)) != 0)
         goto out;
-    if ((rc = find_iterations(&b)) != 0)
-        goto out;
-    if ((rc = annotate_cpu_threads(&b)) != 0)
-        goto out;
-    if ((rc = link_launches(&b)) != 0)
-        goto out;
-    if ((rc = measure_gpu_constants(&b)) != 0)
-        goto out;
-    if ((rc = add_structural_edges(&b)) != 0)
-        goto out;
-    if ((rc = link_syncs(&b)) != 0)
-        goto out;
-    if ((rc = link_blocking_copies(&b)) != 0)
-        goto out;
-    if ((rc = link_blocking_calls(&b)) != 0)
-        goto out;
-    if ((rc = add_handoff_edges(&b)) != 0)
-        goto out;
+    /* The passes, in order: each needs what the ones before it found. */
+    static int (*const passes[])(builder *) = {
+        find_iterations,       annotate_cpu_threads, link_launches,
+        measure_gpu_constants, add_structural_edges, link_syncs,
+        link_blocking_copies,  link_blocking_calls,  add_handoff_edges,
+    };
+    for (size_t i = 0; i < sizeof(passes) / sizeof(passes[0]); i++)
+        if ((rc = passes[i](&b)) != 0)
+            goto out;
     *out = g;
     g = NULL;
 out:
