@@ -1479,6 +1479,33 @@ void rv_db_overhead_rows_free(rv_db_overhead_row *rows, size_t n)
     free(rows);
 }
 
+/* The overhead rows of r, columns col0.. as type, op_name, samples, count,
+ * mean, std, median, p90. *rows is new (rv_db_overhead_rows_free); *n
+ * counts the rows filled, also on failure. */
+static int overhead_rows(PGresult *r, int col0, rv_db_overhead_row **rows, size_t *n, rv_error *err)
+{
+    size_t k = (size_t)PQntuples(r);
+    *rows = calloc(k + 1, sizeof(**rows));
+    if (!*rows)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    for (size_t i = 0; i < k; i++) {
+        rv_db_overhead_row *o = &(*rows)[i];
+        int ri = (int)i;
+        o->type = atoi(PQgetvalue(r, ri, col0));
+        o->op_name = strdup(PQgetvalue(r, ri, col0 + 1));
+        o->stat.samples = (size_t)strtoull(PQgetvalue(r, ri, col0 + 2), NULL, 10);
+        o->stat.count = (size_t)strtoull(PQgetvalue(r, ri, col0 + 3), NULL, 10);
+        o->stat.mean = strtod(PQgetvalue(r, ri, col0 + 4), NULL);
+        o->stat.std = strtod(PQgetvalue(r, ri, col0 + 5), NULL);
+        o->stat.median = strtod(PQgetvalue(r, ri, col0 + 6), NULL);
+        o->stat.p90 = strtod(PQgetvalue(r, ri, col0 + 7), NULL);
+        *n = i + 1;
+        if (!o->op_name)
+            return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    }
+    return 0;
+}
+
 int rv_db_overheads_load(rv_db *db, int64_t platform_id, rv_db_overhead_row **rows, size_t *n,
                          rv_error *err)
 {
@@ -1500,29 +1527,7 @@ int rv_db_overheads_load(rv_db *db, int64_t platform_id, rv_db_overhead_row **ro
         rc = RV_ERR_IO;
         goto out;
     }
-    size_t k = (size_t)PQntuples(r);
-    *rows = calloc(k + 1, sizeof(**rows));
-    if (!*rows) {
-        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < k; i++) {
-        rv_db_overhead_row *o = &(*rows)[i];
-        int ri = (int)i;
-        o->type = atoi(PQgetvalue(r, ri, 0));
-        o->op_name = strdup(PQgetvalue(r, ri, 1));
-        o->stat.samples = (size_t)strtoull(PQgetvalue(r, ri, 2), NULL, 10);
-        o->stat.count = (size_t)strtoull(PQgetvalue(r, ri, 3), NULL, 10);
-        o->stat.mean = strtod(PQgetvalue(r, ri, 4), NULL);
-        o->stat.std = strtod(PQgetvalue(r, ri, 5), NULL);
-        o->stat.median = strtod(PQgetvalue(r, ri, 6), NULL);
-        o->stat.p90 = strtod(PQgetvalue(r, ri, 7), NULL);
-        *n = i + 1;
-        if (!o->op_name) {
-            rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-            break;
-        }
-    }
+    rc = overhead_rows(r, 0, rows, n, err);
 out:
     if (rc) {
         rv_db_overhead_rows_free(*rows, *n);
@@ -1584,28 +1589,7 @@ int rv_db_trace_overheads(rv_db *db, int64_t trace_id, int64_t *platform_id, cha
                  PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2));
     if (!rows || PQgetisnull(r, 0, 3))
         goto out; /* no statistics: one row of NULLs from the outer join */
-    *rows = calloc(k, sizeof(**rows));
-    if (!*rows) {
-        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < k; i++) {
-        rv_db_overhead_row *o = &(*rows)[i];
-        int ri = (int)i;
-        o->type = atoi(PQgetvalue(r, ri, 3));
-        o->op_name = strdup(PQgetvalue(r, ri, 4));
-        o->stat.samples = (size_t)strtoull(PQgetvalue(r, ri, 5), NULL, 10);
-        o->stat.count = (size_t)strtoull(PQgetvalue(r, ri, 6), NULL, 10);
-        o->stat.mean = strtod(PQgetvalue(r, ri, 7), NULL);
-        o->stat.std = strtod(PQgetvalue(r, ri, 8), NULL);
-        o->stat.median = strtod(PQgetvalue(r, ri, 9), NULL);
-        o->stat.p90 = strtod(PQgetvalue(r, ri, 10), NULL);
-        *n = i + 1;
-        if (!o->op_name) {
-            rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-            break;
-        }
-    }
+    rc = overhead_rows(r, 3, rows, n, err);
 out:
     if (rc && rows) {
         rv_db_overhead_rows_free(*rows, *n);
