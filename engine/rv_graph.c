@@ -1031,9 +1031,27 @@ static int32_t gpu_thread_of_stream(const rv_graph *g, int32_t device, int32_t s
     return -1;
 }
 
-/* The GPU task a sync call waits for: the latest-ending one among those
- * launched before the call on the given stream (or any stream). */
-static int32_t sync_target(const builder *b, int32_t only_thread, int64_t before)
+/* Last task on GPU thread th, among those launched before `before`, that
+ * ended by `by`; -1 if none. Ends grow along a stream. */
+static int32_t last_ended_by(const builder *b, const rv_thread *th, int64_t before, int64_t by)
+{
+    int32_t k = last_launched_before(b, th, before);
+    int32_t lo = th->first, hi = k + 1;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        const rv_task *t = &b->g->tasks[mid];
+        if (t->meas_start_ns + t->meas_dur_ns <= by)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo > th->first ? lo - 1 : -1;
+}
+
+/* The GPU task a call waits for: the latest-ending one, on any stream,
+ * among those launched before `before` and ended by `by` (INT64_MAX: no
+ * bound); -1 if none. */
+static int32_t latest_gpu_task(const builder *b, int64_t before, int64_t by)
 {
     const rv_graph *g = b->g;
     int32_t best = -1;
@@ -1042,9 +1060,7 @@ static int32_t sync_target(const builder *b, int32_t only_thread, int64_t before
         const rv_thread *th = &g->threads[ti];
         if (th->kind != RV_THREAD_GPU || th->norig == 0)
             continue;
-        if (only_thread >= 0 && (int32_t)ti != only_thread)
-            continue;
-        int32_t k = last_launched_before(b, th, before);
+        int32_t k = last_ended_by(b, th, before, by);
         if (k < 0)
             continue;
         int64_t e = g->tasks[k].meas_start_ns + g->tasks[k].meas_dur_ns;
@@ -1152,7 +1168,7 @@ static int link_syncs(builder *b)
         } else if (se || named_sync) {
             /* A synchronous copy's own copy is linked by
              * link_blocking_copies; this covers the work queued before it. */
-            target = sync_target(b, -1, c->meas_start_ns);
+            target = latest_gpu_task(b, c->meas_start_ns, INT64_MAX);
         }
         if (target >= 0)
             rc = add_sync_edge(g, target, (int32_t)i);
@@ -1184,23 +1200,6 @@ static int link_blocking_copies(builder *b)
     return rc;
 }
 
-/* Last task on GPU thread th, among those launched before `before`, that
- * ended by `by`; -1 if none. Ends grow along a stream. */
-static int32_t last_ended_by(const builder *b, const rv_thread *th, int64_t before, int64_t by)
-{
-    int32_t k = last_launched_before(b, th, before);
-    int32_t lo = th->first, hi = k + 1;
-    while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-        const rv_task *t = &b->g->tasks[mid];
-        if (t->meas_start_ns + t->meas_dur_ns <= by)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo > th->first ? lo - 1 : -1;
-}
-
 /* Any other API call that ran long and returned right after a GPU task it
  * did not launch finished was blocked by the GPU: a full launch queue,
  * an implicit synchronization in cudaFree or cudaMalloc, a pageable copy.
@@ -1215,21 +1214,9 @@ static int link_blocking_calls(builder *b)
             c->meas_dur_ns < BLOCKED_CALL_MIN_NS)
             continue;
         int64_t cend = c->meas_start_ns + c->meas_dur_ns;
-        int32_t best = -1;
-        int64_t best_end = INT64_MIN;
-        for (size_t ti = 0; ti < g->nthreads; ti++) {
-            const rv_thread *th = &g->threads[ti];
-            if (th->kind != RV_THREAD_GPU || th->norig == 0)
-                continue;
-            int32_t k = last_ended_by(b, th, c->meas_start_ns, cend + BLOCKED_CALL_SLACK_NS);
-            if (k < 0)
-                continue;
-            int64_t e = g->tasks[k].meas_start_ns + g->tasks[k].meas_dur_ns;
-            if (e > best_end) {
-                best_end = e;
-                best = k;
-            }
-        }
+        int32_t best = latest_gpu_task(b, c->meas_start_ns, cend + BLOCKED_CALL_SLACK_NS);
+        int64_t best_end =
+            best >= 0 ? g->tasks[best].meas_start_ns + g->tasks[best].meas_dur_ns : INT64_MIN;
         /* It must have ended late in the call, or the call was slow for
          * reasons of its own. */
         if (best >= 0 && best_end >= c->meas_start_ns + c->meas_dur_ns / 2)
