@@ -972,10 +972,33 @@ static int sync_kind(const char *s, size_t n)
     return RV_SYNC_NONE;
 }
 
+/* Bytes per element of a PyTorch dtype name as Kineto writes it ("Float",
+ * "BFloat16", ...); 0 when unknown. */
+static int dtype_bytes(const char *s, size_t n)
+{
+    static const struct {
+        const char *name;
+        int bytes;
+    } t[] = {
+        {"Float", 4},        {"Half", 2},           {"BFloat16", 2},      {"Double", 8},
+        {"Int", 4},          {"Long", 8},           {"Short", 2},         {"Char", 1},
+        {"Byte", 1},         {"Bool", 1},           {"Float8_e4m3fn", 1}, {"Float8_e5m2", 1},
+        {"ComplexFloat", 8}, {"ComplexDouble", 16},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        if (strlen(t[i].name) == n && !memcmp(s, t[i].name, n))
+            return t[i].bytes;
+    return 0;
+}
+
 static int parse_args(reader *r, int depth, rv_event *ev)
 {
     int rc, more;
     int64_t v;
+    /* Collectives (newer Kineto: on the NCCL kernel and on
+     * record_param_comms) give their message as elements and a dtype. */
+    int64_t in_nelems = RV_NONE, out_nelems = RV_NONE;
+    int elem_bytes = 0;
     if ((rc = object_first(r)) < 0)
         return rc;
     for (more = rc; more; more = rc) {
@@ -1019,6 +1042,15 @@ static int parse_args(reader *r, int depth, rv_event *ev)
             ev->wait_stream = to_i32(v, RV_NONE);
         } else if (n == 33 && !memcmp(k, "wait_on_cuda_event_record_corr_id", 33)) {
             rc = read_int_arg(r, depth + 1, 1, &ev->wait_event_corr);
+        } else if (n == 13 && !memcmp(k, "In msg nelems", 13)) {
+            rc = read_int_arg(r, depth + 1, 0, &in_nelems);
+        } else if (n == 14 && !memcmp(k, "Out msg nelems", 14)) {
+            rc = read_int_arg(r, depth + 1, 0, &out_nelems);
+        } else if (n == 5 && !memcmp(k, "dtype", 5)) {
+            int ok;
+            rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
+            if (rc == 0 && ok)
+                elem_bytes = dtype_bytes(r->sbuf.p, r->sbuf.len);
         } else {
             rc = skip_value(r, depth + 1);
         }
@@ -1028,6 +1060,11 @@ static int parse_args(reader *r, int depth, rv_event *ev)
         if (rc < 0)
             return rc;
     }
+    /* The full array a collective moves is the larger side (an all-gather's
+     * output, a reduce-scatter's input). */
+    int64_t nelems = in_nelems > out_nelems ? in_nelems : out_nelems;
+    if (ev->bytes == RV_NONE && elem_bytes > 0 && nelems > 0 && nelems < INT64_MAX / 16)
+        ev->bytes = nelems * elem_bytes;
     return 0;
 }
 

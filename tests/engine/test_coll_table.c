@@ -54,6 +54,36 @@ static void test_validation(void)
     }
 }
 
+/* Newer Kineto traces name each collective's message on its NCCL kernel
+ * ("In msg nelems", "dtype"); the reader turns that into bytes. */
+static void test_sizes_from_trace(void)
+{
+    if (!g_shared)
+        return;
+    char path[4096];
+    rv_trace *t = NULL;
+    rv_error err;
+    snprintf(path, sizeof(path), "%s/hta/a100-2rank-nccl.json.gz", g_shared);
+    CU_ASSERT_EQUAL_FATAL(rv_kineto_read_file(path, NULL, &t, &err), 0);
+    size_t nccl = 0, sized = 0, seen = 0;
+    for (size_t i = 0; i < t->nevents; i++) {
+        const rv_event *e = &t->events[i];
+        if (e->cat != RV_CAT_KERNEL || !strstr(rv_trace_str(t, e->name), "ncclKernel"))
+            continue;
+        nccl++;
+        if (e->bytes > 0)
+            sized++;
+        /* One all-reduce of 6,637,568 floats in that trace. */
+        if (e->bytes == INT64_C(6637568) * 4)
+            seen = 1;
+    }
+    printf("\n  a100-2rank: %zu NCCL kernels, %zu with a message size", nccl, sized);
+    CU_ASSERT(nccl > 0);
+    CU_ASSERT_EQUAL(sized, nccl);
+    CU_ASSERT(seen);
+    rv_trace_free(t);
+}
+
 /* With a table proportional to size, the inserted collectives of one step
  * must add up to (seconds per byte) x (gradient bytes): the table, not the
  * alpha-beta model, times them. A slower table makes the step slower. */
@@ -116,5 +146,6 @@ int main(void)
     CU_add_test(s, "log-log interpolation", test_interpolation);
     CU_add_test(s, "validation names the field", test_validation);
     CU_add_test(s, "the model uses the table", test_model_uses_table);
+    CU_add_test(s, "message sizes from the trace", test_sizes_from_trace);
     return rv_test_run() ? 1 : 0;
 }
