@@ -35,8 +35,12 @@ test:
 test-fast: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# Parse speed and memory, simulator speed, CLI what-if end to end
+# (figures in docs/internals/kineto-reader.md and graph.md).
 bench: build
 	@sh bench/run.sh $(BUILD)
+	@sh bench/run_sim.sh $(BUILD)
+	@sh bench/run_cli.sh $(BUILD)
 
 fuzz:
 	@cmake -S . -B build/fuzz -DCMAKE_C_COMPILER=clang -DRV_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
