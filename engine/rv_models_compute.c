@@ -31,6 +31,78 @@ static double eta(int dtype)
     return dtype == RV_DT_FP32 ? 0.80 : 0.45;
 }
 
+/* Where and how long the GradScaler's work goes, per step. */
+typedef struct scaler_plan {
+    int32_t *anchor;     /* the step's last gradient kernel */
+    int64_t *unscale_ns; /* 2 x gradient bytes at 80% of HBM bandwidth */
+    size_t n;
+} scaler_plan;
+
+/* Gradients are the AccumulateGrad kernels (grad += new: three tensors of
+ * traffic per kernel, as the distributed model sizes them). */
+static int grad_scaler_plan(const rv_graph *g, const rv_hw *hw, scaler_plan *p)
+{
+    size_t steps = g->niters ? g->niters : 1;
+    double bw = (hw ? hw->hbm_gbps : 900) * 1e9;
+    double *bytes = calloc(steps, sizeof(double));
+    p->anchor = malloc(steps * sizeof(int32_t));
+    p->unscale_ns = malloc(steps * sizeof(int64_t));
+    if (!bytes || !p->anchor || !p->unscale_ns) {
+        free(bytes);
+        return RV_ERR_NOMEM;
+    }
+    int64_t *last_end = malloc(steps * sizeof(int64_t));
+    if (!last_end) {
+        free(bytes);
+        return RV_ERR_NOMEM;
+    }
+    for (size_t k = 0; k < steps; k++) {
+        p->anchor[k] = -1;
+        last_end[k] = INT64_MIN;
+    }
+    for (size_t i = 0; i < g->ntasks; i++) {
+        const rv_task *t = &g->tasks[i];
+        if (!is_kernel(g, i) || (t->flags & RV_TF_REMOVED))
+            continue;
+        const char *op = g->trace ? rv_trace_str(g->trace, t->op) : "";
+        const char *layer = g->trace ? rv_trace_str(g->trace, t->layer) : "";
+        if (!strstr(op, "AccumulateGrad") && !strstr(layer, "AccumulateGrad"))
+            continue;
+        size_t k = g->niters ? (t->iteration >= 0 ? (size_t)t->iteration : steps) : 0;
+        if (k >= steps)
+            continue;
+        double busy = (double)t->dur_ns * 1e-9 - 1e-6;
+        double b = busy > 0 ? busy * bw / 3 : 0;
+        bytes[k] += b < 4096 ? 4096 : b;
+        int64_t end = t->meas_start_ns + t->meas_dur_ns;
+        if (end > last_end[k]) {
+            last_end[k] = end;
+            p->anchor[k] = (int32_t)i;
+        }
+    }
+    for (size_t k = 0; k < steps; k++) {
+        if (p->anchor[k] < 0)
+            continue;
+        p->anchor[p->n] = p->anchor[k];
+        p->unscale_ns[p->n] = (int64_t)llround(2.0 * bytes[k] / (0.8 * bw) * 1e9);
+        p->n++;
+    }
+    free(bytes);
+    free(last_end);
+    return 0;
+}
+
+/* Unscale + inf check, then the scale update (3 us), after step k's last
+ * gradient. */
+static int insert_scaler(rv_graph *g, const scaler_plan *p, size_t k, const int32_t *next,
+                         int32_t *side)
+{
+    int rc = rv_models__insert_after(g, p->anchor[k], next, p->unscale_ns[k], RV_SEL_KERNEL, side);
+    if (!rc)
+        rc = rv_models__insert_after(g, p->anchor[k], next, 3000, RV_SEL_KERNEL, side);
+    return rc;
+}
+
 int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied,
                    rv_error *err)
 {
@@ -38,7 +110,8 @@ int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json
     rv_power_model pm;
     rv_power_init(&pm, hw);
     int dt = o->dtype;
-    size_t n_gemm = 0, n_mem = 0, n_skip = 0, n_cast = 0;
+    size_t n_gemm = 0, n_mem = 0, n_skip = 0, n_cast = 0, n_scaler = 0;
+    scaler_plan scaler = {0};
     double before = 0, after = 0;
     int rc = 0;
     int32_t *next = NULL, *side = NULL;
@@ -60,7 +133,23 @@ int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json
     }
     for (size_t t = 0; t < g->nthreads; t++)
         side[t] = -1;
+    /* fp16 needs loss scaling: each step the GradScaler unscales every
+     * gradient and checks it for inf/NaN (one read and one write of the
+     * gradients), then updates the scale. Measured here, before the
+     * kernels change. bf16 needs none. */
+    if (dt == RV_DT_FP16 && !o->amp_daydream)
+        rc = grad_scaler_plan(g, hw, &scaler);
+    if (rc)
+        goto out;
+    size_t sk = 0; /* next scaler step; anchors come in task order */
     for (size_t i = 0; i < n0; i++) {
+        /* Inserted work must join its side thread in task order (casts and
+         * scaler alike), or the side thread would run back in time. */
+        for (; sk < scaler.n && (size_t)scaler.anchor[sk] < i; sk++) {
+            if ((rc = insert_scaler(g, &scaler, sk, next, side)) != 0)
+                goto out;
+            n_scaler += 2;
+        }
         if (!is_kernel(g, i))
             continue;
         rv_task *t = &g->tasks[i];
@@ -105,16 +194,25 @@ int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json
         }
         after += (double)g->tasks[i].dur_ns;
     }
+    for (; sk < scaler.n; sk++) {
+        if ((rc = insert_scaler(g, &scaler, sk, next, side)) != 0)
+            goto out;
+        n_scaler += 2;
+    }
     json_t *r = json_pack(
         "{s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model", "amp", "index",
         o->index, "dtype", rv_dtype_name(dt), "method", o->amp_daydream ? "daydream" : "roofline",
         "gpu", hw ? hw->name : "unknown", "gemm_scaled", (json_int_t)n_gemm, "other_scaled",
         (json_int_t)n_mem, "unchanged", (json_int_t)n_skip, "casts_inserted", (json_int_t)n_cast,
         "scaled_busy_us_before", before / 1e3, "scaled_busy_us_after", after / 1e3);
+    if (r)
+        json_object_set_new(r, "grad_scaler_inserted", json_integer((json_int_t)n_scaler));
     rc = r && json_array_append_new(applied, r) == 0 ? 0 : RV_ERR_NOMEM;
 out:
     free(next);
     free(side);
+    free(scaler.anchor);
+    free(scaler.unscale_ns);
     if (rc)
         return rv_error_set(err, rc, -1, -1, "amp: %s", rv_err_name(rc));
     return 0;

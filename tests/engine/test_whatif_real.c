@@ -270,6 +270,27 @@ static void test_amp(void)
     CU_ASSERT_EQUAL_FATAL(predict(&r50w4, "{\"optimizations\":[{\"kind\":\"amp\"}]}", &r), 0);
     CU_ASSERT(fabs(r.us / r50w4.simulated_us - 1) < 0.05);
     release(&r);
+    /* fp16 needs the GradScaler (unscale + inf check over the gradients,
+     * then the scale update: two kernels per step); bf16 does not. On the
+     * A100 row both dtypes have the same peaks, so the difference is the
+     * scaler: small, but there. */
+    result f16, b16;
+    snprintf(
+        doc, sizeof(doc),
+        "{\"gpu\":\"A100-SXM4-80GB\",\"optimizations\":[{\"kind\":\"amp\",\"dtype\":\"fp16\"},%s]}",
+        cpu);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &f16), 0);
+    snprintf(
+        doc, sizeof(doc),
+        "{\"gpu\":\"A100-SXM4-80GB\",\"optimizations\":[{\"kind\":\"amp\",\"dtype\":\"bf16\"},%s]}",
+        cpu);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &b16), 0);
+    printf("    A100 AMP: fp16 %.2f ms (GradScaler), bf16 %.2f ms\n", f16.us / 1e3, b16.us / 1e3);
+    CU_ASSERT_EQUAL(applied_num(&f16, "grad_scaler_inserted"), 2 * 6); /* 6 steps */
+    CU_ASSERT_EQUAL(applied_num(&b16, "grad_scaler_inserted"), 0);
+    CU_ASSERT(f16.us > b16.us && f16.us < 1.03 * b16.us);
+    release(&f16);
+    release(&b16);
     /* bf16 on V100 has no tensor-core path: GEMMs gain nothing. */
     CU_ASSERT_EQUAL_FATAL(
         predict(&r50w4, "{\"optimizations\":[{\"kind\":\"amp\",\"dtype\":\"fp8\"}]}", &r), 0);
