@@ -588,6 +588,19 @@ static int skip_value(reader *r, int depth)
     }
 }
 
+/* After an object's opening quote: the key, then ':'. Returns 1. */
+static int read_key(reader *r)
+{
+    int rc = read_string(r, &r->key);
+    if (rc < 0)
+        return rc;
+    int c = ws(r);
+    if (c != ':')
+        return fail_char(r, c, "':' after a key");
+    r->pos++;
+    return 1;
+}
+
 /* Object iteration: after '{' was consumed, object_next() yields each key
  * into r->key (1) or reports the end (0). The caller consumes the value. */
 static int object_first(reader *r)
@@ -600,14 +613,7 @@ static int object_first(reader *r)
     if (c != '"')
         return fail_char(r, c, "a key string or '}'");
     r->pos++;
-    int rc = read_string(r, &r->key);
-    if (rc < 0)
-        return rc;
-    c = ws(r);
-    if (c != ':')
-        return fail_char(r, c, "':' after a key");
-    r->pos++;
-    return 1;
+    return read_key(r);
 }
 
 static int object_next(reader *r)
@@ -624,14 +630,7 @@ static int object_next(reader *r)
     if (c != '"')
         return fail_char(r, c, "a key string");
     r->pos++;
-    int rc = read_string(r, &r->key);
-    if (rc < 0)
-        return rc;
-    c = ws(r);
-    if (c != ':')
-        return fail_char(r, c, "':' after a key");
-    r->pos++;
-    return 1;
+    return read_key(r);
 }
 
 static int key_is(const reader *r, const char *k)

@@ -415,19 +415,7 @@ out:
 
 void rv_api_job_get(rv_req *r, void *app)
 {
-    rv_app *a = app;
-    int64_t id = rv_api_id_param(r, "id");
-    json_t *j = NULL;
-    rv_error e;
-
-    rv_error_clear(&e);
-    if (id < 0)
-        return;
-    if (rv_db_job_get(a->db, id, &j, &e) != 0) {
-        rv_req_error_rv(r, &e);
-        return;
-    }
-    rv_req_respond_json(r, 200, j);
+    rv_api_get_by_id(r, app, rv_db_job_get);
 }
 
 static void sleep_ms(unsigned ms)

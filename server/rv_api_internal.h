@@ -27,6 +27,12 @@ void rv_api_whatif_kinds(rv_req *r, void *app);
 /* The {name} path parameter as a positive trace/job id; -1 with a 404 set. */
 int64_t rv_api_id_param(rv_req *r, const char *name);
 
+/* Answers GET .../{id} with what get (a rv_db reader) returns for it, or
+ * with its error (404 for no such id). */
+struct rv_db;
+void rv_api_get_by_id(rv_req *r, rv_app *a,
+                      int (*get)(struct rv_db *, int64_t, json_t **, rv_error *));
+
 /* A stored trace, parsed, with its graph and baseline simulation. */
 typedef struct rv_loaded {
     int64_t id;

@@ -210,21 +210,26 @@ out:
     json_decref(out);
 }
 
-void rv_api_trace_get(rv_req *r, void *app)
+void rv_api_get_by_id(rv_req *r, rv_app *a,
+                      int (*get)(struct rv_db *, int64_t, json_t **, rv_error *))
 {
-    rv_app *a = app;
     int64_t id = rv_api_id_param(r, "id");
-    json_t *t = NULL;
+    json_t *j = NULL;
     rv_error e;
 
     rv_error_clear(&e);
     if (id < 0)
         return;
-    if (rv_db_trace_get(a->db, id, &t, &e) != 0) {
+    if (get(a->db, id, &j, &e) != 0) {
         rv_req_error_rv(r, &e);
         return;
     }
-    rv_req_respond_json(r, 200, t);
+    rv_req_respond_json(r, 200, j);
+}
+
+void rv_api_trace_get(rv_req *r, void *app)
+{
+    rv_api_get_by_id(r, app, rv_db_trace_get);
 }
 
 void rv_api_trace_delete(rv_req *r, void *app)
