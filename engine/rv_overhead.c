@@ -6,12 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *rv_overhead_type_name(int type)
-{
-    static const char *names[] = {"", "T1", "T2", "T3", "T4", "T5"};
-    return type >= 1 && type <= RV_OH_NTYPES ? names[type] : "";
-}
-
 void rv_overhead_samples_free(rv_overhead_samples *s)
 {
     if (!s)

@@ -72,9 +72,6 @@ typedef struct rv_overhead_group {
 
 #define RV_OH_OVERALL UINT32_MAX
 
-/* Short stable name of a type: "T1".."T5"; "" when out of range. */
-const char *rv_overhead_type_name(int type);
-
 /* Extracts every T1..T5 sample of t (borrowed) into *out (zeroed or
  * previously freed by the caller; owns its array afterwards; release with
  * rv_overhead_samples_free). Returns 0 or a negative rv_err. A trace without

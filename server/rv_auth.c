@@ -127,15 +127,6 @@ int rv_auth_token_generate(char *token, char *id)
     return 0;
 }
 
-void rv_auth_token_id(const char *token, char *id)
-{
-    id[0] = '\0';
-    if (token && strlen(token) == RV_TOKEN_LEN && strncmp(token, "rvt_", 4) == 0) {
-        memcpy(id, token + 4, RV_TOKEN_ID_LEN);
-        id[RV_TOKEN_ID_LEN] = '\0';
-    }
-}
-
 unsigned rv_auth_parse_scopes(const char *csv)
 {
     unsigned bits = 0;

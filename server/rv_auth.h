@@ -48,9 +48,6 @@ int rv_auth_check(rv_auth *a, const char *authorization, unsigned scope, char *p
  * its id into id[RV_TOKEN_ID_LEN + 1]. 0 or RV_ERR_IO. */
 int rv_auth_token_generate(char *token, char *id);
 
-/* The public id of a token string ("" when it is not one of ours). */
-void rv_auth_token_id(const char *token, char *id);
-
 /* "ingest,read" -> bits; 0 when empty or a name is unknown. */
 unsigned rv_auth_parse_scopes(const char *csv);
 /* bits -> "ingest,read,admin" into buf. */

@@ -77,7 +77,6 @@ struct rv_req {
     int spool_fd;
     char *spool_path;
     uint64_t spool_size;
-    int spool_taken;
     uint64_t limit;   /* cap for this body */
     uint64_t dropped; /* bytes read and dropped after an error */
     int body_status;  /* non-zero: answer this error once the body is read */
@@ -290,8 +289,7 @@ static void req_free(rv_req *r)
     if (r->spool_fd >= 0)
         close(r->spool_fd);
     if (r->spool_path) {
-        if (!r->spool_taken)
-            unlink(r->spool_path);
+        unlink(r->spool_path);
         free(r->spool_path);
     }
     clear_response(r);
@@ -559,8 +557,8 @@ static int accepts_gzip(const rv_req *r)
         q++;
         while (*q == ' ')
             q++;
-        if (strncmp(q, "q=0", 3) == 0 && (q[3] == '\0' || q[3] == ',' || q[3] == ' ' ||
-                                           strncmp(q + 3, ".0", 2) == 0))
+        if (strncmp(q, "q=0", 3) == 0 &&
+            (q[3] == '\0' || q[3] == ',' || q[3] == ' ' || strncmp(q + 3, ".0", 2) == 0))
             return 0;
     }
     return 1;
@@ -851,11 +849,6 @@ void rv_http_stop(rv_http *h, unsigned grace_ms)
 
 /* ------------------------------------------------------ handler helpers */
 
-const char *rv_req_method(const rv_req *r)
-{
-    return r->method;
-}
-
 const char *rv_req_path(const rv_req *r)
 {
     return r->path;
@@ -885,16 +878,6 @@ const char *rv_req_header(const rv_req *r, const char *name)
     return NULL;
 }
 
-const char *rv_req_principal(const rv_req *r)
-{
-    return r->principal;
-}
-
-const char *rv_req_peer(const rv_req *r)
-{
-    return r->peer;
-}
-
 json_t *rv_req_json(rv_req *r)
 {
     json_error_t je;
@@ -912,21 +895,10 @@ json_t *rv_req_json(rv_req *r)
     return j;
 }
 
-const char *rv_req_body(const rv_req *r, size_t *len)
-{
-    *len = r->body_len;
-    return r->body ? r->body : "";
-}
-
 const char *rv_req_spool(const rv_req *r, uint64_t *size)
 {
     *size = r->spool_size;
     return r->spool_path;
-}
-
-void rv_req_take_spool(rv_req *r)
-{
-    r->spool_taken = 1;
 }
 
 void rv_req_respond_buf(rv_req *r, int status, const char *content_type, char *buf, size_t len)

@@ -100,7 +100,6 @@ void rv_http_stop(rv_http *h, unsigned grace_ms);
 
 /* ---- inside a handler ---- */
 
-const char *rv_req_method(const rv_req *r);
 const char *rv_req_path(const rv_req *r);
 /* A path parameter by name ({id}); NULL when the route has none. Borrowed. */
 const char *rv_req_param(const rv_req *r, const char *name);
@@ -108,22 +107,14 @@ const char *rv_req_param(const rv_req *r, const char *name);
 const char *rv_req_query(const rv_req *r, const char *key);
 /* A request header (case-insensitive name); NULL when absent. Borrowed. */
 const char *rv_req_header(const rv_req *r, const char *name);
-/* The authenticated token id ("" when auth is off or the route is public). */
-const char *rv_req_principal(const rv_req *r);
-/* Client address as text. */
-const char *rv_req_peer(const rv_req *r);
 
 /* The JSON body (RV_BODY_JSON routes): returns a new reference, or NULL with
  * a 400 already set on r (so the handler just returns). An empty body gives
  * NULL with 400 "body_required". */
 json_t *rv_req_json(rv_req *r);
-/* Raw body bytes of a JSON route (borrowed, NUL-terminated) and length. */
-const char *rv_req_body(const rv_req *r, size_t *len);
 /* The spool file of an RV_BODY_UPLOAD route (borrowed path) and its size.
- * The file is deleted after the response unless the handler takes it with
- * rv_req_take_spool (then the caller owns and deletes it). */
+ * The file is deleted after the response. */
 const char *rv_req_spool(const rv_req *r, uint64_t *size);
-void rv_req_take_spool(rv_req *r);
 
 /* Responses. Each replaces any earlier one. */
 /* Takes body (a json_t reference; NULL means an empty object). */
