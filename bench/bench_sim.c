@@ -11,6 +11,7 @@
 #include "rv_kineto.h"
 #include "rv_report.h"
 #include "rv_sim.h"
+#include "rv_run.h"
 #include "rv_whatif.h"
 
 static double now_s(void)
@@ -68,24 +69,16 @@ int main(int argc, char **argv)
     double wi_best = 1e9;
     for (int i = 0; i < runs; i++) {
         double a = now_s();
-        rv_graph *pg = rv_graph_clone(g);
-        json_t *applied = NULL;
-        rv_sim *ps = NULL;
-        rv_iter_figures base, pred;
-        if (!pg || rv_whatif_apply(w, pg, &applied, &err) != 0 ||
-            rv_sim_run(pg, rv_whatif_schedule(w), &ps, &err) != 0 ||
-            rv_report_compare(g, bs, pg, ps, RV_ITER_MEDIAN, &base, &pred, &err) != 0) {
+        rv_run_result *res = NULL;
+        rv_run_opts opts = {.iteration = RV_ITER_MEDIAN};
+        if (rv_run(g, bs, w, &opts, &res, &err) != 0) {
             fprintf(stderr, "bench_sim: what-if failed: %s\n", err.message);
             return 1;
         }
-        rv_window win = rv_report_window(pg, ps, -1);
-        json_decref(rv_report_breakdown(pg, ps, &win));
         double b = now_s() - a;
         if (b < wi_best)
             wi_best = b;
-        json_decref(applied);
-        rv_sim_free(ps);
-        rv_graph_free(pg);
+        rv_run_result_free(res);
     }
     printf("{\"file\":\"%s\",\"tasks\":%zu,\"edges\":%zu,\"parse_ms\":%.1f,\"build_ms\":%.1f,"
            "\"sim_ms\":%.2f,\"sim_tasks_per_s\":%.0f,\"whatif_ms\":%.2f}\n",

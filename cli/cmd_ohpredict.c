@@ -12,7 +12,9 @@
 #include "rv_kineto.h"
 #include "rv_report.h"
 #include "rv_retime.h"
+#include "rv_run.h"
 #include "rv_sim.h"
+#include "rv_whatif.h"
 
 typedef struct item {
     const char *path;
@@ -21,25 +23,19 @@ typedef struct item {
     rv_sim *sim;
 } item;
 
-/* Predicted median iteration of g re-timed from tab. */
-static int predict(const item *it, const rv_oh_table *tab, double *us, rv_error *err)
+/* The run of it with its host work re-timed from tab: the what-if
+ * {"host_overheads": "platform"} with tab as the platform's statistics.
+ * *res is new (rv_run_result_free). */
+static int predict(const item *it, const rv_oh_table *tab, rv_run_result **res, rv_error *err)
 {
-    rv_graph *c = rv_graph_clone(it->graph);
-    rv_sim *s = NULL;
-    json_t *applied = NULL;
-    rv_iter_figures base, pred;
-    int rc = c ? 0 : rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-    if (!rc)
-        rc = rv_retime_overheads(c, tab, &applied, err);
-    if (!rc)
-        rc = rv_sim_run(c, RV_SCHED_EARLIEST_START, &s, err);
-    if (!rc)
-        rc = rv_report_compare(it->graph, it->sim, c, s, RV_ITER_MEDIAN, &base, &pred, err);
-    if (!rc)
-        *us = pred.simulated_us;
-    json_decref(applied);
-    rv_sim_free(s);
-    rv_graph_free(c);
+    rv_whatif *w = NULL;
+    rv_run_opts opts = {.iteration = RV_ITER_MEDIAN};
+    int rc = rv_whatif_parse_text("{\"host_overheads\": \"platform\"}", &w, err);
+    if (!rc) {
+        rv_whatif_set_overheads(w, tab);
+        rc = rv_run(it->graph, it->sim, w, &opts, res, err);
+    }
+    rv_whatif_free(w);
     return rc;
 }
 
@@ -88,26 +84,29 @@ int rv_cmd_overheads_predict(int argc, char **argv)
     for (int i = 0; i < n; i++) {
         item *it = &items[i];
         rv_oh_table *own = NULL;
-        double own_us = 0, shared_us = 0;
-        rv_iter_figures base;
+        rv_run_result *r_own = NULL, *r_shared = NULL;
         if (rv_oh_table_from_traces(&traces[i], 1, &own, &err) != 0 ||
-            rv_report_iteration(it->graph, it->sim, RV_ITER_MEDIAN, &base, &err) != 0 ||
-            predict(it, own, &own_us, &err) != 0 || predict(it, shared, &shared_us, &err) != 0) {
+            predict(it, own, &r_own, &err) != 0 || predict(it, shared, &r_shared, &err) != 0) {
             fprintf(stderr, "reverie: %s: %s\n", it->path, err.message);
             rv_oh_table_free(own);
+            rv_run_result_free(r_own);
             goto out;
         }
         rv_oh_table_free(own);
-        double e_own = fabs(own_us - base.measured_us) / base.measured_us;
-        double e_shared = fabs(shared_us - base.measured_us) / base.measured_us;
+        double measured_us = r_own->sum.measured_us, baseline_us = r_own->sum.baseline_us;
+        double own_us = r_own->sum.predicted_us, shared_us = r_shared->sum.predicted_us;
+        rv_run_result_free(r_own);
+        rv_run_result_free(r_shared);
+        double e_own = fabs(own_us - measured_us) / measured_us;
+        double e_shared = fabs(shared_us - measured_us) / measured_us;
         sum_own += e_own;
         sum_shared += e_shared;
         json_array_append_new(
-            rows, json_pack("{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "trace", it->path,
-                            "platform", rv_trace_str(it->trace, it->trace->platform_gpu),
-                            "measured_us", base.measured_us, "baseline_us", base.simulated_us,
-                            "own_overheads_us", own_us, "own_error", e_own, "shared_overheads_us",
-                            shared_us, "shared_error", e_shared));
+            rows,
+            json_pack("{s:s, s:s, s:f, s:f, s:f, s:f, s:f, s:f}", "trace", it->path, "platform",
+                      rv_trace_str(it->trace, it->trace->platform_gpu), "measured_us", measured_us,
+                      "baseline_us", baseline_us, "own_overheads_us", own_us, "own_error", e_own,
+                      "shared_overheads_us", shared_us, "shared_error", e_shared));
     }
     json_t *outj = json_pack("{s:o, s:f, s:f, s:f}", "traces", rows, "mean_error_own", sum_own / n,
                              "mean_error_shared", sum_shared / n, "shared_minus_own_points",

@@ -19,6 +19,7 @@
 #include "rv_kineto.h"
 #include "rv_report.h"
 #include "rv_sim.h"
+#include "rv_run.h"
 #include "rv_whatif.h"
 
 int rv_cmd_sweep(int argc, char **argv);
@@ -198,24 +199,17 @@ int rv_cmd_sweep(int argc, char **argv)
         fprintf(stderr, "reverie: %s: %s\n", path, err.message);
         goto out;
     }
-    rv_iter_figures base;
-    if (rv_report_iteration(g, bs, RV_ITER_MEDIAN, &base, &err) != 0) {
-        fprintf(stderr, "reverie: %s: %s\n", path, err.message);
-        goto out;
-    }
     rows = json_array();
     if (!as_json)
-        printf("%s,predicted_us,speedup,energy_j,avg_power_w,error\n", field);
+        printf("%s,predicted_us,speedup,energy_j,avg_power_w,warnings,error\n", field);
+    double baseline_us = 0;
     size_t k;
     json_t *v;
     json_array_foreach(vals, k, v)
     {
         rv_whatif *w = NULL;
-        rv_graph *pg = NULL;
-        rv_sim *ps = NULL;
-        json_t *applied = NULL;
-        rv_iter_figures pred = {0};
-        rv_energy e = {0};
+        rv_run_result *res = NULL;
+        rv_run_opts opts = {.iteration = RV_ITER_MEDIAN};
         char vs[64];
         if (json_is_string(v))
             snprintf(vs, sizeof(vs), "%s", json_string_value(v));
@@ -226,55 +220,39 @@ int rv_cmd_sweep(int argc, char **argv)
         json_t *d = json_deep_copy(doc);
         int prc = d && set_path(d, field, json_incref(v)) == 0 ? 0 : -1;
         rv_error_clear(&err);
-        if (prc) {
+        if (prc)
             rv_error_field(&err, RV_ERR_INVALID, field, "cannot set %s in the document", field);
-        } else if ((prc = rv_whatif_parse(d, &w, &err)) == 0) {
-            pg = rv_graph_clone(g);
-            if (!pg)
-                prc = rv_error_set(&err, RV_ERR_NOMEM, -1, -1, "out of memory");
-            if (!prc)
-                prc = rv_whatif_apply(w, pg, &applied, &err);
-            if (!prc)
-                prc = rv_sim_run(pg, rv_whatif_schedule(w), &ps, &err);
-            if (!prc)
-                prc = rv_report_compare(g, bs, pg, ps, RV_ITER_MEDIAN, &base, &pred, &err);
-            if (!prc) {
-                rv_window win = rv_report_window(pg, ps, pred.iter);
-                if (rv_whatif_energy(w, pg, ps, win.t0_ns, win.t1_ns, &e) == 0)
-                    e.energy_j /= win.per;
-            }
-        }
-        double speedup = !prc && pred.simulated_us > 0 ? base.simulated_us / pred.simulated_us : 0;
+        else if ((prc = rv_whatif_parse(d, &w, &err)) == 0)
+            prc = rv_run(g, bs, w, &opts, &res, &err);
         if (prc)
             failures++;
+        else
+            baseline_us = res->sum.baseline_us;
         if (as_json) {
-            json_t *row = json_pack("{s:O}", "value", v);
-            if (prc) {
-                json_object_set_new(row, "error", json_string(err.message));
-            } else {
-                json_object_set_new(row, "predicted_us", json_real(pred.simulated_us));
-                json_object_set_new(row, "speedup", json_real(speedup));
-                json_object_set_new(row, "energy_j", json_real(e.energy_j));
-                json_object_set_new(row, "avg_power_w", json_real(e.avg_power_w));
+            json_t *row = prc ? json_object() : rv_run_summary_render(&res->sum);
+            if (row) {
+                json_object_set(row, "value", v);
+                if (prc)
+                    json_object_set_new(row, "error", json_string(err.message));
+                else
+                    json_object_set_new(row, "warnings", rv_run_warnings_json(res));
+                json_array_append_new(rows, row);
             }
-            json_array_append_new(rows, row);
         } else if (prc) {
-            printf("%s,,,,,\"%s\"\n", vs, err.message);
+            printf("%s,,,,,,\"%s\"\n", vs, err.message);
         } else {
-            printf("%s,%.1f,%.4f,%.4f,%.1f,\n", vs, pred.simulated_us, speedup, e.energy_j,
-                   e.avg_power_w);
+            printf("%s,%.1f,%.4f,%.4f,%.1f,%d,\n", vs, res->sum.predicted_us, res->sum.speedup,
+                   res->sum.energy_j, res->pred_energy.avg_power_w, res->sum.warnings);
         }
-        json_decref(applied);
-        rv_sim_free(ps);
-        rv_graph_free(pg);
+        rv_run_result_free(res);
         rv_whatif_free(w);
         json_decref(d);
     }
     if (as_json) {
         json_t *out = json_pack("{s:s, s:s, s:f, s:O}", "trace", path, "vary", field, "baseline_us",
-                                base.simulated_us, "points", rows);
-        json_dumpf(out, stdout, JSON_INDENT(2));
-        printf("\n");
+                                baseline_us, "points", rows);
+        if (out)
+            rv_run_dump(out, stdout, 1);
         json_decref(out);
     }
     rc = failures ? 1 : 0;

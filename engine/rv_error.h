@@ -15,9 +15,10 @@ typedef enum rv_err {
     RV_ERR_PARSE = -3,       /* the input is not what the format says */
     RV_ERR_INVALID = -4,     /* well-formed input with a bad value */
     RV_ERR_UNSUPPORTED = -5, /* valid input this code cannot use */
-    RV_ERR_LIMIT = -6,       /* a configured size or count limit was exceeded */
+    RV_ERR_LIMIT = -6,       /* the input exceeds a size or count limit the client can fix */
     RV_ERR_NOTFOUND = -7,
     RV_ERR_INTERNAL = -8,
+    RV_ERR_BUDGET = -9, /* this request's time or memory budget ran out: retry later */
 } rv_err;
 
 typedef struct rv_error {

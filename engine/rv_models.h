@@ -28,6 +28,18 @@ typedef enum rv_opt_kind {
     RV_OPT_COUNT
 } rv_opt_kind;
 
+/* Application stages, in order (docs/whatif.md "Order of application"). */
+enum {
+    RV_STAGE_PRECISION = 0,
+    RV_STAGE_FUSION,
+    RV_STAGE_MEMORY,
+    RV_STAGE_GENERIC,
+    RV_STAGE_DISTRIBUTED,
+    RV_STAGE_ACCUMULATION,
+    RV_STAGE_POWER,
+    RV_STAGE_DATALOADER,
+};
+
 typedef struct rv_opt {
     int kind;  /* rv_opt_kind */
     int index; /* position in "optimizations" */

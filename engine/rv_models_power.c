@@ -11,7 +11,7 @@ int rv_models__power(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv
     const rv_hw *hw = rv_models__hw(w, g);
     rv_power_model pm;
     rv_power_init(&pm, hw);
-    double cap0 = rv_whatif_trace_cap(w, g);
+    double cap0 = rv_power_trace_cap(g, hw);
     if (cap0 <= 0)
         cap0 = pm.tdp_w;
     double cap = w->power_limit_w;

@@ -5,12 +5,17 @@
  * highest f with P_idle + (P^_c - P_idle) * h(f/f0) <= cap, where h(x) = x^3
  * above the voltage knee and x_knee^2 * x below it. Time then scales as
  * (1 - gamma) * f0/f + gamma. Every prediction is a ratio against the cap the
- * trace ran at. Pure functions; no allocation. */
+ * trace ran at. The model is pure functions; rv_power_energy integrates it
+ * over a simulated window. */
 #ifndef RV_POWER_H
 #define RV_POWER_H
 
+#include <stdint.h>
+
+#include "rv_graph.h"
 #include "rv_hw.h"
 #include "rv_select.h"
+#include "rv_sim.h"
 
 typedef struct rv_power_model {
     double tdp_w;                    /* default power limit of the GPU */
@@ -43,5 +48,35 @@ double rv_power_slowdown(const rv_power_model *m, int kclass, double cap_trace_w
 
 /* Power a kernel of class kclass draws under cap_w (<= cap), W. */
 double rv_power_kernel_w(const rv_power_model *m, int kclass, double cap_w);
+
+/* What an energy figure assumes: the GPU (NULL: the V100-like default),
+ * the cap it runs at, how many ranks one simulated rank stands for, and
+ * the samples per iteration (0 unknown). */
+typedef struct rv_energy_params {
+    const rv_hw *hw;
+    double cap_w;
+    int ranks;
+    int batch_size;
+} rv_energy_params;
+
+typedef struct rv_energy {
+    double energy_j;
+    double avg_power_w;
+    double power_limit_w; /* the cap the figure assumes */
+    /* energy_j and avg_power_w cover every GPU of the job: the trace's
+     * devices times the ranks; these give the per-GPU view. */
+    int ngpus;
+    double energy_per_gpu_j;
+    double avg_power_per_gpu_w;
+    double samples_per_j; /* batch_size * ranks / energy_j; 0 when batch_size unknown */
+} rv_energy;
+
+/* Energy of the simulated window [t0, t1) of g under p (borrowed).
+ * Returns 0, RV_ERR_INVALID for an empty window, RV_ERR_NOMEM. */
+int rv_power_energy(const rv_graph *g, const rv_sim *s, const rv_energy_params *p, int64_t t0_ns,
+                    int64_t t1_ns, rv_energy *out);
+
+/* The cap the trace ran at: its metadata, else hw's default limit, else 0. */
+double rv_power_trace_cap(const rv_graph *g, const rv_hw *hw);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "rv_error.h"
 #include "rv_graph.h"
+#include "rv_power.h"
 #include "rv_sim.h"
 
 typedef struct rv_whatif rv_whatif;
@@ -49,26 +50,11 @@ json_t *rv_whatif_kinds(void);
 /* The schedule policy the document asks for (RV_SCHED_EARLIEST_START default). */
 int rv_whatif_schedule(const rv_whatif *w);
 
-/* Energy of the simulated window [t0, t1) of g. w may be NULL (the baseline:
- * the cap the trace ran at). */
-typedef struct rv_energy {
-    double energy_j;
-    double avg_power_w;
-    double power_limit_w; /* the cap the figure assumes */
-    /* energy_j and avg_power_w cover every GPU of the job: the trace's
-     * devices times the workers of a data-parallel what-if (or, without
-     * one, the world size of a multi-rank trace); these give the per-GPU
-     * view. */
-    int ngpus;
-    double energy_per_gpu_j;
-    double avg_power_per_gpu_w;
-    double samples_per_j; /* batch_size * workers / energy_j; 0 when batch_size unknown */
-} rv_energy;
-int rv_whatif_energy(const rv_whatif *w, const rv_graph *g, const rv_sim *s, int64_t t0_ns,
-                     int64_t t1_ns, rv_energy *out);
-
-/* The GPU power limit the trace ran at: its metadata, else the default
- * limit of its GPU in the hardware table (w may be NULL). 0 when unknown. */
-double rv_whatif_trace_cap(const rv_whatif *w, const rv_graph *g);
+/* What the energy of a simulated g under w (NULL: the trace as it ran)
+ * assumes: its GPU (the override when given), the cap (the what-if's, else
+ * the trace's), the ranks one simulated rank stands for (the workers of a
+ * data-parallel what-if, else the world size of a multi-rank trace) and
+ * the batch size. */
+void rv_whatif_energy_params(const rv_whatif *w, const rv_graph *g, rv_energy_params *out);
 
 #endif

@@ -19,6 +19,7 @@
 #include "rv_db.h"
 #include "rv_metrics.h"
 #include "rv_retime.h"
+#include "rv_run.h"
 #include "rv_sha256.h"
 #include "rv_whatif.h"
 
@@ -169,13 +170,16 @@ typedef struct fleet_trace {
     rv_error load_err, version_err, table_err;
 } fleet_trace;
 
-/* The answer of one scenario (borrowed) on one trace, from the cache or
- * computed and cached. NULL with *e on failure. */
-static json_t *fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *plain_hash,
-                         rv_error *e)
+/* The figures of one scenario (borrowed) on one trace, from the cache's
+ * summary columns or computed (and cached, bytes and summary). 0 and *sum,
+ * or a negative rv_err with *e. */
+static int fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *plain_hash,
+                     rv_run_summary *sum, rv_error *e)
 {
     char hash[RV_SHA256_HEX_LEN + 1];
-    json_t *res = NULL;
+    char *body = NULL;
+    size_t len = 0;
+    rv_run_result *res = NULL;
     int platform = rv_api_doc_uses_platform(doc);
 
     snprintf(hash, sizeof(hash), "%s", plain_hash);
@@ -190,14 +194,15 @@ static json_t *fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const ch
         }
         if (ft->versioned < 0) {
             *e = ft->version_err;
-            return NULL;
+            return e->code;
         }
         rv_api_request_hash(doc, ft->version, hash);
     }
     rv_error_clear(e);
-    if (rv_db_whatif_cache_get(a->db, ft->id, hash, &res, e) == 0 && res) {
+    if (rv_db_whatif_cache_get(a->db, ft->id, hash, &body, &len, sum, e) == 0 && body) {
+        free(body);
         rv_metrics_add(a->metrics, RV_M_CACHE_HITS, 1);
-        return res;
+        return 0;
     }
     rv_metrics_add(a->metrics, RV_M_CACHE_MISSES, 1);
     if (!ft->loaded) {
@@ -206,7 +211,7 @@ static json_t *fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const ch
     }
     if (ft->loaded < 0) {
         *e = ft->load_err;
-        return NULL;
+        return e->code;
     }
     if (platform) {
         if (!ft->tabled) {
@@ -218,19 +223,25 @@ static json_t *fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const ch
         }
         if (ft->tabled < 0) {
             *e = ft->table_err;
-            return NULL;
+            return e->code;
         }
         /* Keyed by the statistics actually used. */
         rv_api_request_hash(doc, ft->version, hash);
     }
     rv_error_clear(e);
-    res = rv_api_whatif_run(a, &ft->l, doc, ft->oh, 0, e);
-    if (res) {
+    int rc = rv_api_whatif_run(a, &ft->l, doc, ft->oh, 0, &res, e);
+    if (rc != 0)
+        return rc;
+    *sum = res->sum;
+    body = rv_run_render_bytes(res, ft->id, &len);
+    if (body) {
         rv_error e2;
         rv_error_clear(&e2);
-        rv_db_whatif_cache_put(a->db, ft->id, hash, res, &e2);
+        rv_db_whatif_cache_put(a->db, ft->id, hash, body, len, sum, &e2);
     }
-    return res;
+    free(body);
+    rv_run_result_free(res);
+    return 0;
 }
 
 /* Rows for ids[0..n) under every scenario: [[row per trace] per scenario]. */
@@ -256,18 +267,12 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
         memset(&ft, 0, sizeof(ft));
         ft.id = ids[i];
         for (size_t s = 0; s < ns; s++) {
-            json_t *res = fleet_one(a, &ft, json_array_get(scenarios, s), hashes[s], &e);
+            rv_run_summary sum;
             json_t *row;
-            if (res) {
-                row =
-                    json_pack("{s:I,s:O*,s:O*,s:O*,s:O*,s:O*,s:O*}", "trace_id", (json_int_t)ids[i],
-                              "measured_us", json_object_get(res, "measured_us"), "baseline_us",
-                              json_object_get(res, "baseline_us"), "predicted_us",
-                              json_object_get(res, "predicted_us"), "speedup",
-                              json_object_get(res, "speedup"), "replay_error",
-                              json_object_get(res, "replay_error"), "energy_j",
-                              json_object_get(res, "energy_j"));
-                json_decref(res);
+            if (fleet_one(a, &ft, json_array_get(scenarios, s), hashes[s], &sum, &e) == 0) {
+                row = rv_run_summary_render(&sum);
+                if (row)
+                    json_object_set_new(row, "trace_id", json_integer((json_int_t)ids[i]));
             } else {
                 row = json_pack("{s:I,s:s}", "trace_id", (json_int_t)ids[i], "error",
                                 e.message[0] ? e.message : rv_err_name(e.code));

@@ -50,13 +50,17 @@ typedef struct rv_loaded {
 int rv_api_load(rv_app *a, int64_t id, rv_loaded *out, rv_error *err);
 void rv_api_loaded_free(rv_loaded *l);
 
-/* Runs one what-if document (borrowed) on a loaded trace and returns the
- * result object (new), or NULL with *err (field names the bad part). oh
- * (borrowed, may be NULL) is the platform's overhead table, needed when the
- * document says "host_overheads": "platform". */
+/* Runs one what-if document (borrowed) on a loaded trace through the
+ * engine's rv_run, with the server's time budget. oh (borrowed, may be
+ * NULL) is the platform's overhead table, needed when the document says
+ * "host_overheads": "platform". Returns 0 and *out (new;
+ * rv_run_result_free), or a negative rv_err with *err (field names the bad
+ * part; RV_ERR_BUDGET when the budget ran out). */
 struct rv_oh_table;
-json_t *rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc,
-                          const struct rv_oh_table *oh, int with_timeline, rv_error *err);
+struct rv_run_result;
+int rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc,
+                      const struct rv_oh_table *oh, int keep_predicted, struct rv_run_result **out,
+                      rv_error *err);
 
 /* 1 when the document (borrowed) asks for "host_overheads": "platform". */
 int rv_api_doc_uses_platform(const json_t *doc);

@@ -1,8 +1,9 @@
 /* What-ifs on stored traces: POST /v1/traces/{id}/whatif, the timeline, the
  * list of what-if kinds, and rv_api_whatif_run which the fleet jobs share.
  *
- * Every answer carries the replay error of the unmodified graph, so a
- * prediction is never shown without the error of the model behind it. */
+ * The engine's rv_run computes every answer and rv_run_render_bytes writes
+ * it; this file only adds the cache and the HTTP around them. Every answer
+ * carries the replay error of the unmodified graph and its warnings. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "rv_metrics.h"
 #include "rv_report.h"
 #include "rv_retime.h"
+#include "rv_run.h"
 #include "rv_sha256.h"
 #include "rv_whatif.h"
 
@@ -22,13 +24,6 @@
 #define RV_MODEL_VERSION "reverie-models-2"
 
 #define TIMELINE_DEFAULT_TASKS 20000
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 void rv_api_request_hash(const json_t *doc, const char *inputs, char *out)
 {
@@ -47,19 +42,6 @@ void rv_api_request_hash(const json_t *doc, const char *inputs, char *out)
     rv_sha256_final(&s, d);
     rv_sha256_to_hex(d, out);
     free(canon);
-}
-
-static double ratio(double num, double den)
-{
-    return den > 0 ? num / den : 0.0;
-}
-
-/* The replay error as documented (api/openapi.yaml WhatIfResult): the
- * unmodified graph's distance from the measurement, |baseline - measured| /
- * measured, never negative. The fleet rows copy it from here. */
-static double replay_error(const rv_iter_figures *f)
-{
-    return ratio(fabs(f->simulated_us - f->measured_us), f->measured_us);
 }
 
 int rv_api_doc_uses_platform(const json_t *doc)
@@ -495,8 +477,7 @@ void rv_api_trace_timeline(rv_req *r, void *app)
     const char *source = rv_req_query(r, "source");
     const char *format = rv_req_query(r, "format");
     rv_loaded l = {0};
-    rv_graph *g2 = NULL;
-    rv_sim *pred = NULL;
+    rv_run_result *res = NULL;
     rv_whatif *w = NULL;
     rv_oh_table *oh = NULL;
     json_t *doc = NULL;
@@ -537,16 +518,15 @@ void rv_api_trace_timeline(rv_req *r, void *app)
             rv_req_error(r, 400, "invalid_json", "whatif", "whatif is not JSON: %s", je.text);
             return;
         }
+        /* Checked before the trace is loaded, so a bad document costs nothing. */
         if (rv_whatif_parse(doc, &w, &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;
         }
-        if (rv_whatif_uses_platform_overheads(w)) {
-            if (rv_api_platform_table(a, id, &oh, NULL, 0, &e) != 0) {
-                rv_req_error_rv(r, &e);
-                goto out;
-            }
-            rv_whatif_set_overheads(w, oh);
+        if (rv_whatif_uses_platform_overheads(w) &&
+            rv_api_platform_table(a, id, &oh, NULL, 0, &e) != 0) {
+            rv_req_error_rv(r, &e);
+            goto out;
         }
     }
     if (rv_api_load(a, id, &l, &e) != 0) {
@@ -555,21 +535,13 @@ void rv_api_trace_timeline(rv_req *r, void *app)
     }
     const rv_graph *g = l.graph;
     const rv_sim *s = l.base;
-    if (w) {
-        json_t *applied = NULL;
-        g2 = rv_graph_clone(l.graph);
-        if (!g2 || rv_whatif_apply(w, g2, &applied, &e) != 0 ||
-            rv_sim_run(g2, (rv_schedule)rv_whatif_schedule(w), &pred, &e) != 0) {
-            json_decref(applied);
-            if (!g2)
-                rv_error_set(&e, RV_ERR_NOMEM, -1, -1, "out of memory");
+    if (doc) {
+        if (rv_api_whatif_run(a, &l, doc, oh, 1, &res, &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;
         }
-        json_decref(applied);
-        rv_metrics_add(a->metrics, RV_M_SIMULATIONS, 1);
-        g = g2;
-        s = pred;
+        g = rv_run_pred_graph(res);
+        s = rv_run_pred_sim(res);
     }
     if (format && strcmp(format, "chrome") == 0) {
         rv_window win = {from_us * 1000, to_us * 1000, 1, -1, -1};
@@ -606,8 +578,7 @@ out:
     json_decref(doc);
     rv_whatif_free(w);
     rv_oh_table_free(oh);
-    rv_sim_free(pred);
-    rv_graph_free(g2);
+    rv_run_result_free(res);
     rv_api_loaded_free(&l);
 }
 

@@ -968,9 +968,13 @@ void rv_req_error_rv(rv_req *r, const rv_error *e)
     case RV_ERR_PARSE:
     case RV_ERR_INVALID:
     case RV_ERR_UNSUPPORTED: status = 400; break;
-    case RV_ERR_LIMIT: status = 413; break;
+    /* A limit the client can fix: the body's size (413), else the field
+     * that asks for too much (422). */
+    case RV_ERR_LIMIT: status = e->field[0] ? 422 : 413; break;
     case RV_ERR_NOTFOUND: status = 404; break;
-    case RV_ERR_NOMEM: status = 503; break;
+    /* This request's budget ran out (or memory did): retryable. */
+    case RV_ERR_NOMEM:
+    case RV_ERR_BUDGET: status = 503; break;
     default: status = 500; break;
     }
     if (e->offset >= 0 && e->event_index >= 0)

@@ -12,6 +12,7 @@
 #include "rv_graph.h"
 #include "rv_kineto.h"
 #include "rv_report.h"
+#include "rv_run.h"
 #include "rv_sim.h"
 #include "rv_whatif.h"
 #include "common/rv_test_util.h"
@@ -64,38 +65,27 @@ typedef struct result {
     json_t *applied;
 } result;
 
-/* Applies doc to a clone of l's graph and simulates it; 0 or the error. */
+/* Runs doc on l through the one what-if pipeline (rv_run); 0 or the error. */
 static int predict(const loaded *l, const char *doc, result *r)
 {
     rv_whatif *w = NULL;
+    rv_run_result *res = NULL;
+    rv_run_opts opts = {.iteration = RV_ITER_MEDIAN};
     rv_error err;
-    rv_sim *s = NULL;
-    rv_iter_figures f, base;
     memset(r, 0, sizeof(*r));
+    rv_error_clear(&err);
     int rc = rv_whatif_parse_text(doc, &w, &err);
-    if (rc)
-        goto out;
-    rv_graph *g = rv_graph_clone(l->g);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
-    rc = rv_whatif_apply(w, g, &r->applied, &err);
     if (!rc)
-        rc = rv_sim_run(g, rv_whatif_schedule(w), &s, &err);
-    if (!rc)
-        rc = rv_report_compare(l->g, l->s, g, s, RV_ITER_MEDIAN, &base, &f, &err);
+        rc = rv_run(l->g, l->s, w, &opts, &res, &err);
     if (!rc) {
-        rv_window win = rv_report_window(g, s, f.iter);
-        rv_energy e;
-        r->us = f.simulated_us;
-        if (rv_whatif_energy(w, g, s, win.t0_ns, win.t1_ns, &e) == 0) {
-            r->energy_j = e.energy_j / win.per;
-            r->power_w = e.avg_power_per_gpu_w;
-        }
+        r->us = res->sum.predicted_us;
+        r->energy_j = res->sum.energy_j;
+        r->power_w = res->pred_energy.avg_power_per_gpu_w;
+        r->applied = json_incref(res->applied);
     }
-    rv_sim_free(s);
-    rv_graph_free(g);
-out:
     if (rc)
         fprintf(stderr, "\n  %s: %s (%s)\n", doc, err.message, err.field);
+    rv_run_result_free(res);
     rv_whatif_free(w);
     return rc;
 }

@@ -1,0 +1,325 @@
+/* One what-if run (apply, simulate, compare, energy, reports) and the one
+ * renderer of its answer. See rv_run.h; docs/internals/request-path.md
+ * follows a request through here. */
+#include "rv_run.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Answers keep 12 significant digits: sub-nanosecond at a second, and the
+ * same text from the CLI and the API. */
+#define RV_RUN_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(12))
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static double ratio(double num, double den)
+{
+    return den > 0 ? num / den : 0.0;
+}
+
+void rv_run_warn(rv_run_result *r, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (r->nwarnings >= RV_RUN_MAX_WARNINGS) {
+        r->sum.warnings++;
+        return;
+    }
+    rv_warning *w = &r->warnings[r->nwarnings++];
+    snprintf(w->code, sizeof(w->code), "%s", code);
+    va_start(ap, fmt);
+    vsnprintf(w->message, sizeof(w->message), fmt, ap);
+    va_end(ap);
+    r->sum.warnings++;
+}
+
+const rv_graph *rv_run_pred_graph(const rv_run_result *r)
+{
+    return r->pred_graph ? r->pred_graph : r->graph;
+}
+
+const rv_sim *rv_run_pred_sim(const rv_run_result *r)
+{
+    return r->pred_sim ? r->pred_sim : r->base;
+}
+
+void rv_run_result_free(rv_run_result *r)
+{
+    if (!r)
+        return;
+    json_decref(r->applied);
+    json_decref(r->breakdown_base);
+    json_decref(r->breakdown_pred);
+    json_decref(r->top_kernels);
+    json_decref(r->critical_path);
+    json_decref(r->per_iteration);
+    rv_sim_free(r->pred_sim);
+    rv_graph_free(r->pred_graph);
+    free(r);
+}
+
+/* The baseline's reports read only the baseline graph and simulation, so
+ * they run on a second thread while the what-if is applied and simulated
+ * (on a 100k-task trace this is a third of the answer's time). */
+typedef struct base_job {
+    rv_run_result *r;
+    int have_energy;
+} base_job;
+
+static void *base_reports(void *arg)
+{
+    base_job *j = arg;
+    rv_run_result *r = j->r;
+    rv_energy_params p;
+
+    rv_whatif_energy_params(NULL, r->graph, &p);
+    j->have_energy = rv_power_energy(r->graph, r->base, &p, r->base_win.t0_ns, r->base_win.t1_ns,
+                                     &r->base_energy) == 0;
+    r->breakdown_base = rv_report_breakdown(r->graph, r->base, &r->base_win);
+    r->per_iteration = rv_report_iterations(r->graph, r->base);
+    return NULL;
+}
+
+/* Applies w to a clone of g and simulates it. */
+static int predict(rv_run_result *r, const rv_whatif *w, const rv_run_opts *o, double t0,
+                   rv_error *err)
+{
+    r->pred_graph = rv_graph_clone(r->graph);
+    if (!r->pred_graph)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory cloning the graph");
+    json_decref(r->applied);
+    r->applied = NULL;
+    int rc = rv_whatif_apply(w, r->pred_graph, &r->applied, err);
+    if (rc != 0)
+        return rc;
+    if (o->budget_ms && now_ms() - t0 > o->budget_ms)
+        return rv_error_set(err, RV_ERR_BUDGET, -1, -1,
+                            "the what-if ran past its time budget of %u ms", o->budget_ms);
+    rc = rv_sim_run(r->pred_graph, (rv_schedule)rv_whatif_schedule(w), &r->pred_sim, err);
+    if (rc != 0)
+        return rc;
+    return rv_report_compare(r->graph, r->base, r->pred_graph, r->pred_sim, o->iteration,
+                             &r->base_fig, &r->pred_fig, err);
+}
+
+int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_run_opts *opts,
+           rv_run_result **out, rv_error *err)
+{
+    rv_run_opts o = opts ? *opts : (rv_run_opts){.iteration = RV_ITER_MEDIAN};
+    rv_run_result *r = calloc(1, sizeof(*r));
+    base_job job = {r, 0};
+    pthread_t th;
+    int threaded = 0, rc;
+    double t0 = now_ms();
+
+    *out = NULL;
+    if (!r)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    if (o.top_kernels <= 0)
+        o.top_kernels = RV_RUN_TOP_KERNELS;
+    if (o.critical_max <= 0)
+        o.critical_max = RV_RUN_CRITICAL_MAX;
+    r->graph = g;
+    r->base = base;
+    r->tasks = g->ntasks;
+    r->edges = g->nedges;
+    r->iterations = g->niters;
+    r->launch_latency_us = (double)g->launch_lat_ns / 1000.0;
+    r->gpu_queue_gap_us = (double)g->gpu_gap_ns / 1000.0;
+    r->uncorrelated_gpu = g->uncorrelated_gpu;
+    rc = rv_report_iteration(g, base, o.iteration, &r->base_fig, err);
+    if (rc != 0)
+        goto out;
+    r->pred_fig = r->base_fig;
+    r->base_win = rv_report_window(g, base, r->base_fig.iter);
+    /* jansson seeds its hash once; make sure that happens before two
+     * threads build objects. */
+    json_object_seed(0);
+    threaded = pthread_create(&th, NULL, base_reports, &job) == 0;
+    if (!threaded)
+        base_reports(&job);
+
+    if (w && !rv_whatif_is_empty(w)) {
+        rc = predict(r, w, &o, t0, err);
+        if (rc != 0)
+            goto out;
+    } else {
+        r->applied = json_array();
+    }
+    const rv_graph *pg = rv_run_pred_graph(r);
+    const rv_sim *ps = rv_run_pred_sim(r);
+    r->pred_win = r->pred_graph ? rv_report_window(pg, ps, r->pred_fig.iter) : r->base_win;
+    rv_energy_params p;
+    rv_whatif_energy_params(w, pg, &p);
+    int pred_energy =
+        rv_power_energy(pg, ps, &p, r->pred_win.t0_ns, r->pred_win.t1_ns, &r->pred_energy) == 0;
+    r->top_kernels = rv_report_top_kernels(pg, ps, &r->pred_win, o.top_kernels);
+    r->critical_path = rv_report_critical_path(pg, ps, &r->pred_win, o.critical_max);
+    if (threaded) {
+        pthread_join(th, NULL);
+        threaded = 0;
+    }
+    r->breakdown_pred =
+        r->pred_graph ? rv_report_breakdown(pg, ps, &r->pred_win) : json_incref(r->breakdown_base);
+    if (!r->applied || !r->breakdown_base || !r->breakdown_pred || !r->top_kernels ||
+        !r->critical_path || !r->per_iteration) {
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory writing the reports");
+        goto out;
+    }
+    if (o.budget_ms && now_ms() - t0 > o.budget_ms) {
+        rc = rv_error_set(err, RV_ERR_BUDGET, -1, -1,
+                          "the what-if ran past its time budget of %u ms", o.budget_ms);
+        goto out;
+    }
+
+    rv_run_summary *s = &r->sum;
+    s->measured_us = r->base_fig.measured_us;
+    s->baseline_us = r->base_fig.simulated_us;
+    s->predicted_us = r->pred_fig.simulated_us;
+    s->speedup = ratio(s->baseline_us, s->predicted_us);
+    s->replay_error = ratio(fabs(s->baseline_us - s->measured_us), s->measured_us);
+    s->have_energy = job.have_energy && pred_energy;
+    if (s->have_energy) {
+        s->baseline_energy_j =
+            r->base_energy.energy_j / (r->base_win.per > 0 ? r->base_win.per : 1);
+        s->energy_j = r->pred_energy.energy_j / (r->pred_win.per > 0 ? r->pred_win.per : 1);
+    } else {
+        memset(&r->base_energy, 0, sizeof(r->base_energy));
+        memset(&r->pred_energy, 0, sizeof(r->pred_energy));
+    }
+    if (r->base_fig.iter >= 0)
+        r->step = g->iters[r->base_fig.iter].step;
+    else
+        r->step = g->niters ? -1 : -2;
+    if (!o.keep_predicted) {
+        rv_sim_free(r->pred_sim);
+        rv_graph_free(r->pred_graph);
+        r->pred_sim = NULL;
+        r->pred_graph = NULL;
+    }
+    *out = r;
+    r = NULL;
+    rc = 0;
+out:
+    if (threaded)
+        pthread_join(th, NULL); /* it reads g and base: wait before returning */
+    rv_run_result_free(r);
+    return rc;
+}
+
+/* ---- the answer --------------------------------------------------------- */
+
+static json_t *before_after(double before, double after)
+{
+    return json_pack("{s:f,s:f}", "baseline", before, "predicted", after);
+}
+
+json_t *rv_run_warnings_json(const rv_run_result *r)
+{
+    json_t *a = json_array();
+
+    for (size_t i = 0; a && i < r->nwarnings; i++)
+        json_array_append_new(a, json_pack("{s:s,s:s}", "code", r->warnings[i].code, "message",
+                                           r->warnings[i].message));
+    return a;
+}
+
+/* Sets key to v (a new reference, may be NULL after OOM); 1 on failure. */
+static int put(json_t *o, const char *key, json_t *v)
+{
+    return !v || json_object_set_new(o, key, v) != 0;
+}
+
+static json_t *render(const rv_run_result *r, const char *label, int64_t trace_id)
+{
+    const rv_trace *tr = r->graph->trace;
+    const rv_run_summary *s = &r->sum;
+    const rv_energy *be = &r->base_energy, *pe = &r->pred_energy;
+    json_t *o = json_object();
+    int bad = !o;
+
+    if (bad)
+        return NULL;
+    if (trace_id > 0)
+        bad |= put(o, "trace_id", json_integer((json_int_t)trace_id));
+    if (label)
+        bad |= put(o, "trace", json_string(label));
+    bad |= put(o, "platform", json_string(tr ? rv_trace_str(tr, tr->platform_gpu) : ""));
+    bad |= put(o, "tasks", json_integer((json_int_t)r->tasks));
+    bad |= put(o, "edges", json_integer((json_int_t)r->edges));
+    bad |= put(o, "iterations", json_integer((json_int_t)r->iterations));
+    if (r->step >= 0)
+        bad |= put(o, "iteration", json_integer((json_int_t)r->step));
+    else
+        bad |= put(o, "iteration", json_string(r->step == -1 ? "median" : "whole trace"));
+    bad |= put(o, "measured_us", json_real(s->measured_us));
+    bad |= put(o, "baseline_us", json_real(s->baseline_us));
+    bad |= put(o, "replay_error", json_real(s->replay_error));
+    bad |= put(o, "predicted_us", json_real(s->predicted_us));
+    bad |= put(o, "speedup", json_real(s->speedup));
+    bad |= put(o, "energy_j", before_after(s->baseline_energy_j, s->energy_j));
+    bad |= put(o, "avg_power_w", before_after(be->avg_power_w, pe->avg_power_w));
+    bad |= put(o, "power_limit_w", before_after(be->power_limit_w, pe->power_limit_w));
+    bad |= put(o, "gpus", json_pack("{s:i,s:i}", "baseline", be->ngpus, "predicted", pe->ngpus));
+    bad |= put(o, "avg_power_per_gpu_w",
+               before_after(be->avg_power_per_gpu_w, pe->avg_power_per_gpu_w));
+    bad |= put(o, "warnings", rv_run_warnings_json(r));
+    bad |= put(o, "applied", json_incref(r->applied));
+    bad |= put(o, "per_iteration", json_incref(r->per_iteration));
+    bad |=
+        put(o, "breakdown",
+            json_pack("{s:O,s:O}", "baseline", r->breakdown_base, "predicted", r->breakdown_pred));
+    bad |= put(o, "top_kernels", json_incref(r->top_kernels));
+    bad |= put(o, "critical_path", json_incref(r->critical_path));
+    bad |= put(o, "model",
+               json_pack("{s:f,s:f,s:I}", "launch_latency_us", r->launch_latency_us,
+                         "gpu_queue_gap_us", r->gpu_queue_gap_us, "uncorrelated_gpu_tasks",
+                         (json_int_t)r->uncorrelated_gpu));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+json_t *rv_run_render(const rv_run_result *r, const char *label)
+{
+    return render(r, label, 0);
+}
+
+char *rv_run_render_bytes(const rv_run_result *r, int64_t trace_id, size_t *len)
+{
+    json_t *o = render(r, NULL, trace_id);
+    char *text = o ? json_dumps(o, RV_RUN_JSON_FLAGS) : NULL;
+
+    json_decref(o);
+    if (len)
+        *len = text ? strlen(text) : 0;
+    return text;
+}
+
+json_t *rv_run_summary_render(const rv_run_summary *s)
+{
+    return json_pack("{s:f,s:f,s:f,s:f,s:f,s:{s:f,s:f},s:i}", "measured_us", s->measured_us,
+                     "baseline_us", s->baseline_us, "predicted_us", s->predicted_us, "speedup",
+                     s->speedup, "replay_error", s->replay_error, "energy_j", "baseline",
+                     s->baseline_energy_j, "predicted", s->energy_j, "warning_count", s->warnings);
+}
+
+int rv_run_dump(const json_t *answer, FILE *f, int pretty)
+{
+    size_t flags = pretty ? (JSON_INDENT(2) | JSON_REAL_PRECISION(12)) : RV_RUN_JSON_FLAGS;
+    if (json_dumpf(answer, f, flags) != 0)
+        return RV_ERR_IO;
+    return fputc('\n', f) == EOF ? RV_ERR_IO : 0;
+}
