@@ -66,6 +66,19 @@ const char *rv_test_shared_traces(const char *probe)
     return access(path, R_OK) == 0 ? dir : NULL;
 }
 
+const char *rv_test_require_shared_traces(const char *probe)
+{
+    const char *dir = rv_test_shared_traces(probe);
+    const char *env = getenv("RV_SHARED_TRACES");
+
+    if (dir)
+        return dir;
+    printf("skip: the public traces are not there: RV_SHARED_TRACES=%s, %s/%s cannot be read\n",
+           env ? env : "(unset)", env ? env : "$RV_SHARED_TRACES", probe);
+    fflush(stdout);
+    exit(RV_TEST_SKIP);
+}
+
 unsigned rv_test_run(void)
 {
     CU_basic_set_mode(CU_BRM_VERBOSE);

@@ -20,6 +20,15 @@ void *rv_test_read_gz(const char *path, size_t *len);
  * itself), else NULL. Returns a borrowed pointer into the environment. */
 const char *rv_test_shared_traces(const char *probe);
 
+/* Exit status that ctest reads as "skipped" (SKIP_RETURN_CODE in
+ * cmake/RvTest.cmake). */
+#define RV_TEST_SKIP 77
+
+/* For programs whose every case needs the public traces: returns
+ * rv_test_shared_traces(probe), or prints why and exits RV_TEST_SKIP when
+ * it is NULL. */
+const char *rv_test_require_shared_traces(const char *probe);
+
 /* Runs every registered suite verbosely, then cleans the registry up.
  * Returns the number of failed assertions. */
 unsigned rv_test_run(void);

@@ -67,8 +67,6 @@ static double predict(const loaded *l, const rv_oh_table *tab)
  * sharing costs little (the paper: +2.19 points). */
 static void test_dlrm_shared_overheads(void)
 {
-    if (!g_shared)
-        return;
     loaded l[8];
     const rv_trace *ts[8];
     char rel[128];
@@ -105,8 +103,6 @@ static void test_dlrm_shared_overheads(void)
  * it up: the table drives the prediction. */
 static void test_direction(void)
 {
-    if (!g_shared)
-        return;
     loaded l;
     load("kineto/resnet50-v100-workers0.pt.trace.json.gz", &l);
     const rv_trace *ts[1] = {l.t};
@@ -133,8 +129,6 @@ static void test_direction(void)
  * the caller set, and says so when there is none. */
 static void test_whatif_field(void)
 {
-    if (!g_shared)
-        return;
     loaded l, other;
     load("param/dlrm-8rank/worker0.kineto.json.gz", &l);
     load("param/dlrm-8rank/worker1.kineto.json.gz", &other);
@@ -171,11 +165,7 @@ static void test_whatif_field(void)
 
 int main(void)
 {
-    g_shared = rv_test_shared_traces("README.md");
-    if (!g_shared) {
-        printf("public traces not found (RV_SHARED_TRACES): skipped\n");
-        return 77;
-    }
+    g_shared = rv_test_require_shared_traces("README.md");
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
     CU_pSuite s = CU_add_suite("retime", NULL, NULL);

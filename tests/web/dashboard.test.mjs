@@ -65,8 +65,11 @@ before(async () => {
   fs.mkdirSync(SHOTS, { recursive: true });
   fs.rmSync(path.join(OUT, 'skipped'), { force: true });
   const bin = path.join(BIN, 'reveried');
-  if (!fs.existsSync(bin)) { skip = `no reveried at ${bin}`; return; }
-  if (!RESNET) { skip = 'no ResNet-50 trace (RV_SHARED_TRACES or data/samples)'; return; }
+  // Every early return that skips says why in OUT/skipped, or run.sh would
+  // report the skipped tests as passed.
+  const skipAll = (why) => { skip = why; fs.writeFileSync(path.join(OUT, 'skipped'), why + '\n'); };
+  if (!fs.existsSync(bin)) { skipAll(`no reveried at ${bin}`); return; }
+  if (!RESNET) { skipAll('no ResNet-50 trace (RV_SHARED_TRACES or data/samples)'); return; }
   home = fs.mkdtempSync(path.join(os.tmpdir(), 'reverie-web-'));
   fs.chmodSync(home, 0o755); // the embedded cluster runs as an unprivileged user
   port = await freePort();
@@ -79,8 +82,7 @@ before(async () => {
     await sleep(500);
   }
   if (!ready) {
-    skip = `reveried did not get ready (no PostgreSQL?); log: ${path.join(home, 'reveried.log')}`;
-    fs.writeFileSync(path.join(OUT, 'skipped'), skip + '\n');
+    skipAll(`reveried did not get ready (no PostgreSQL?); log: ${path.join(home, 'reveried.log')}`);
     return;
   }
   const udd = fs.mkdtempSync(path.join(os.tmpdir(), 'reverie-chromium-'));
