@@ -119,110 +119,95 @@ int rv_api_platform_table(rv_app *a, int64_t trace_id, rv_oh_table **out, char *
     return rc;
 }
 
-json_t *rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc, const rv_oh_table *oh,
-                          int with_timeline, rv_error *err)
+int rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc, const rv_oh_table *oh,
+                      int keep_predicted, rv_run_result **out, rv_error *err)
 {
     rv_whatif *w = NULL;
-    rv_graph *g2 = NULL;
-    rv_sim *pred = NULL;
-    json_t *applied = NULL, *res = NULL;
-    rv_iter_figures fb, fp;
-    rv_energy eb = {0}, ep = {0};
-    double t0 = now_ms();
-    unsigned budget = a->cfg.whatif_budget_ms;
+    rv_run_opts opts = {.iteration = RV_ITER_MEDIAN,
+                        .budget_ms = a->cfg.whatif_budget_ms,
+                        .keep_predicted = keep_predicted};
+    int rc;
 
-    if (rv_whatif_parse(doc, &w, err) != 0)
+    *out = NULL;
+    if ((rc = rv_whatif_parse(doc, &w, err)) != 0)
         goto out;
     if (rv_whatif_uses_platform_overheads(w)) {
         if (!oh) {
-            rv_error_field(err, RV_ERR_UNSUPPORTED, "host_overheads",
-                           "host_overheads is platform but the platform's statistics are "
-                           "not available");
+            rc = rv_error_field(err, RV_ERR_UNSUPPORTED, "host_overheads",
+                                "host_overheads is platform but the platform's statistics are "
+                                "not available");
             goto out;
         }
         rv_whatif_set_overheads(w, oh);
     }
-    g2 = rv_graph_clone(l->graph);
-    if (!g2) {
-        rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory cloning the graph");
-        goto out;
-    }
-    if (rv_whatif_apply(w, g2, &applied, err) != 0)
-        goto out;
-    if (budget && now_ms() - t0 > budget) {
-        rv_error_set(err, RV_ERR_LIMIT, -1, -1, "the what-if ran past its time budget of %u ms",
-                     budget);
-        goto out;
-    }
-    if (rv_sim_run(g2, (rv_schedule)rv_whatif_schedule(w), &pred, err) != 0)
-        goto out;
-    rv_metrics_add(a->metrics, RV_M_SIMULATIONS, 1);
-    if (rv_report_compare(l->graph, l->base, g2, pred, RV_ITER_MEDIAN, &fb, &fp, err) != 0)
-        goto out;
-    rv_window wb = rv_report_window(l->graph, l->base, fb.iter);
-    rv_window wp = rv_report_window(g2, pred, fp.iter);
-    if (rv_whatif_energy(NULL, l->graph, l->base, wb.t0_ns, wb.t1_ns, &eb) != 0 ||
-        rv_whatif_energy(w, g2, pred, wp.t0_ns, wp.t1_ns, &ep) != 0) {
-        /* Energy needs a known GPU; without one the figures stay 0. */
-        memset(&eb, 0, sizeof(eb));
-        memset(&ep, 0, sizeof(ep));
-    }
-    double per_b = wb.per > 0 ? wb.per : 1, per_p = wp.per > 0 ? wp.per : 1;
-    res = json_pack("{s:I,s:f,s:f,s:f,s:f,s:f}", "trace_id", (json_int_t)l->id, "measured_us",
-                    fb.measured_us, "baseline_us", fb.simulated_us, "replay_error",
-                    replay_error(&fb), "predicted_us", fp.simulated_us, "speedup",
-                    ratio(fb.simulated_us, fp.simulated_us));
-    if (!res) {
-        rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-        goto out;
-    }
-    json_object_set_new(
-        res, "energy_j",
-        json_pack("{s:f,s:f}", "baseline", eb.energy_j / per_b, "predicted", ep.energy_j / per_p));
-    json_object_set_new(
-        res, "avg_power_w",
-        json_pack("{s:f,s:f}", "baseline", eb.avg_power_w, "predicted", ep.avg_power_w));
-    json_object_set_new(
-        res, "power_limit_w",
-        json_pack("{s:f,s:f}", "baseline", eb.power_limit_w, "predicted", ep.power_limit_w));
-    json_object_set_new(res, "breakdown",
-                        json_pack("{s:o*,s:o*}", "baseline",
-                                  rv_report_breakdown(l->graph, l->base, &wb), "predicted",
-                                  rv_report_breakdown(g2, pred, &wp)));
-    json_t *tk = rv_report_top_kernels(g2, pred, &wp, 10);
-    json_object_set_new(res, "top_kernels", tk ? tk : json_array());
-    json_t *cp = rv_report_critical_path(g2, pred, &wp, 20);
-    json_object_set_new(res, "critical_path", cp ? cp : json_array());
-    json_object_set_new(res, "applied", applied ? applied : json_array());
-    applied = NULL;
-    if (with_timeline) {
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        if (f) {
-            int rc = rv_report_timeline_chrome(g2, pred, &wp, f);
-            fclose(f);
-            json_t *tl = rc == 0 ? json_loadb(buf, len, 0, NULL) : NULL;
-            if (tl)
-                json_object_set_new(res, "timeline", tl);
-        }
-        free(buf);
-    }
+    rc = rv_run(l->graph, l->base, w, &opts, out, err);
+    if (rc == 0 && !rv_whatif_is_empty(w))
+        rv_metrics_add(a->metrics, RV_M_SIMULATIONS, 1);
 out:
-    json_decref(applied);
-    rv_sim_free(pred);
-    rv_graph_free(g2);
     rv_whatif_free(w);
-    return res;
+    return rc;
+}
+
+/* The bytes sent for an answer: body (the renderer's object, or the cached
+ * copy of it) with "cached" and "request_hash" spliced in after its "{",
+ * and the predicted timeline (Chrome JSON, may be NULL) before its "}".
+ * Nothing is parsed again. New buffer, or NULL on OOM. */
+static char *answer_bytes(const char *body, size_t len, int cached, const char *hash,
+                          const char *timeline, size_t tl_len, size_t *out_len)
+{
+    static const char tl_key[] = ",\"timeline\":";
+    char head[160];
+    int hn = snprintf(head, sizeof(head), "{\"cached\":%s,\"request_hash\":\"%s\",",
+                      cached ? "true" : "false", hash);
+    if (len < 2 || body[0] != '{' || body[len - 1] != '}' || hn < 0 || (size_t)hn >= sizeof(head))
+        return NULL;
+    size_t inner = len - 2;
+    size_t n = (size_t)hn + inner + 1 + (timeline ? tl_len + sizeof(tl_key) - 1 : 0);
+    char *out = malloc(n + 1), *p = out;
+    if (!out)
+        return NULL;
+    memcpy(p, head, (size_t)hn);
+    p += hn;
+    memcpy(p, body + 1, inner);
+    p += inner;
+    if (timeline) {
+        memcpy(p, tl_key, sizeof(tl_key) - 1);
+        p += sizeof(tl_key) - 1;
+        memcpy(p, timeline, tl_len);
+        p += tl_len;
+    }
+    *p++ = '}';
+    *p = '\0';
+    *out_len = (size_t)(p - out);
+    return out;
+}
+
+/* The predicted timeline of res as Chrome JSON (new buffer), or NULL. */
+static char *predicted_chrome(const rv_run_result *res, size_t *len)
+{
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    if (!f)
+        return NULL;
+    int rc =
+        rv_report_timeline_chrome(rv_run_pred_graph(res), rv_run_pred_sim(res), &res->pred_win, f);
+    if (fclose(f) != 0 || rc != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
 }
 
 void rv_api_trace_whatif(rv_req *r, void *app)
 {
     rv_app *a = app;
     int64_t id = rv_api_id_param(r, "id");
-    json_t *doc = NULL, *res = NULL;
+    json_t *doc = NULL;
     rv_loaded l = {0};
     rv_oh_table *oh = NULL;
+    rv_run_result *res = NULL;
+    char *body = NULL, *tl = NULL, *ans = NULL;
+    size_t len = 0, tl_len = 0, ans_len = 0;
     rv_error e;
     char hash[RV_SHA256_HEX_LEN + 1], version[128] = "";
 
@@ -250,13 +235,17 @@ void rv_api_trace_whatif(rv_req *r, void *app)
     }
     rv_api_request_hash(doc, platform ? version : NULL, hash);
     if (!with_tl) {
-        json_t *cached = NULL;
-        if (rv_db_whatif_cache_get(a->db, id, hash, &cached, &e) == 0 && cached) {
+        /* A hit sends the stored bytes as they are: nothing is parsed. */
+        if (rv_db_whatif_cache_get(a->db, id, hash, &body, &len, NULL, &e) == 0 && body) {
             rv_metrics_add(a->metrics, RV_M_CACHE_HITS, 1);
-            json_object_set_new(cached, "cached", json_true());
-            json_object_set_new(cached, "request_hash", json_string(hash));
-            rv_req_respond_json(r, 200, cached);
-            goto out;
+            ans = answer_bytes(body, len, 1, hash, NULL, 0, &ans_len);
+            if (ans) {
+                rv_req_respond_buf(r, 200, "application/json", ans, ans_len);
+                ans = NULL;
+                goto out;
+            }
+            free(body);
+            body = NULL;
         }
         rv_error_clear(&e);
     }
@@ -273,30 +262,36 @@ void rv_api_trace_whatif(rv_req *r, void *app)
         /* The statistics may have changed since the lookup: key by those used. */
         rv_api_request_hash(doc, version, hash);
     }
-    res = rv_api_whatif_run(a, &l, doc, oh, with_tl, &e);
-    if (!res) {
-        if (e.code == RV_ERR_LIMIT)
-            rv_req_error(r, 503, "budget_exceeded", NULL, "%s", e.message);
-        else
-            rv_req_error_rv(r, &e);
+    if (rv_api_whatif_run(a, &l, doc, oh, with_tl, &res, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    body = rv_run_render_bytes(res, id, &len);
+    if (with_tl)
+        tl = predicted_chrome(res, &tl_len);
+    ans = body && (!with_tl || tl) ? answer_bytes(body, len, 0, hash, tl, tl_len, &ans_len) : NULL;
+    if (!ans) {
+        rv_error_set(&e, RV_ERR_NOMEM, -1, -1, "out of memory rendering the answer");
+        rv_req_error_rv(r, &e);
         goto out;
     }
     if (!with_tl) {
         rv_error e2;
         rv_error_clear(&e2);
         /* A failed cache write costs a recomputation later, nothing more. */
-        if (rv_db_whatif_cache_put(a->db, id, hash, res, &e2) != 0)
+        if (rv_db_whatif_cache_put(a->db, id, hash, body, len, &res->sum, &e2) != 0)
             fprintf(stderr, "reveried: what-if cache write for trace %lld: %s\n", (long long)id,
                     e2.message);
     }
-    json_object_set_new(res, "cached", json_false());
-    json_object_set_new(res, "request_hash", json_string(hash));
-    rv_req_respond_json(r, 200, res);
-    res = NULL;
+    rv_req_respond_buf(r, 200, "application/json", ans, ans_len);
+    ans = NULL;
 out:
+    free(ans);
+    free(tl);
+    free(body);
+    rv_run_result_free(res);
     rv_api_loaded_free(&l);
     rv_oh_table_free(oh);
-    json_decref(res);
     json_decref(doc);
 }
 

@@ -451,6 +451,69 @@ static void test_whatif(void)
     tc_resp_free(&r);
 }
 
+/* The same what-if on the same trace gives the same answer from the CLI
+ * (`reverie simulate --whatif`) and the API: the same keys (the API adds
+ * trace_id, cached and request_hash; the CLI names its file), the same
+ * predicted_us, energy, critical path and warnings. */
+static void test_same_answer_as_cli(void)
+{
+    const char *doc = "{\"optimizations\":[{\"kind\":\"amp\"}],\"power_limit_w\":250,"
+                      "\"distributed\":{\"workers\":16}}";
+    const char *bin = getenv("RV_BIN_DIR");
+    char cmd[4096], p[64];
+    tc_resp r;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(bin);
+    snprintf(cmd, sizeof(cmd), "'%s/reverie' simulate '%s' --compact --whatif '%s'", bin, t_resnet,
+             doc);
+    FILE *f = popen(cmd, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    json_error_t je;
+    json_t *cli = json_loadf(f, 0, &je);
+    CU_ASSERT_EQUAL(pclose(f), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cli);
+    snprintf(p, sizeof(p), "/v1/traces/%lld/whatif", (long long)id_resnet);
+    CU_ASSERT_EQUAL(req(port_a, "POST", p, tok_read, "application/json", doc, NULL, &r), 200);
+    json_t *api = body_json(&r);
+    tc_resp_free(&r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_TRUE(json_is_integer(json_object_get(api, "trace_id")));
+    CU_ASSERT_TRUE(json_is_string(json_object_get(cli, "trace")));
+    json_object_del(api, "trace_id");
+    json_object_del(api, "cached");
+    json_object_del(api, "request_hash");
+    json_object_del(cli, "trace");
+    const char *key;
+    json_t *v;
+    json_object_foreach(cli, key, v)
+    {
+        if (!json_object_get(api, key))
+            printf("\n    the API lacks %s", key);
+        CU_ASSERT_PTR_NOT_NULL(json_object_get(api, key));
+    }
+    json_object_foreach(api, key, v)
+    {
+        if (!json_object_get(cli, key))
+            printf("\n    the CLI lacks %s", key);
+        CU_ASSERT_PTR_NOT_NULL(json_object_get(cli, key));
+    }
+    double pc = json_number_value(json_object_get(cli, "predicted_us"));
+    double pa = json_number_value(json_object_get(api, "predicted_us"));
+    printf("\n    amp + 250 W + 16 workers: CLI %.3f us, API %.3f us", pc, pa);
+    CU_ASSERT_TRUE(pc > 0);
+    CU_ASSERT_DOUBLE_EQUAL(pc, pa, 1e-6 * pc);
+    CU_ASSERT_TRUE(json_is_object(json_object_get(api, "energy_j")));
+    CU_ASSERT_TRUE(json_equal(json_object_get(cli, "energy_j"), json_object_get(api, "energy_j")));
+    CU_ASSERT_TRUE(json_array_size(json_object_get(api, "critical_path")) > 0 ||
+                   json_object_size(json_object_get(api, "critical_path")) > 0);
+    CU_ASSERT_TRUE(
+        json_equal(json_object_get(cli, "critical_path"), json_object_get(api, "critical_path")));
+    CU_ASSERT_TRUE(json_equal(json_object_get(cli, "warnings"), json_object_get(api, "warnings")));
+    CU_ASSERT_TRUE(json_equal(cli, api));
+    json_decref(cli);
+    json_decref(api);
+}
+
 static json_t *whatif_json(int64_t id, const char *doc, long want)
 {
     tc_resp r;
@@ -761,6 +824,7 @@ int main(void)
     CU_add_test(s, "list_get_original", test_list_get_original);
     CU_add_test(s, "timeline", test_timeline);
     CU_add_test(s, "whatif", test_whatif);
+    CU_add_test(s, "same_answer_as_cli", test_same_answer_as_cli);
     CU_add_test(s, "whatif_platform_overheads", test_whatif_platform_overheads);
     CU_add_test(s, "catalogs", test_catalogs);
     CU_add_test(s, "fleet_inline_and_job", test_fleet_inline_and_job);
