@@ -1,0 +1,288 @@
+/* The `reverie` command line end to end: runs the built binary
+ * ($RV_BIN_DIR/reverie) on the checked-in sample trace and checks its exit
+ * status, its JSON or CSV output and its error messages.
+ *
+ * Only the report fields every shape of `reverie simulate` keeps are
+ * checked: measured_us, baseline_us, predicted_us, speedup, replay_error.
+ * Exits 77 (skipped) when the sample trace is absent. */
+#include <CUnit/Basic.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/rv_test_util.h"
+
+#define SAMPLE "data/samples/resnet50-v100-workers0.pt.trace.json.gz"
+/* The sample's median ProfilerStep (data/samples/README.md: 176.3 ms). */
+#define SAMPLE_STEP_US 176273.0
+
+static char g_reverie[4096];
+
+typedef struct run_result {
+    int status; /* exit status; -1 when it did not exit normally */
+    char *out;  /* stdout, NUL-terminated (owned) */
+    char *err;  /* stderr, NUL-terminated (owned) */
+} run_result;
+
+static void run_free(run_result *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+static char *slurp_fd(int fd)
+{
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    ssize_t got;
+    lseek(fd, 0, SEEK_SET);
+    while (buf && (got = read(fd, buf + n, cap - n - 1)) > 0) {
+        n += (size_t)got;
+        if (n + 1 == cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                return NULL;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    if (buf)
+        buf[n] = '\0';
+    return buf;
+}
+
+/* Runs reverie with args (NULL-terminated, without argv[0]); stdout and
+ * stderr go to temporary files read back into *r. */
+static void run(run_result *r, const char *const *args)
+{
+    char out_path[] = "/tmp/rv_cli_test_out_XXXXXX", err_path[] = "/tmp/rv_cli_test_err_XXXXXX";
+    int out = mkstemp(out_path), err = mkstemp(err_path);
+    const char *argv[32];
+    size_t n = 0;
+
+    memset(r, 0, sizeof(*r));
+    r->status = -1;
+    CU_ASSERT_FATAL(out >= 0 && err >= 0);
+    unlink(out_path);
+    unlink(err_path);
+    argv[n++] = g_reverie;
+    for (; args[n - 1] && n < sizeof(argv) / sizeof(argv[0]) - 1; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0)
+            dup2(devnull, 0);
+        dup2(out, 1);
+        dup2(err, 2);
+        execv(g_reverie, (char *const *)argv);
+        _exit(127);
+    }
+    int ws = 0;
+    CU_ASSERT_FATAL(waitpid(pid, &ws, 0) == pid);
+    if (WIFEXITED(ws))
+        r->status = WEXITSTATUS(ws);
+    r->out = slurp_fd(out);
+    r->err = slurp_fd(err);
+    close(out);
+    close(err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r->out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r->err);
+}
+
+/* A number member of obj, or NAN (with a failed assertion) when it is
+ * missing or not a number. */
+static double number(const json_t *obj, const char *key)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!json_is_number(v)) {
+        fprintf(stderr, "\n  %s: missing or not a number\n", key);
+        CU_FAIL("report member missing or not a number");
+        return NAN;
+    }
+    return json_number_value(v);
+}
+
+/* Parses a simulate report and checks the members every shape keeps. */
+static json_t *report(const run_result *r)
+{
+    json_error_t je;
+    if (r->status != 0)
+        fprintf(stderr, "\n  exit %d: %s\n", r->status, r->err);
+    CU_ASSERT_EQUAL(r->status, 0);
+    json_t *doc = json_loads(r->out, 0, &je);
+    if (!doc)
+        fprintf(stderr, "\n  stdout is not JSON: %s (line %d)\n", je.text, je.line);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+    CU_ASSERT_TRUE(json_is_object(doc));
+    double m = number(doc, "measured_us"), b = number(doc, "baseline_us");
+    double p = number(doc, "predicted_us"), s = number(doc, "speedup");
+    double e = number(doc, "replay_error");
+    CU_ASSERT(m > 0 && b > 0 && p > 0);
+    /* The speedup is the baseline over the prediction; the replay error is
+     * the baseline's distance from the measured step. */
+    CU_ASSERT(fabs(s - b / p) < 1e-3 * s);
+    CU_ASSERT(fabs(fabs(e) - fabs(b - m) / m) < 1e-3);
+    return doc;
+}
+
+static void expect_failure(const char *const *args, const char *says)
+{
+    run_result r;
+    run(&r, args);
+    if (r.status == 0 || !strstr(r.err, says))
+        fprintf(stderr, "\n  reverie %s: exit %d, stderr: %s (wanted '%s')\n", args[0], r.status,
+                r.err, says);
+    CU_ASSERT(r.status > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, says));
+    run_free(&r);
+}
+
+static void test_simulate_report(void)
+{
+    run_result r;
+    run(&r, (const char *const[]){"simulate", SAMPLE, NULL});
+    json_t *doc = report(&r);
+    /* The sample is a real trace with a known median step, and the replay
+     * of an unchanged trace is the baseline itself. */
+    CU_ASSERT(fabs(number(doc, "measured_us") / SAMPLE_STEP_US - 1) < 0.01);
+    CU_ASSERT(fabs(number(doc, "replay_error")) < 0.05);
+    CU_ASSERT_DOUBLE_EQUAL(number(doc, "predicted_us"), number(doc, "baseline_us"), 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(number(doc, "speedup"), 1.0, 1e-9);
+    json_decref(doc);
+    run_free(&r);
+}
+
+/* A what-if moves the prediction: a lower power limit never speeds up. */
+static void test_simulate_whatif(void)
+{
+    run_result r;
+    run(&r, (const char *const[]){"simulate", SAMPLE, "--whatif", "{\"power_limit_w\":150}", NULL});
+    json_t *doc = report(&r);
+    CU_ASSERT(number(doc, "predicted_us") > number(doc, "baseline_us"));
+    CU_ASSERT(number(doc, "speedup") < 1.0);
+    json_decref(doc);
+    run_free(&r);
+}
+
+/* A bad what-if document exits non-zero and names the offending field. */
+static void test_bad_whatif(void)
+{
+    expect_failure(
+        (const char *const[]){"simulate", SAMPLE, "--whatif", "{\"power_limit_w\":\"abc\"}", NULL},
+        "power_limit_w");
+    expect_failure((const char *const[]){"simulate", SAMPLE, "--whatif",
+                                         "{\"optimizations\":[{\"kind\":\"scale\",\"factor\":-1}]}",
+                                         NULL},
+                   "optimizations[0].factor");
+    expect_failure(
+        (const char *const[]){"simulate", SAMPLE, "--whatif", "{\"no_such_field\":1}", NULL},
+        "no_such_field");
+    expect_failure((const char *const[]){"simulate", SAMPLE, "--whatif", "{", NULL}, "JSON");
+    expect_failure(
+        (const char *const[]){"simulate", SAMPLE, "--whatif", "@/nonexistent/whatif.json", NULL},
+        "/nonexistent/whatif.json");
+}
+
+/* A missing trace exits non-zero, names the file and prints no report. */
+static void test_missing_trace(void)
+{
+    run_result r;
+    run(&r, (const char *const[]){"simulate", "/nonexistent/trace.json.gz", NULL});
+    CU_ASSERT(r.status > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "/nonexistent/trace.json.gz"));
+    CU_ASSERT_STRING_EQUAL(r.out, "");
+    run_free(&r);
+    expect_failure((const char *const[]){"sweep", "/nonexistent/trace.json.gz", "--vary",
+                                         "power_limit_w=150:250:50", NULL},
+                   "/nonexistent/trace.json.gz");
+}
+
+static void test_usage_errors(void)
+{
+    expect_failure((const char *const[]){"no-such-command", NULL}, "no-such-command");
+    expect_failure((const char *const[]){"simulate", NULL}, "usage");
+    run_result r;
+    run(&r, (const char *const[]){"--help", NULL});
+    CU_ASSERT_EQUAL(r.status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "simulate"));
+    run_free(&r);
+}
+
+/* start:stop:step is inclusive: 150, 200, 250 give three rows. */
+static void test_sweep_rows(void)
+{
+    run_result r;
+    run(&r, (const char *const[]){"sweep", SAMPLE, "--vary", "power_limit_w=150:250:50", NULL});
+    if (r.status != 0)
+        fprintf(stderr, "\n  exit %d: %s\n", r.status, r.err);
+    CU_ASSERT_EQUAL(r.status, 0);
+    /* A header, then one row per value, each starting with the value. */
+    static const char *const want[] = {"150,", "200,", "250,"};
+    size_t rows = 0;
+    char *save = NULL;
+    char *line = strtok_r(r.out, "\n", &save);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(line);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "power_limit_w"));
+    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+        if (rows < 3)
+            CU_ASSERT_EQUAL(strncmp(line, want[rows], strlen(want[rows])), 0);
+        rows++;
+    }
+    CU_ASSERT_EQUAL(rows, 3);
+    run_free(&r);
+
+    run(&r, (const char *const[]){"sweep", SAMPLE, "--vary", "power_limit_w=150:250:50", "--json",
+                                  NULL});
+    CU_ASSERT_EQUAL(r.status, 0);
+    json_t *doc = json_loads(r.out, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+    json_t *points = json_object_get(doc, "points");
+    CU_ASSERT_EQUAL(json_array_size(points), 3);
+    /* Less power, never faster. */
+    double prev = 0;
+    for (size_t i = 0; i < json_array_size(points); i++) {
+        double p = number(json_array_get(points, i), "predicted_us");
+        if (i > 0)
+            CU_ASSERT(p <= prev * (1 + 1e-9));
+        prev = p;
+    }
+    json_decref(doc);
+    run_free(&r);
+}
+
+int main(void)
+{
+    const char *bin = getenv("RV_BIN_DIR");
+    snprintf(g_reverie, sizeof(g_reverie), "%s/reverie", bin ? bin : "build/bin");
+    if (access(g_reverie, X_OK) != 0) {
+        printf("%s is not built (RV_BIN_DIR)\n", g_reverie);
+        return 1;
+    }
+    if (access(SAMPLE, R_OK) != 0) {
+        printf("skip: %s cannot be read (run from the source folder)\n", SAMPLE);
+        return RV_TEST_SKIP;
+    }
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s = CU_add_suite("cli", NULL, NULL);
+    CU_add_test(s, "simulate prints a JSON report", test_simulate_report);
+    CU_add_test(s, "simulate with a what-if", test_simulate_whatif);
+    CU_add_test(s, "a bad what-if names the field", test_bad_whatif);
+    CU_add_test(s, "a missing trace", test_missing_trace);
+    CU_add_test(s, "usage errors", test_usage_errors);
+    CU_add_test(s, "sweep: one row per value", test_sweep_rows);
+    return rv_test_run() ? 1 : 0;
+}
