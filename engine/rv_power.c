@@ -270,14 +270,22 @@ int rv_power_energy(const rv_graph *g, const rv_sim *s, const rv_energy_params *
         ndev = 1;
         e_j = pm.idle_w * (double)(t1_ns - t0_ns) * 1e-9;
     }
-    int mult = p->ranks > 0 ? p->ranks : 1;
-    out->ngpus = ndev * mult;
+    /* gpus, energy and power count the devices that ran work in this
+     * trace; the job's figures (times the ranks it stands for) are kept
+     * apart so a rank of a 64-GPU job does not report 64 GPUs. */
+    int ranks = p->ranks > 0 ? p->ranks : 1;
+    double secs = (double)(t1_ns - t0_ns) * 1e-9;
+    out->ngpus = ndev;
+    out->energy_j = e_j;
     out->energy_per_gpu_j = e_j / ndev;
-    out->energy_j = e_j * mult;
-    out->avg_power_w = out->energy_j / ((double)(t1_ns - t0_ns) * 1e-9);
-    out->avg_power_per_gpu_w = out->avg_power_w / out->ngpus;
-    if (p->batch_size > 0 && out->energy_j > 0)
-        out->samples_per_j = (double)p->batch_size * mult / out->energy_j;
+    out->avg_power_w = e_j / secs;
+    out->avg_power_per_gpu_w = out->avg_power_w / ndev;
+    out->ranks = ranks;
+    out->job_gpus = ndev * ranks;
+    out->job_energy_j = e_j * ranks;
+    out->job_avg_power_w = out->avg_power_w * ranks;
+    if (p->batch_size > 0 && out->job_energy_j > 0)
+        out->samples_per_j = (double)p->batch_size * ranks / out->job_energy_j;
     (void)maxdev;
     return 0;
 }

@@ -60,15 +60,20 @@ typedef struct rv_energy_params {
 } rv_energy_params;
 
 typedef struct rv_energy {
+    /* The GPUs of the trace that ran work in the window. */
     double energy_j;
     double avg_power_w;
     double power_limit_w; /* the cap the figure assumes */
-    /* energy_j and avg_power_w cover every GPU of the job: the trace's
-     * devices times the ranks; these give the per-GPU view. */
     int ngpus;
     double energy_per_gpu_j;
     double avg_power_per_gpu_w;
-    double samples_per_j; /* batch_size * ranks / energy_j; 0 when batch_size unknown */
+    /* The whole job: the trace's GPUs times the ranks one trace stands for
+     * (the workers of a data-parallel what-if, or the world size). */
+    int ranks;
+    int job_gpus;
+    double job_energy_j;
+    double job_avg_power_w;
+    double samples_per_j; /* batch_size * ranks / job_energy_j; 0 when batch_size unknown */
 } rv_energy;
 
 /* Energy of the simulated window [t0, t1) of g under p (borrowed).

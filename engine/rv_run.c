@@ -112,6 +112,117 @@ static int predict(rv_run_result *r, const rv_whatif *w, const rv_run_opts *o, d
                              &r->base_fig, &r->pred_fig, err);
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The measured steps the median is taken over (all but the first when
+ * there are three or more: the first is warm-up), their spread, and
+ * whether they fall in two groups so far apart that the median matches
+ * no real step. */
+static void step_stats(rv_run_result *r)
+{
+    const rv_graph *g = r->graph;
+    rv_step_stats *st = &r->steps;
+    size_t first = g->niters >= 3 ? 1 : 0, n = g->niters - first;
+
+    memset(st, 0, sizeof(*st));
+    if (g->niters == 0)
+        return;
+    int64_t *d = malloc(n * sizeof(*d));
+    if (!d)
+        return;
+    for (size_t i = 0; i < n; i++)
+        d[i] = g->iters[first + i].end_ns - g->iters[first + i].start_ns;
+    qsort(d, n, sizeof(*d), cmp_i64);
+    st->count = n;
+    st->min_us = (double)d[0] / 1e3;
+    st->median_us = (double)d[n / 2] / 1e3;
+    st->max_us = (double)d[n - 1] / 1e3;
+    /* The widest relative gap between neighbours splits the steps in two;
+     * both groups must hold a real share of the steps. */
+    size_t cut = 0, need = n / 10 > 2 ? n / 10 : 2;
+    double widest = 1;
+    for (size_t i = 0; i + 1 < n; i++) {
+        double ratio = d[i] > 0 ? (double)d[i + 1] / (double)d[i] : 1;
+        if (ratio > widest) {
+            widest = ratio;
+            cut = i + 1;
+        }
+    }
+    if (widest >= 1.5 && cut >= need && n - cut >= need) {
+        st->bimodal = 1;
+        st->low_count = cut;
+        st->low_median_us = (double)d[cut / 2] / 1e3;
+        st->high_count = n - cut;
+        st->high_median_us = (double)d[cut + (n - cut) / 2] / 1e3;
+    }
+    free(d);
+}
+
+/* What the numbers rest on, as warnings (docs/whatif.md "Warnings"). */
+static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params *bp)
+{
+    const rv_graph *g = r->graph;
+    const rv_trace *tr = g->trace;
+    const rv_run_summary *s = &r->sum;
+
+    if (s->replay_error > 0.02)
+        rv_run_warn(r, "replay_error",
+                    "the unmodified graph replays the measured step %.1f%% off (%.1f vs %.1f "
+                    "ms): predictions carry at least that error",
+                    s->replay_error * 100, s->baseline_us / 1e3, s->measured_us / 1e3);
+    size_t i;
+    json_t *a;
+    json_array_foreach(r->applied, i, a)
+    {
+        if (!json_is_false(json_object_get(a, "changed")))
+            continue;
+        const char *model = json_string_value(json_object_get(a, "model"));
+        const json_t *idx = json_object_get(a, "index");
+        if (json_is_integer(idx))
+            rv_run_warn(r, "no_match",
+                        "optimizations[%lld] (%s) matched no task of this trace: it changed "
+                        "nothing",
+                        (long long)json_integer_value(idx), model ? model : "?");
+        else
+            rv_run_warn(r, "no_effect", "%s changed nothing on this trace", model ? model : "?");
+    }
+    const char *gpu = tr ? rv_trace_str(tr, tr->platform_gpu) : "";
+    if (!bp->hw)
+        rv_run_warn(r, "gpu_unknown",
+                    "the trace's GPU%s%s%s is not in the hardware table: energy, power and "
+                    "precision figures assume a V100-like 300 W board",
+                    gpu[0] ? " (" : "", gpu, gpu[0] ? ")" : "");
+    else if (!tr || tr->power_limit_w <= 0)
+        rv_run_warn(r, "power_cap_assumed",
+                    "the trace does not record its GPU power limit: the %s default of %.0f W "
+                    "is assumed",
+                    bp->hw->name, bp->cap_w);
+    const char *over = rv_whatif_gpu_override(w);
+    if (over)
+        rv_run_warn(r, "gpu_not_rescaled",
+                    "gpu %s changes the hardware the energy and precision models use; kernel "
+                    "times are the trace's, not rescaled to that GPU",
+                    over);
+    if (g->niters == 0)
+        rv_run_warn(r, "no_steps",
+                    "the trace has no step markers (ProfilerStep#N or optimizer steps): the "
+                    "whole trace counts as one iteration");
+    else if (g->niters == 1)
+        rv_run_warn(r, "single_step",
+                    "the trace holds a single step: no steady-state window, warm-up and "
+                    "profiler start-up are in the figures");
+    if (r->steps.bimodal)
+        rv_run_warn(r, "bimodal_steps",
+                    "step times fall in two groups (%zu near %.1f ms, %zu near %.1f ms): the "
+                    "median matches no real step; see steps",
+                    r->steps.low_count, r->steps.low_median_us / 1e3, r->steps.high_count,
+                    r->steps.high_median_us / 1e3);
+}
+
 int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_run_opts *opts,
            rv_run_result **out, rv_error *err)
 {
@@ -197,6 +308,10 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
         memset(&r->base_energy, 0, sizeof(r->base_energy));
         memset(&r->pred_energy, 0, sizeof(r->pred_energy));
     }
+    rv_energy_params bp;
+    rv_whatif_energy_params(NULL, g, &bp);
+    step_stats(r);
+    assess(r, w, &bp);
     if (r->base_fig.iter >= 0)
         r->step = g->iters[r->base_fig.iter].step;
     else
@@ -270,9 +385,28 @@ static json_t *render(const rv_run_result *r, const char *label, int64_t trace_i
     bad |= put(o, "energy_j", before_after(s->baseline_energy_j, s->energy_j));
     bad |= put(o, "avg_power_w", before_after(be->avg_power_w, pe->avg_power_w));
     bad |= put(o, "power_limit_w", before_after(be->power_limit_w, pe->power_limit_w));
+    /* The GPUs of this trace that ran work; the job's are under "job". */
     bad |= put(o, "gpus", json_pack("{s:i,s:i}", "baseline", be->ngpus, "predicted", pe->ngpus));
     bad |= put(o, "avg_power_per_gpu_w",
                before_after(be->avg_power_per_gpu_w, pe->avg_power_per_gpu_w));
+    double per_b = r->base_win.per > 0 ? r->base_win.per : 1;
+    double per_p = r->pred_win.per > 0 ? r->pred_win.per : 1;
+    bad |= put(o, "job",
+               json_pack("{s:{s:i,s:i},s:{s:i,s:i},s:o,s:o}", "ranks", "baseline", be->ranks,
+                         "predicted", pe->ranks, "gpus", "baseline", be->job_gpus, "predicted",
+                         pe->job_gpus, "energy_j",
+                         before_after(be->job_energy_j / per_b, pe->job_energy_j / per_p),
+                         "avg_power_w", before_after(be->job_avg_power_w, pe->job_avg_power_w)));
+    const rv_step_stats *st = &r->steps;
+    json_t *steps =
+        json_pack("{s:I,s:f,s:f,s:f,s:b}", "count", (json_int_t)st->count, "min_us", st->min_us,
+                  "median_us", st->median_us, "max_us", st->max_us, "bimodal", st->bimodal);
+    if (steps && st->bimodal)
+        json_object_set_new(steps, "modes",
+                            json_pack("[{s:I,s:f},{s:I,s:f}]", "count", (json_int_t)st->low_count,
+                                      "median_us", st->low_median_us, "count",
+                                      (json_int_t)st->high_count, "median_us", st->high_median_us));
+    bad |= put(o, "steps", steps);
     bad |= put(o, "warnings", rv_run_warnings_json(r));
     bad |= put(o, "applied", json_incref(r->applied));
     bad |= put(o, "per_iteration", json_incref(r->per_iteration));

@@ -47,6 +47,15 @@ typedef struct rv_warning {
     char message[240];
 } rv_warning;
 
+/* The measured steps behind the median (warm-up left out). */
+typedef struct rv_step_stats {
+    size_t count;
+    double min_us, median_us, max_us;
+    int bimodal; /* two groups far apart: the median matches no real step */
+    size_t low_count, high_count;
+    double low_median_us, high_median_us;
+} rv_step_stats;
+
 typedef struct rv_run_result {
     rv_run_summary sum;
     /* The trace as simulated. */
@@ -61,6 +70,7 @@ typedef struct rv_run_result {
     size_t uncorrelated_gpu;
     /* Reports (owned; each may be NULL only after an allocation failure). */
     json_t *applied, *breakdown_base, *breakdown_pred, *top_kernels, *critical_path, *per_iteration;
+    rv_step_stats steps;
     rv_warning warnings[RV_RUN_MAX_WARNINGS];
     size_t nwarnings;
     /* The prediction, kept when opts.keep_predicted (owned; NULL when the

@@ -256,6 +256,32 @@ static int run_opt(const rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *app
     }
 }
 
+/* A fingerprint of everything a model may change (task count, edges,
+ * durations, gaps, flags), so an answer can say which model changed
+ * nothing: a what-if that matched no task must not read as "no gain". */
+static uint64_t graph_print(const rv_graph *g)
+{
+    const uint64_t prime = 1099511628211ull;
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)g->ntasks;
+    h = (h ^ (uint64_t)g->nedges) * prime;
+    for (size_t i = 0; i < g->ntasks; i++) {
+        const rv_task *t = &g->tasks[i];
+        h = (h ^ (uint64_t)t->dur_ns) * prime;
+        h = (h ^ (uint64_t)t->gap_ns) * prime;
+        h = (h ^ t->flags) * prime;
+    }
+    return h;
+}
+
+/* Records on the model's applied entry (the last one) whether it changed
+ * the graph. */
+static void mark_changed(json_t *arr, int changed)
+{
+    json_t *o = json_array_get(arr, json_array_size(arr) ? json_array_size(arr) - 1 : 0);
+    if (json_is_object(o))
+        json_object_set_new(o, "changed", json_boolean(changed));
+}
+
 int rv_whatif_apply(const rv_whatif *w, rv_graph *g, json_t **applied, rv_error *err)
 {
     int rc = 0;
@@ -282,18 +308,24 @@ int rv_whatif_apply(const rv_whatif *w, rv_graph *g, json_t **applied, rv_error 
     }
     for (int stage = RV_STAGE_PRECISION; stage <= RV_STAGE_DATALOADER; stage++) {
         if (stage == RV_STAGE_DISTRIBUTED && w->has_dist) {
+            uint64_t before = graph_print(g);
             if ((rc = rv_models__distributed(w, g, arr, err)) != 0)
                 goto fail;
+            mark_changed(arr, before != graph_print(g));
         }
         if (stage == RV_STAGE_POWER && w->power_limit_w > 0) {
+            uint64_t before = graph_print(g);
             if ((rc = rv_models__power(w, g, arr, err)) != 0)
                 goto fail;
+            mark_changed(arr, before != graph_print(g));
         }
         for (size_t i = 0; i < w->nopts; i++) {
             if (w->opts[i].stage != stage)
                 continue;
+            uint64_t before = graph_print(g);
             if ((rc = run_opt(w, &w->opts[i], g, arr, err)) != 0)
                 goto fail;
+            mark_changed(arr, before != graph_print(g));
         }
     }
     if (w->has_schedule || rv_whatif_schedule(w) != RV_SCHED_EARLIEST_START) {
@@ -331,4 +363,9 @@ void rv_whatif_energy_params(const rv_whatif *w, const rv_graph *g, rv_energy_pa
     else if (g->trace && g->trace->world_size > 1)
         out->ranks = g->trace->world_size;
     out->batch_size = w ? w->batch_size : 0;
+}
+
+const char *rv_whatif_gpu_override(const rv_whatif *w)
+{
+    return w && w->gpu[0] ? w->gpu : NULL;
 }

@@ -31,7 +31,8 @@ int rv_whatif_is_empty(const rv_whatif *w);
 
 /* Rewrites g in place in the documented order. *applied (new reference,
  * may be NULL on error) lists what each model changed: tasks scaled,
- * removed, inserted, and its parameters. */
+ * removed, inserted, its parameters, and "changed": false when the model
+ * left the graph as it was (it matched no task). */
 int rv_whatif_apply(const rv_whatif *w, rv_graph *g, json_t **applied, rv_error *err);
 
 /* Host-overhead statistics of the trace's platform (borrowed; must outlive
@@ -46,6 +47,9 @@ int rv_whatif_uses_platform_overheads(const rv_whatif *w);
 /* The catalogue of kinds and fields with types, ranges, defaults and a
  * sentence each (GET /v1/whatif/kinds). New reference. */
 json_t *rv_whatif_kinds(void);
+
+/* The GPU the document names in "gpu" (borrowed), or NULL. */
+const char *rv_whatif_gpu_override(const rv_whatif *w);
 
 /* The schedule policy the document asks for (RV_SCHED_EARLIEST_START default). */
 int rv_whatif_schedule(const rv_whatif *w);

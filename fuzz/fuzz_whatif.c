@@ -1,8 +1,9 @@
 /* libFuzzer target for the what-if request document (the JSON an API client
  * sends): any bytes must parse into a document or fail with an error that
  * names a field, never crash, leak or hit undefined behaviour. A document
- * that parses is also applied to a small graph and simulated, so the models
- * see hostile values that passed validation. */
+ * that parses also runs through the whole pipeline on a small graph
+ * (rv_run: apply, simulate, report, render), so the models see hostile
+ * values that passed validation and the renderer must write valid JSON. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "rv_graph.h"
 #include "rv_sim.h"
+#include "rv_run.h"
 #include "rv_whatif.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -62,10 +64,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static rv_trace *trace;
     static rv_graph *graph;
+    static rv_sim *base;
     rv_error err;
     if (!trace) {
         trace = small_trace();
-        if (!trace || rv_graph_build(trace, NULL, &graph, &err) != 0)
+        if (!trace || rv_graph_build(trace, NULL, &graph, &err) != 0 ||
+            rv_sim_run(graph, RV_SCHED_EARLIEST_START, &base, &err) != 0)
             abort();
     }
     char *text = malloc(size + 1);
@@ -82,18 +86,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort(); /* a failure always says why, and returns nothing */
         return 0;
     }
-    rv_graph *g = rv_graph_clone(graph);
-    json_t *applied = NULL;
-    if (g && rv_whatif_apply(w, g, &applied, &err) == 0) {
-        rv_sim *s = NULL;
-        if (rv_sim_run(g, rv_whatif_schedule(w), &s, &err) == 0) {
-            rv_energy e;
-            (void)rv_whatif_energy(w, g, s, s->first_start_ns, s->last_end_ns + 1, &e);
-        }
-        rv_sim_free(s);
+    /* The whole pipeline a request takes: apply, simulate, report, render. */
+    rv_run_result *res = NULL;
+    rv_run_opts opts = {.iteration = RV_ITER_MEDIAN};
+    rv_error_clear(&err);
+    rc = rv_run(graph, base, w, &opts, &res, &err);
+    if (rc != 0 && err.message[0] == '\0')
+        abort();
+    if (rc == 0) {
+        size_t len = 0;
+        char *bytes = rv_run_render_bytes(res, 1, &len);
+        json_t *back = bytes ? json_loadb(bytes, len, 0, NULL) : NULL;
+        if (bytes && !back)
+            abort(); /* the renderer always writes valid JSON */
+        json_decref(back);
+        free(bytes);
     }
-    json_decref(applied);
-    rv_graph_free(g);
+    rv_run_result_free(res);
     rv_whatif_free(w);
     return 0;
 }
