@@ -1,4 +1,4 @@
-#ifdef RV_HAVE_SERVER
+#ifdef RV_HAVE_STORE
 #include "cli_db.h"
 
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* The database of a `reverie` subcommand: --database URL / --home DIR
  * parsing, then the resolved connection (an embedded cluster under the
  * home is started for the duration of the command when it is not running).
- * Only in builds with database support (RV_HAVE_SERVER). */
+ * Only in builds with database support (RV_HAVE_STORE). */
 #ifndef RV_CLI_DB_H
 #define RV_CLI_DB_H
 

@@ -9,7 +9,7 @@
 
 #include "rv_cli.h"
 
-#ifdef RV_HAVE_SERVER
+#ifdef RV_HAVE_STORE
 #include "cli_db.h"
 
 static void usage(FILE *f)

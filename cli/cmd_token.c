@@ -15,10 +15,8 @@
 
 #include "rv_cli.h"
 
-#ifdef RV_HAVE_SERVER
-#include "rv_auth.h"
-#include "rv_db.h"
-#include "rv_pgembed.h"
+#ifdef RV_HAVE_STORE
+#include "cli_db.h"
 #include "rv_sha256.h"
 #endif
 
@@ -35,15 +33,15 @@ static void usage(FILE *out)
 
 int rv_cmd_token(int argc, char **argv)
 {
-#ifndef RV_HAVE_SERVER
-    fprintf(stderr, "reverie token: this build has no server support (libpq/libmicrohttpd)\n");
+#ifndef RV_HAVE_STORE
+    fprintf(stderr, "reverie token: this build has no database support (PostgreSQL client "
+                    "libraries were not found at configure time)\n");
     return 1;
 #else
     const char *sub = argc > 1 ? argv[1] : NULL;
-    const char *name = NULL, *scopes_s = NULL, *url = NULL, *home = NULL, *id_s = NULL;
+    const char *name = NULL, *scopes_s = NULL, *id_s = NULL;
     int all = 0, rc = 1;
-    char *conninfo = NULL;
-    rv_pgembed *pg = NULL;
+    rv_cli_db c = {0};
     rv_db *db = NULL;
     rv_error e;
 
@@ -55,14 +53,12 @@ int rv_cmd_token(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (rv_cli_db_arg(&c, argc, argv, &i))
+            continue;
         if (strcmp(a, "--name") == 0 && v)
             name = argv[++i];
         else if (strcmp(a, "--scopes") == 0 && v)
             scopes_s = argv[++i];
-        else if (strcmp(a, "--database") == 0 && v)
-            url = argv[++i];
-        else if (strcmp(a, "--home") == 0 && v)
-            home = argv[++i];
         else if (strcmp(a, "--all") == 0)
             all = 1;
         else if (a[0] != '-' && !id_s)
@@ -75,7 +71,7 @@ int rv_cmd_token(int argc, char **argv)
     }
     unsigned scopes = 0;
     if (strcmp(sub, "create") == 0) {
-        scopes = rv_auth_parse_scopes(scopes_s);
+        scopes = rv_db_scopes_parse(scopes_s);
         if (!name || !*name || strlen(name) > 120 || !scopes) {
             fprintf(stderr, "reverie token create: needs --name (1..120 chars) and --scopes "
                             "from ingest,read,admin\n");
@@ -92,17 +88,15 @@ int rv_cmd_token(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (!home)
-        home = getenv("REVERIE_HOME");
-    if (rv_pgembed_resolve(url, home ? home : "./var", &conninfo, &pg, &e) != 0 ||
-        rv_db_open(conninfo, 1, &db, &e) != 0 || rv_db_migrate(db, NULL, &e) != 0) {
+    if (rv_cli_db_open(&c, 1, &e) != 0) {
         fprintf(stderr, "reverie token: database: %s\n", e.message);
         goto out;
     }
+    db = c.db;
     if (strcmp(sub, "create") == 0) {
-        char tok[RV_TOKEN_LEN + 1], pub[RV_TOKEN_ID_LEN + 1], hash[RV_SHA256_HEX_LEN + 1];
+        char tok[RV_DB_TOKEN_LEN + 1], pub[RV_DB_TOKEN_ID_LEN + 1], hash[RV_SHA256_HEX_LEN + 1];
         int64_t id = 0;
-        if (rv_auth_token_generate(tok, pub) != 0) {
+        if (rv_db_token_generate(tok, pub) != 0) {
             fprintf(stderr, "reverie token: no randomness available\n");
             goto out;
         }
@@ -112,7 +106,7 @@ int rv_cmd_token(int argc, char **argv)
             goto out;
         }
         char sc[48];
-        rv_auth_scopes_str(scopes, sc, sizeof(sc));
+        rv_db_scopes_str(scopes, sc, sizeof(sc));
         fprintf(stderr, "token %lld '%s' (%s) created; it is shown only now:\n", (long long)id,
                 name, sc);
         printf("%s\n", tok);
@@ -127,7 +121,7 @@ int rv_cmd_token(int argc, char **argv)
         printf("%-6s %-24s %-20s %s\n", "ID", "NAME", "SCOPES", "STATE");
         for (size_t i = 0; i < n; i++) {
             char sc[48];
-            rv_auth_scopes_str(rows[i].scopes, sc, sizeof(sc));
+            rv_db_scopes_str(rows[i].scopes, sc, sizeof(sc));
             printf("%-6lld %-24s %-20s %s\n", (long long)rows[i].id, rows[i].name, sc,
                    rows[i].revoked ? "revoked" : "active");
         }
@@ -142,10 +136,7 @@ int rv_cmd_token(int argc, char **argv)
         rc = 0;
     }
 out:
-    rv_db_close(db);
-    if (pg)
-        rv_pgembed_stop(pg, &e);
-    free(conninfo);
+    rv_cli_db_close(&c, "reverie token");
     return rc;
 #endif
 }

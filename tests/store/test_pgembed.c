@@ -1,4 +1,4 @@
-/* Tests for the embedded default database (server/rv_pgembed.c): first
+/* Tests for the embedded default database (store/rv_pgembed.c): first
  * start (initdb), reuse of a running cluster, restart after a crash with a
  * stale postmaster.pid (dead pid, and a pid reused by an unrelated live
  * process), stop, URL precedence, and the root-without-user message. */

@@ -1,5 +1,5 @@
 /* A throwaway PostgreSQL for the db tests: a fresh cluster (initdb) in a
- * mkdtemp directory, started with server/rv_pgembed on a Unix socket in
+ * mkdtemp directory, started with store/rv_pgembed on a Unix socket in
  * that directory (so parallel tests never share a port), stopped and
  * removed at the end, also at exit() after a failed assertion. */
 #ifndef RV_TEST_PG_HELPER_H

@@ -1,5 +1,5 @@
-/* Trace store tests (server/rv_db.c) against a real PostgreSQL started by
- * tests/db/pg_helper.c. Needs the public traces ($RV_SHARED_TRACES); skips
+/* Trace store tests (store/) against a real PostgreSQL started by
+ * tests/store/pg_helper.c. Needs the public traces ($RV_SHARED_TRACES); skips
  * (77) without them or without PostgreSQL binaries. */
 #include <CUnit/Basic.h>
 #include <libpq-fe.h>
@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "pg_helper.h"
-#include "rv_auth.h"
 #include "rv_db.h"
 #include "rv_kineto.h"
 #include "rv_overhead.h"
@@ -91,6 +90,11 @@ static void *mig_thread(void *p)
     return NULL;
 }
 
+/* The newest migration in migrations/, and the what-if cache's columns. */
+#define LATEST 2
+#define CACHE_COLUMNS                                                                              \
+    "SELECT count(*) FROM information_schema.columns WHERE table_name = 'whatif_cache'"
+
 static void test_migrations(void)
 {
     rv_error e;
@@ -100,7 +104,7 @@ static void test_migrations(void)
     CU_ASSERT_EQUAL(v, -1);
     CU_ASSERT_EQUAL_FATAL(rv_db_migrate(g_db, g_migrations, &e), 0);
     CU_ASSERT_EQUAL(rv_db_schema_version(g_db, &v, &dirty, &e), 0);
-    CU_ASSERT_EQUAL(v, 1);
+    CU_ASSERT_EQUAL(v, LATEST);
     CU_ASSERT_EQUAL(dirty, 0);
     long long tables = scalar("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'");
     CU_ASSERT_EQUAL(tables, 10); /* 9 + schema_migrations */
@@ -108,8 +112,19 @@ static void test_migrations(void)
     CU_ASSERT_EQUAL(rv_db_migrate(g_db, g_migrations, &e), 0);
     CU_ASSERT_EQUAL(scalar("SELECT count(*) FROM schema_migrations"), 1);
     CU_ASSERT_EQUAL(scalar("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"), tables);
-    /* Down removes everything it made. */
+    /* One step down: 0002 gives the what-if cache its 0001 shape back. */
     CU_ASSERT_EQUAL_FATAL(rv_db_migrate_down(g_db, g_migrations, 1, &e), 0);
+    CU_ASSERT_EQUAL(rv_db_schema_version(g_db, &v, &dirty, &e), 0);
+    CU_ASSERT_EQUAL(v, 1);
+    CU_ASSERT_EQUAL(scalar(CACHE_COLUMNS), 4);
+    CU_ASSERT_EQUAL(scalar(CACHE_COLUMNS " AND column_name = 'result' AND data_type = 'jsonb'"), 1);
+    /* Up to the latest again: body text plus the typed summary columns. */
+    CU_ASSERT_EQUAL_FATAL(rv_db_migrate(g_db, g_migrations, &e), 0);
+    CU_ASSERT_EQUAL(scalar(CACHE_COLUMNS), 13);
+    CU_ASSERT_EQUAL(scalar(CACHE_COLUMNS " AND column_name = 'body' AND data_type = 'text'"), 1);
+    CU_ASSERT_EQUAL(scalar(CACHE_COLUMNS " AND is_nullable = 'NO'"), 13);
+    /* Down removes everything it made. */
+    CU_ASSERT_EQUAL_FATAL(rv_db_migrate_down(g_db, g_migrations, 0, &e), 0);
     CU_ASSERT_EQUAL(rv_db_schema_version(g_db, &v, &dirty, &e), 0);
     CU_ASSERT_EQUAL(v, -1);
     CU_ASSERT_EQUAL(scalar("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"), 1);
@@ -125,7 +140,7 @@ static void test_migrations(void)
         CU_ASSERT_EQUAL(args[i].rc, 0);
     }
     CU_ASSERT_EQUAL(rv_db_schema_version(g_db, &v, &dirty, &e), 0);
-    CU_ASSERT_EQUAL(v, 1);
+    CU_ASSERT_EQUAL(v, LATEST);
     CU_ASSERT_EQUAL(scalar("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"), tables);
     /* A broken migration directory is refused with a clear message. */
     CU_ASSERT_NOT_EQUAL(rv_db_migrate(g_db, "/nonexistent-dir", &e), 0);
@@ -595,49 +610,156 @@ static void test_snapshot_load_time(void)
 
 /* -------------------------------------------- cache, tokens, jobs */
 
-static void test_cache_tokens_jobs(void)
+/* A summary with every kind of value a double column must keep. */
+static const rv_run_summary g_sum = {.measured_us = 1234.5,
+                                     .baseline_us = 1200.25,
+                                     .predicted_us = 987.0625,
+                                     .speedup = 1.2158762 / 3.0,
+                                     .replay_error = -0.0277,
+                                     .have_energy = 1,
+                                     .baseline_energy_j = 1e-300,
+                                     .energy_j = 6.02214076e23,
+                                     .warnings = 3};
+
+static int same_summary(const rv_run_summary *a, const rv_run_summary *b)
+{
+    return a->measured_us == b->measured_us && a->baseline_us == b->baseline_us &&
+           a->predicted_us == b->predicted_us && a->speedup == b->speedup &&
+           a->replay_error == b->replay_error && a->have_energy == b->have_energy &&
+           a->baseline_energy_j == b->baseline_energy_j && a->energy_j == b->energy_j &&
+           a->warnings == b->warnings;
+}
+
+static void test_cache(void)
 {
     rv_error e;
     long long tid = scalar("SELECT min(id) FROM traces");
     CU_ASSERT_FATAL(tid > 0);
     char hash[65];
     rv_sha256_hex("{\"amp\":true}", 12, hash);
-    json_t *got = NULL, *res = json_pack("{s:f,s:s}", "speedup", 1.25, "model", "amp");
-    CU_ASSERT_EQUAL(rv_db_whatif_cache_get(g_db, tid, hash, &got, &e), 0);
+    /* Keys out of order, odd spacing and number forms: jsonb would change
+     * all of them, the cache must not. */
+    const char *body = "{\"trace_id\":1,\"b\":1.50,\"a\":[1e3, 2],\"\\u00e9t\u00e9\":\"x\"}";
+    size_t blen = strlen(body);
+    char *got = NULL;
+    size_t glen = 99;
+    rv_run_summary sum;
+    memset(&sum, 0x55, sizeof(sum));
+    CU_ASSERT_EQUAL(rv_db_whatif_cache_get(g_db, tid, hash, &got, &glen, &sum, &e), 0);
     CU_ASSERT_PTR_NULL(got);
-    CU_ASSERT_EQUAL(rv_db_whatif_cache_put(g_db, tid, hash, res, &e), 0);
-    CU_ASSERT_EQUAL(rv_db_whatif_cache_put(g_db, tid, hash, res, &e), 0); /* replace */
-    CU_ASSERT_EQUAL(rv_db_whatif_cache_get(g_db, tid, hash, &got, &e), 0);
-    CU_ASSERT(got && json_equal(got, res));
-    json_decref(got);
-    CU_ASSERT_EQUAL(rv_db_whatif_cache_put(g_db, 987654321, hash, res, &e), RV_ERR_NOTFOUND);
-    json_decref(res);
-
-    char th[65];
-    rv_sha256_hex("rvt_secret", 10, th);
-    int64_t id = 0;
-    CU_ASSERT_EQUAL(rv_db_token_create(g_db, "ci", RV_SCOPE_INGEST | RV_SCOPE_READ, th, &id, &e),
+    CU_ASSERT_EQUAL(glen, 0);
+    CU_ASSERT_EQUAL(rv_db_whatif_cache_put(g_db, tid, hash, body, blen, &g_sum, &e), 0);
+    CU_ASSERT_EQUAL(rv_db_whatif_cache_get(g_db, tid, hash, &got, &glen, &sum, &e), 0);
+    CU_ASSERT_EQUAL(glen, blen);
+    CU_ASSERT(got && memcmp(got, body, blen) == 0 && got[glen] == '\0');
+    CU_ASSERT(same_summary(&sum, &g_sum));
+    free(got);
+    /* Replace: new bytes (only a prefix of a longer buffer: len counts, not
+     * a NUL), new figures (NaN and infinity survive); sum NULL is fine. */
+    rv_run_summary s2 = g_sum;
+    s2.speedup = NAN;
+    s2.replay_error = -INFINITY;
+    s2.have_energy = 0;
+    s2.warnings = 0;
+    CU_ASSERT_EQUAL(rv_db_whatif_cache_put(g_db, tid, hash, "{\"v\":2}TRAILING", 7, &s2, &e), 0);
+    CU_ASSERT_EQUAL(rv_db_whatif_cache_get(g_db, tid, hash, &got, &glen, NULL, &e), 0);
+    CU_ASSERT(got && glen == 7 && strcmp(got, "{\"v\":2}") == 0);
+    free(got);
+    CU_ASSERT_EQUAL(rv_db_whatif_cache_get(g_db, tid, hash, &got, &glen, &sum, &e), 0);
+    CU_ASSERT(isnan(sum.speedup) && isinf(sum.replay_error) && sum.replay_error < 0);
+    CU_ASSERT(sum.have_energy == 0 && sum.warnings == 0 && sum.energy_j == g_sum.energy_j);
+    free(got);
+    CU_ASSERT_EQUAL(scalar("SELECT count(*) FROM whatif_cache"), 1);
+    /* The typed columns are queryable as such. */
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM whatif_cache WHERE trace_id = %lld AND measured_us = 1234.5 "
+             "AND NOT have_energy",
+             tid);
+    CU_ASSERT_EQUAL(scalar(sql), 1);
+    /* A missing trace, a NUL inside the body. */
+    CU_ASSERT_EQUAL(rv_db_whatif_cache_put(g_db, 987654321, hash, body, blen, &g_sum, &e),
+                    RV_ERR_NOTFOUND);
+    CU_ASSERT_EQUAL(rv_db_whatif_cache_put(g_db, 987654321, hash, body, blen, &g_sum, NULL),
+                    RV_ERR_NOTFOUND);
+    CU_ASSERT_EQUAL(rv_db_whatif_cache_put(g_db, tid, hash, "{}\0{}", 5, &g_sum, &e),
+                    RV_ERR_INVALID);
+    /* No row outlives its trace (ON DELETE CASCADE). */
+    CU_ASSERT_EQUAL(scalar("SELECT count(*) FROM whatif_cache WHERE trace_id NOT IN (SELECT id "
+                           "FROM traces)"),
                     0);
-    rv_db_token tok;
-    CU_ASSERT_EQUAL(rv_db_token_verify(g_db, th, &tok, &e), 0);
-    CU_ASSERT_EQUAL(tok.id, id);
-    CU_ASSERT_EQUAL(tok.scopes, RV_SCOPE_INGEST | RV_SCOPE_READ);
-    CU_ASSERT_STRING_EQUAL(tok.name, "ci");
+}
+
+/* last_used_at of the token with this hash: 1 set, 0 NULL, -1 no row. */
+static long long token_used(const char *hash)
+{
+    char sql[200];
+    snprintf(sql, sizeof(sql),
+             "SELECT (last_used_at IS NOT NULL)::int FROM api_tokens WHERE token_sha256 = '%s'",
+             hash);
+    return scalar(sql);
+}
+
+static void test_tokens(void)
+{
+    rv_error e;
+    char tok[RV_DB_TOKEN_LEN + 1], pub[RV_DB_TOKEN_ID_LEN + 1], th[65], other[65];
+    CU_ASSERT_EQUAL_FATAL(rv_db_token_generate(tok, pub), 0);
+    CU_ASSERT_EQUAL(strlen(tok), RV_DB_TOKEN_LEN);
+    CU_ASSERT(strncmp(tok, "rvt_", 4) == 0 && tok[12] == '_' && strncmp(tok + 4, pub, 8) == 0);
+    rv_sha256_hex(tok, strlen(tok), th);
+    /* Scope names. */
+    char sc[48];
+    CU_ASSERT_EQUAL(rv_db_scopes_parse("ingest,read"), RV_DB_SCOPE_INGEST | RV_DB_SCOPE_READ);
+    CU_ASSERT_EQUAL(rv_db_scopes_parse("admin"), RV_DB_SCOPE_ADMIN);
+    CU_ASSERT_EQUAL(rv_db_scopes_parse("read,write"), 0);
+    CU_ASSERT_EQUAL(rv_db_scopes_parse(""), 0);
+    rv_db_scopes_str(RV_DB_SCOPE_INGEST | RV_DB_SCOPE_ADMIN, sc, sizeof(sc));
+    CU_ASSERT_STRING_EQUAL(sc, "ingest,admin");
+
+    int64_t id = 0;
+    CU_ASSERT_EQUAL(
+        rv_db_token_create(g_db, "ci", RV_DB_SCOPE_INGEST | RV_DB_SCOPE_READ, th, &id, &e), 0);
+    CU_ASSERT_EQUAL(token_used(th), 0);
+    rv_db_token tok_row;
+    CU_ASSERT_EQUAL(rv_db_token_verify(g_db, th, &tok_row, &e), 0);
+    CU_ASSERT_EQUAL(tok_row.id, id);
+    CU_ASSERT_EQUAL(tok_row.scopes, RV_DB_SCOPE_INGEST | RV_DB_SCOPE_READ);
+    CU_ASSERT_STRING_EQUAL(tok_row.name, "ci");
+    CU_ASSERT_EQUAL(token_used(th), 1); /* verify writes it at once */
+
+    /* The server's path: a noted use is written by the next list. */
+    PGconn *c = PQconnectdb(g_pg.conninfo);
+    PQclear(PQexec(c, "UPDATE api_tokens SET last_used_at = NULL"));
+    PQfinish(c);
+    rv_sha256_hex("rvt_other", 9, other);
+    CU_ASSERT_EQUAL(rv_db_token_create(g_db, "other", RV_DB_SCOPE_READ, other, NULL, &e), 0);
+    rv_db_token_note_use(th);
+    rv_db_token_note_use(th);
+    rv_db_token_note_use("not a hash");
+    CU_ASSERT_EQUAL(token_used(th), 0); /* noting never touches the database */
     rv_db_token *rows = NULL;
     size_t n = 0;
     CU_ASSERT_EQUAL(rv_db_token_list(g_db, 0, &rows, &n, &e), 0);
+    CU_ASSERT_EQUAL(n, 2);
+    rv_db_token_list_free(rows, n);
+    CU_ASSERT_EQUAL(token_used(th), 1);
+    CU_ASSERT_EQUAL(token_used(other), 0);
+
+    CU_ASSERT_EQUAL(rv_db_token_revoke(g_db, id, &e), 0);
+    CU_ASSERT_EQUAL(rv_db_token_verify(g_db, th, &tok_row, &e), RV_ERR_NOTFOUND);
+    CU_ASSERT_EQUAL(rv_db_token_list(g_db, 0, &rows, &n, &e), 0);
     CU_ASSERT_EQUAL(n, 1);
     rv_db_token_list_free(rows, n);
-    CU_ASSERT_EQUAL(rv_db_token_revoke(g_db, id, &e), 0);
-    CU_ASSERT_EQUAL(rv_db_token_verify(g_db, th, &tok, &e), RV_ERR_NOTFOUND);
-    CU_ASSERT_EQUAL(rv_db_token_list(g_db, 0, &rows, &n, &e), 0);
-    CU_ASSERT_EQUAL(n, 0);
-    rv_db_token_list_free(rows, n);
     CU_ASSERT_EQUAL(rv_db_token_list(g_db, 1, &rows, &n, &e), 0);
-    CU_ASSERT(n == 1 && rows[0].revoked);
+    CU_ASSERT(n == 2 && rows[0].revoked && !rows[1].revoked);
     rv_db_token_list_free(rows, n);
     CU_ASSERT_EQUAL(rv_db_token_revoke(g_db, id + 1000, &e), RV_ERR_NOTFOUND);
+}
 
+static void test_jobs_platforms(void)
+{
+    rv_error e;
     /* Jobs: two claims never get the same job; empty queue = NOTFOUND. */
     int64_t j1, j2;
     json_t *req = json_pack("{s:i}", "n", 1);
@@ -709,7 +831,9 @@ int main(void)
     CU_add_test(s, "crash mid-ingest", test_crash_mid_ingest);
     CU_add_test(s, "overhead statistics: db == engine", test_overhead_stats);
     CU_add_test(s, "snapshot load time (100k tasks)", test_snapshot_load_time);
-    CU_add_test(s, "what-if cache, tokens, jobs", test_cache_tokens_jobs);
+    CU_add_test(s, "what-if cache: the bytes sent, the summary beside them", test_cache);
+    CU_add_test(s, "tokens: create, verify, last use, revoke, list", test_tokens);
+    CU_add_test(s, "jobs, platforms, ping", test_jobs_platforms);
     unsigned fails = rv_test_run();
     rv_db_close(g_db);
     rv_testpg_stop(&g_pg);

@@ -1,3 +1,7 @@
+/* The embedded default database: finding the PostgreSQL binaries, creating
+ * and starting a private cluster under $REVERIE_HOME (as an unprivileged
+ * user when run as root), crash recovery of a stale postmaster.pid, and
+ * picking a URL or the cluster for a process (rv_pgembed.h). */
 #include "rv_pgembed.h"
 
 #include <dirent.h>
@@ -452,7 +456,7 @@ static int init_cluster(rv_pgembed *pg, rv_error *err)
         FILE *f = fopen(conf, "a");
         if (!f)
             _exit(1);
-        fprintf(f, "\n# Added by reverie (server/rv_pgembed.c): private cluster, Unix "
+        fprintf(f, "\n# Added by reverie (store/rv_pgembed.c): private cluster, Unix "
                    "socket only.\nlisten_addresses = ''\nunix_socket_permissions = 0700\n"
                    "port = " PG_PORT "\n");
         _exit(fclose(f) == 0 ? 0 : 1);

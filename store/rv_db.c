@@ -1,0 +1,238 @@
+/* The store's connection pool: opening and closing connections, lending
+ * them to one caller at a time, the hot statements prepared once per
+ * connection, and the query helpers every module shares
+ * (rv_db_internal.h). No table is named here but in the hot statements. */
+#include "rv_db.h"
+#include "rv_db_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name, *sql;
+    int nparams;
+} stmts[RV_DB__ST_COUNT] = {
+    [RV_DB__ST_SNAPSHOT] =
+        {"rv_snapshot",
+         "SELECT bytes FROM trace_snapshots WHERE trace_id = $1 AND format_version = $2", 2},
+    [RV_DB__ST_CACHE_GET] = {"rv_cache_get",
+                             "SELECT body, measured_us, baseline_us, predicted_us, speedup, "
+                             "replay_error, have_energy, baseline_energy_j, energy_j, warnings "
+                             "FROM whatif_cache WHERE trace_id = $1 AND request_hash = $2",
+                             2},
+    [RV_DB__ST_CACHE_PUT] = {"rv_cache_put",
+                             "INSERT INTO whatif_cache (trace_id, request_hash, body, "
+                             "measured_us, baseline_us, predicted_us, speedup, replay_error, "
+                             "have_energy, baseline_energy_j, energy_j, warnings) VALUES ($1, $2, "
+                             "$3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (trace_id, "
+                             "request_hash) DO UPDATE SET body = EXCLUDED.body, measured_us = "
+                             "EXCLUDED.measured_us, baseline_us = EXCLUDED.baseline_us, "
+                             "predicted_us = EXCLUDED.predicted_us, speedup = EXCLUDED.speedup, "
+                             "replay_error = EXCLUDED.replay_error, have_energy = "
+                             "EXCLUDED.have_energy, baseline_energy_j = "
+                             "EXCLUDED.baseline_energy_j, energy_j = EXCLUDED.energy_j, warnings "
+                             "= EXCLUDED.warnings, created_at = now()",
+                             12},
+    [RV_DB__ST_TOKEN_VERIFY] = {"rv_token_verify",
+                                "UPDATE api_tokens SET last_used_at = now() WHERE token_sha256 = "
+                                "$1 AND revoked_at IS NULL RETURNING id, name, token_sha256, "
+                                "array_to_string(scopes, ',')",
+                                1},
+    [RV_DB__ST_JOB_CLAIM] = {"rv_job_claim",
+                             "UPDATE jobs SET state = 'running', locked_by = $1, started_at = "
+                             "now(), heartbeat_at = now(), attempts = attempts + 1 WHERE id = "
+                             "(SELECT id FROM jobs WHERE state = 'queued' AND ($2::text IS NULL "
+                             "OR kind = $2) ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) "
+                             "RETURNING id, kind, request::text, attempts",
+                             2},
+};
+
+int rv_db__fail(rv_error *err, const char *what, PGconn *c, const PGresult *r)
+{
+    const char *msg = r ? PQresultErrorMessage(r) : "";
+    if (!msg || !*msg)
+        msg = PQerrorMessage(c);
+    char buf[200];
+    snprintf(buf, sizeof(buf), "%s", msg ? msg : "");
+    buf[strcspn(buf, "\n")] = '\0';
+    const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    int code = state && strcmp(state, "23503") == 0 ? RV_ERR_NOTFOUND : RV_ERR_IO;
+    return rv_error_set(err, code, -1, -1, "database: %s: %s", what, buf);
+}
+
+void rv_db__id_text(char out[24], int64_t id)
+{
+    snprintf(out, 24, "%lld", (long long)id);
+}
+
+/* Server NOTICEs ("relation already exists, skipping") are not errors and
+ * would only clutter the service's stderr. */
+static void quiet_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
+int rv_db_open(const char *conninfo, unsigned nconns, rv_db **out, rv_error *err)
+{
+    *out = NULL;
+    if (nconns < 1)
+        nconns = 1;
+    if (nconns > RV_DB__MAX_CONNS)
+        nconns = RV_DB__MAX_CONNS;
+    rv_db *db = calloc(1, sizeof(*db));
+    if (!db || !(db->conninfo = strdup(conninfo))) {
+        free(db);
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    }
+    pthread_mutex_init(&db->mu, NULL);
+    pthread_cond_init(&db->cv, NULL);
+    for (unsigned i = 0; i < nconns; i++) {
+        PGconn *c = PQconnectdb(conninfo);
+        db->n = i + 1;
+        db->conns[i].c = c;
+        PQsetNoticeProcessor(c, quiet_notice, NULL);
+        if (PQstatus(c) != CONNECTION_OK) {
+            int rc = rv_error_set(err, RV_ERR_IO, -1, -1, "database: cannot connect: %s",
+                                  PQerrorMessage(c));
+            rv_db_close(db);
+            return rc;
+        }
+    }
+    *out = db;
+    return 0;
+}
+
+void rv_db_close(rv_db *db)
+{
+    if (!db)
+        return;
+    for (unsigned i = 0; i < db->n; i++)
+        PQfinish(db->conns[i].c);
+    pthread_mutex_destroy(&db->mu);
+    pthread_cond_destroy(&db->cv);
+    free(db->conninfo);
+    free(db);
+}
+
+rv_db__conn *rv_db__acquire(rv_db *db, rv_error *err)
+{
+    rv_db__conn *pc = NULL;
+    pthread_mutex_lock(&db->mu);
+    for (;;) {
+        for (unsigned i = 0; i < db->n && !pc; i++)
+            if (!db->conns[i].busy)
+                pc = &db->conns[i];
+        if (pc)
+            break;
+        pthread_cond_wait(&db->cv, &db->mu);
+    }
+    pc->busy = 1;
+    pthread_mutex_unlock(&db->mu);
+    if (PQstatus(pc->c) != CONNECTION_OK) {
+        PQreset(pc->c);
+        pc->prepared = 0;
+        if (PQstatus(pc->c) != CONNECTION_OK) {
+            rv_error_set(err, RV_ERR_IO, -1, -1, "database: connection lost: %s",
+                         PQerrorMessage(pc->c));
+            pthread_mutex_lock(&db->mu);
+            pc->busy = 0;
+            pthread_cond_signal(&db->cv);
+            pthread_mutex_unlock(&db->mu);
+            return NULL;
+        }
+    }
+    return pc;
+}
+
+void rv_db__release(rv_db *db, rv_db__conn *pc)
+{
+    if (!pc)
+        return;
+    /* Never hand out a connection inside a transaction. */
+    if (PQstatus(pc->c) == CONNECTION_OK && PQtransactionStatus(pc->c) != PQTRANS_IDLE)
+        PQclear(PQexec(pc->c, "ROLLBACK"));
+    pthread_mutex_lock(&db->mu);
+    pc->busy = 0;
+    pthread_cond_signal(&db->cv);
+    pthread_mutex_unlock(&db->mu);
+}
+
+PGresult *rv_db__q(rv_db__conn *pc, const char *what, const char *sql, int n,
+                   const char *const *vals, ExecStatusType want, rv_error *err)
+{
+    PGresult *r = PQexecParams(pc->c, sql, n, NULL, vals, NULL, NULL, 0);
+    if (PQresultStatus(r) != want) {
+        rv_db__fail(err, what, pc->c, r);
+        PQclear(r);
+        return NULL;
+    }
+    return r;
+}
+
+int rv_db__exec(rv_db__conn *pc, const char *what, const char *sql, rv_error *err)
+{
+    PGresult *r = rv_db__q(pc, what, sql, 0, NULL, PGRES_COMMAND_OK, err);
+    PQclear(r);
+    return r ? 0 : RV_ERR_IO;
+}
+
+PGresult *rv_db__qp(rv_db__conn *pc, int st, const char *const *vals, const int *lens,
+                    const int *fmts, int result_binary, ExecStatusType want, rv_error *err)
+{
+    if (!(pc->prepared & (1u << st))) {
+        PGresult *r = PQprepare(pc->c, stmts[st].name, stmts[st].sql, stmts[st].nparams, NULL);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            rv_db__fail(err, stmts[st].name, pc->c, r);
+            PQclear(r);
+            return NULL;
+        }
+        PQclear(r);
+        pc->prepared |= 1u << st;
+    }
+    PGresult *r =
+        PQexecPrepared(pc->c, stmts[st].name, stmts[st].nparams, vals, lens, fmts, result_binary);
+    if (PQresultStatus(r) != want) {
+        rv_db__fail(err, stmts[st].name, pc->c, r);
+        PQclear(r);
+        return NULL;
+    }
+    return r;
+}
+
+int rv_db_ping(rv_db *db, rv_error *err)
+{
+    rv_db__conn *pc = rv_db__acquire(db, err);
+    if (!pc)
+        return RV_ERR_IO;
+    PGresult *r = rv_db__q(pc, "ping", "SELECT 1", 0, NULL, PGRES_TUPLES_OK, err);
+    PQclear(r);
+    rv_db__release(db, pc);
+    return r ? 0 : RV_ERR_IO;
+}
+
+int rv_db__query_json(rv_db *db, const char *what, const char *sql, int n, const char *const *vals,
+                      json_t **out, rv_error *err)
+{
+    *out = NULL;
+    rv_db__conn *pc = rv_db__acquire(db, err);
+    if (!pc)
+        return RV_ERR_IO;
+    int rc = 0;
+    PGresult *r = rv_db__q(pc, what, sql, n, vals, PGRES_TUPLES_OK, err);
+    if (!r) {
+        rc = RV_ERR_IO;
+    } else if (PQntuples(r) == 0 || PQgetisnull(r, 0, 0)) {
+        rc = rv_error_set(err, RV_ERR_NOTFOUND, -1, -1, "%s: not found", what);
+    } else {
+        json_error_t je;
+        *out = json_loads(PQgetvalue(r, 0, 0), JSON_DECODE_ANY, &je);
+        if (!*out)
+            rc = rv_error_set(err, RV_ERR_INTERNAL, -1, -1, "%s: bad JSON from the database: %s",
+                              what, je.text);
+    }
+    PQclear(r);
+    rv_db__release(db, pc);
+    return rc;
+}

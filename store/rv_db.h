@@ -1,0 +1,45 @@
+/* The trace store: PostgreSQL access through libpq (docs/internals/store.md).
+ *
+ * This header is the store's front door: the connection pool below, and
+ * every module's header (one .c/.h pair per concern), so that a caller
+ * includes "rv_db.h" and gets the whole store.
+ *
+ * Threads: an rv_db is a fixed pool of connections guarded by a mutex and a
+ * condition variable. Every function of the store borrows one connection
+ * for the duration of the call and gives it back, so any number of threads
+ * may share one rv_db; no PGconn is ever used by two threads at once
+ * (libpq's rule). A call blocks while all connections are busy. A
+ * connection found broken is reset before its next use.
+ *
+ * Errors: 0 or a negative rv_err; *err says what failed (the server's
+ * message included). RV_ERR_NOTFOUND for a missing id. Database failures
+ * are RV_ERR_IO. */
+#ifndef RV_DB_H
+#define RV_DB_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rv_error.h"
+
+typedef struct rv_db rv_db;
+
+/* Opens nconns (1..64) connections to conninfo (borrowed). */
+int rv_db_open(const char *conninfo, unsigned nconns, rv_db **out, rv_error *err);
+/* Closes every connection and frees db. NULL-safe. Callers must be done. */
+void rv_db_close(rv_db *db);
+/* SELECT 1 on a pooled connection. */
+int rv_db_ping(rv_db *db, rv_error *err);
+
+#include "rv_db_migrate.h"
+#include "rv_db_platforms.h"
+#include "rv_db_ingest.h"
+#include "rv_db_ingest_prep.h"
+#include "rv_db_traces.h"
+#include "rv_db_overheads.h"
+#include "rv_db_cache.h"
+#include "rv_db_tokens.h"
+#include "rv_db_jobs.h"
+
+#endif

@@ -1,0 +1,27 @@
+/* The what-if cache (store/rv_db_cache.c): per (trace, request hash), the
+ * exact bytes of the answer that was sent, and beside them the figures a
+ * fleet row shows (rv_run_summary), so that a fleet-wide what-if reads its
+ * rows without parsing JSON. */
+#ifndef RV_DB_CACHE_H
+#define RV_DB_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rv_error.h"
+#include "rv_run.h"
+
+typedef struct rv_db rv_db;
+
+/* On a hit: *body (new, NUL-terminated, free()) of *len bytes, and *sum
+ * (sum may be NULL: not wanted). On a miss: 0 with *body NULL and *len 0.
+ * request_hash is 64 lowercase hex characters. */
+int rv_db_whatif_cache_get(rv_db *db, int64_t trace_id, const char *request_hash, char **body,
+                           size_t *len, rv_run_summary *sum, rv_error *err);
+/* Stores (or replaces) an answer: body (borrowed; len bytes of UTF-8 JSON
+ * text without NUL bytes, else RV_ERR_INVALID) and its figures (borrowed;
+ * NULL stores zeros). RV_ERR_NOTFOUND when the trace does not exist. */
+int rv_db_whatif_cache_put(rv_db *db, int64_t trace_id, const char *request_hash, const char *body,
+                           size_t len, const rv_run_summary *sum, rv_error *err);
+
+#endif

@@ -1,0 +1,368 @@
+/* Ingest, the SQL half: the duplicate check, the platform row, and the
+ * one transaction that writes the trace row, original, snapshot, samples
+ * (COPY) and the touched statistics; plus the entry points that run both
+ * halves (rv_db_ingest.h; the CPU half is rv_db_ingest_prep.c). */
+#include "rv_db_ingest.h"
+#include "rv_db_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rv_kineto.h"
+#include "rv_sha256.h"
+#include "rv_snapshot.h"
+
+#define COPY_CHUNK (1u << 20)
+
+/* A growable text buffer with a hard cap (the COPY chunk). */
+typedef struct sbuf {
+    char *p;
+    size_t len, cap, max;
+    int failed;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        if (cap > b->max) {
+            b->failed = 1;
+            return;
+        }
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            b->failed = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_str(sbuf *b, const char *s)
+{
+    sb_add(b, s, strlen(s));
+}
+
+/* COPY text format escaping. */
+static void sb_copy_text(sbuf *b, const char *s)
+{
+    const char *run = s;
+    for (; *s; s++) {
+        const char *esc = NULL;
+        switch (*s) {
+        case '\\': esc = "\\\\"; break;
+        case '\t': esc = "\\t"; break;
+        case '\n': esc = "\\n"; break;
+        case '\r': esc = "\\r"; break;
+        default: break;
+        }
+        if (esc) {
+            sb_add(b, run, (size_t)(s - run));
+            sb_str(b, esc);
+            run = s + 1;
+        }
+    }
+    sb_add(b, run, (size_t)(s - run));
+}
+
+/* Exact decimal microseconds of a nanosecond count ("12.345"), so that the
+ * database parses the same double the engine computes as ns / 1000.0. */
+static void us_text(char *out, size_t cap, int64_t ns)
+{
+    uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    snprintf(out, cap, "%s%llu.%03llu", ns < 0 ? "-" : "", (unsigned long long)(a / 1000),
+             (unsigned long long)(a % 1000));
+}
+
+/* Measured iteration as the engine sees it: the median step, else the
+ * span (rv_report_trace_figures). */
+static int copy_samples(rv_db__conn *pc, const rv_trace *t, const rv_overhead_samples *s,
+                        const char *trace_id, const char *platform_id, rv_error *err)
+{
+    sbuf b = {.max = (size_t)64 << 20};
+    int rc = 0;
+    PGresult *r = PQexec(pc->c, "COPY overhead_samples (trace_id, seq, platform_id, type, "
+                                "op_name, value_us) FROM STDIN");
+    if (PQresultStatus(r) != PGRES_COPY_IN) {
+        rc = rv_db__fail(err, "COPY overhead_samples", pc->c, r);
+        PQclear(r);
+        return rc;
+    }
+    PQclear(r);
+    for (size_t i = 0; i < s->n && !rc; i++) {
+        char line[96], us[48];
+        us_text(us, sizeof(us), s->v[i].value_ns);
+        snprintf(line, sizeof(line), "%s\t%zu\t%s\t%d\t", trace_id, i, platform_id, s->v[i].type);
+        sb_str(&b, line);
+        sb_copy_text(&b, rv_trace_str(t, s->v[i].name));
+        sb_str(&b, "\t");
+        sb_str(&b, us);
+        sb_str(&b, "\n");
+        if (b.failed)
+            rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "COPY: out of memory");
+        else if (b.len >= COPY_CHUNK || i + 1 == s->n) {
+            if (PQputCopyData(pc->c, b.p, (int)b.len) != 1)
+                rc = rv_db__fail(err, "COPY data", pc->c, NULL);
+            b.len = 0;
+        }
+    }
+    if (PQputCopyEnd(pc->c, rc ? "aborted by client" : NULL) != 1 && !rc)
+        rc = rv_db__fail(err, "COPY end", pc->c, NULL);
+    while ((r = PQgetResult(pc->c))) {
+        if (PQresultStatus(r) != PGRES_COMMAND_OK && !rc)
+            rc = rv_db__fail(err, "COPY overhead_samples", pc->c, r);
+        PQclear(r);
+    }
+    free(b.p);
+    return rc;
+}
+
+/* A short lookup on a borrowed connection: when the content is stored
+ * already, fills res as a duplicate and returns 1; 0 when it is new. */
+static int find_duplicate(rv_db *db, const char *sha, rv_db_ingest_result *res, rv_error *err)
+{
+    int64_t existing = 0;
+    rv_db__conn *pc = rv_db__acquire(db, err);
+    if (!pc)
+        return RV_ERR_IO;
+    int rc = rv_db__trace_id_by_sha(pc, sha, &existing, err);
+    rv_db__release(db, pc);
+    if (rc)
+        return rc;
+    if (!existing)
+        return 0;
+    res->trace_id = existing;
+    res->duplicate = 1;
+    return 1;
+}
+
+/* INSERT of one row with a bytea last parameter. */
+static int insert_bytes(rv_db__conn *pc, const char *what, const char *sql, const char *a,
+                        const char *b, const char *c, const void *bytes, size_t n, rv_error *err)
+{
+    const char *vals[] = {a, b, c, bytes};
+    int lens[] = {0, 0, 0, (int)n};
+    int fmts[] = {0, 0, 0, 1};
+    PGresult *r = PQexecParams(pc->c, sql, 4, NULL, vals, lens, fmts, 0);
+    int rc = PQresultStatus(r) == PGRES_COMMAND_OK ? 0 : rv_db__fail(err, what, pc->c, r);
+    PQclear(r);
+    return rc;
+}
+
+int rv_db_ingest_commit(rv_db *db, const rv_db_ingest_prep *p, rv_db_ingest_result *res,
+                        rv_error *err)
+{
+    char pid_s[24], tid_s[24], rank_s[16], ws_s[16], meas_s[40], tasks_s[24], it_s[16];
+    PGresult *r = NULL;
+    int64_t existing = 0;
+    int rc = 0;
+
+    memset(res, 0, sizeof(*res));
+    memcpy(res->sha256, p->sha256, sizeof(res->sha256));
+    rv_db__conn *pc = rv_db__acquire(db, err);
+    if (!pc)
+        return RV_ERR_IO;
+    rc = rv_db__trace_id_by_sha(pc, p->sha256, &existing, err);
+    if (rc)
+        goto out;
+    if (existing) {
+        res->trace_id = existing;
+        res->duplicate = 1;
+        goto out;
+    }
+    /* The platform row is committed on its own: harmless if the ingest
+     * then fails, and it keeps concurrent ingests of one platform from
+     * queueing behind each other's whole transaction. */
+    rc = rv_db__platform_upsert(pc, &p->platform, p->platform_key, &res->platform_id, err);
+    if (rc)
+        goto out;
+    rv_db__id_text(pid_s, res->platform_id);
+    snprintf(rank_s, sizeof(rank_s), "%d", p->rank);
+    snprintf(ws_s, sizeof(ws_s), "%d", p->world_size);
+    snprintf(meas_s, sizeof(meas_s), "%.17g", p->measured_us);
+    snprintf(tasks_s, sizeof(tasks_s), "%zu", p->t->nevents);
+    snprintf(it_s, sizeof(it_s), "%d", p->iterations);
+
+    rc = rv_db__exec(pc, "BEGIN", "BEGIN", err);
+    if (rc)
+        goto out;
+    const char *vals[] = {p->job,
+                          p->rank >= 0 ? rank_s : NULL,
+                          p->world_size >= 1 ? ws_s : NULL,
+                          pid_s,
+                          p->source_format,
+                          p->measured_us > 0 ? meas_s : NULL,
+                          tasks_s,
+                          it_s,
+                          p->sha256,
+                          p->summary_txt,
+                          p->tags};
+    r = rv_db__q(pc, "insert trace",
+                 "INSERT INTO traces (job, rank, world_size, platform_id, source_format, "
+                 "measured_us, tasks, iterations, content_sha256, summary, tags) VALUES ($1, $2, "
+                 "$3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11::text[]) ON CONFLICT "
+                 "(content_sha256) DO NOTHING RETURNING id",
+                 11, vals, PGRES_TUPLES_OK, err);
+    if (!r) {
+        rc = RV_ERR_IO;
+        goto out;
+    }
+    if (PQntuples(r) == 0) {
+        /* A concurrent upload of the same bytes committed first. */
+        PQclear(PQexec(pc->c, "ROLLBACK"));
+        rc = rv_db__trace_id_by_sha(pc, p->sha256, &existing, err);
+        res->trace_id = existing;
+        res->duplicate = 1;
+        goto out;
+    }
+    res->trace_id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    rv_db__id_text(tid_s, res->trace_id);
+    if (db->hook)
+        db->hook(1, db->hook_ctx);
+    char size_s[24], ver_s[16], raw_s[24];
+    uint64_t raw_len = 0;
+    snprintf(size_s, sizeof(size_s), "%zu", p->len);
+    rv_snapshot_peek(p->snap, p->snap_len, NULL, &raw_len, NULL);
+    snprintf(ver_s, sizeof(ver_s), "%d", RV_SNAPSHOT_VERSION);
+    snprintf(raw_s, sizeof(raw_s), "%llu", (unsigned long long)raw_len);
+    rc = insert_bytes(pc, "store original",
+                      "INSERT INTO trace_originals (trace_id, encoding, size, bytes) VALUES ($1, "
+                      "$2, $3, $4)",
+                      tid_s, p->already_gzip ? "identity" : "gzip", size_s, p->stored,
+                      p->stored_len, err);
+    if (!rc)
+        rc = insert_bytes(pc, "store snapshot",
+                          "INSERT INTO trace_snapshots (trace_id, format_version, raw_size, "
+                          "bytes) VALUES ($1, $2, $3, $4)",
+                          tid_s, ver_s, raw_s, p->snap, p->snap_len, err);
+    if (!rc && p->samples.n)
+        rc = copy_samples(pc, p->t, &p->samples, tid_s, pid_s, err);
+    if (rc)
+        goto out;
+    if (db->hook)
+        db->hook(2, db->hook_ctx);
+    if (p->samples.n) {
+        /* Serialize statistics updates per platform: after this lock, this
+         * transaction's next statement sees every committed sample. */
+        rc = rv_db__lock_platform(pc, pid_s, err);
+        if (!rc)
+            rc = rv_db__recompute_stats(pc, RV_DB__KEYS_OF_TRACE, pid_s, tid_s, NULL, err);
+        if (rc)
+            goto out;
+    }
+    if (db->hook)
+        db->hook(3, db->hook_ctx);
+    rc = rv_db__exec(pc, "COMMIT", "COMMIT", err);
+    if (rc)
+        goto out;
+    res->samples = p->samples.n;
+out:
+    if (rc)
+        res->trace_id = res->duplicate ? res->trace_id : 0;
+    PQclear(r);
+    rv_db__release(db, pc);
+    return rc;
+}
+
+/* validate, then everything but the hash for content of hash sha. */
+static int ingest_hashed(rv_db *db, const rv_trace *t, const void *orig, size_t len,
+                         const rv_db_ingest_meta *meta, const char *sha, rv_db_ingest_result *res,
+                         rv_error *err)
+{
+    rv_db_ingest_prep *p = NULL;
+    int rc = rv_db__ingest_validate(t, orig, len, meta, err);
+    if (!rc)
+        rc = rv_db__ingest_prepare_hashed(t, orig, len, meta, sha, &p, err);
+    if (!rc)
+        rc = rv_db_ingest_commit(db, p, res, err);
+    rv_db_ingest_prep_free(p);
+    return rc;
+}
+
+int rv_db_ingest(rv_db *db, const rv_trace *t, const void *orig, size_t len,
+                 const rv_db_ingest_meta *meta, rv_db_ingest_result *res, rv_error *err)
+{
+    memset(res, 0, sizeof(*res));
+    int rc = rv_db__ingest_validate(t, orig, len, meta, err);
+    if (rc)
+        return rc;
+    rv_sha256_hex(orig, len, res->sha256);
+    /* Answer a duplicate before the CPU work. */
+    rc = find_duplicate(db, res->sha256, res, err);
+    if (rc)
+        return rc < 0 ? rc : 0;
+    char sha[65];
+    memcpy(sha, res->sha256, sizeof(sha));
+    return ingest_hashed(db, t, orig, len, meta, sha, res, err);
+}
+
+int rv_db_ingest_buffer(rv_db *db, const void *orig, size_t len, const rv_db_ingest_meta *meta,
+                        rv_db_ingest_result *res, rv_error *err)
+{
+    memset(res, 0, sizeof(*res));
+    size_t cap = meta && meta->max_bytes ? meta->max_bytes : RV_DB__DEFAULT_MAX_BYTES;
+    if (!orig || len == 0)
+        return rv_error_set(err, RV_ERR_INVALID, -1, -1, "the upload is empty");
+    if (len > cap)
+        return rv_error_set(err, RV_ERR_LIMIT, -1, -1,
+                            "the upload is %zu bytes, over the %zu-byte cap", len, cap);
+    /* Answer a duplicate before spending time on parsing. */
+    rv_sha256_hex(orig, len, res->sha256);
+    int rc = find_duplicate(db, res->sha256, res, err);
+    if (rc)
+        return rc < 0 ? rc : 0;
+    char sha[65];
+    memcpy(sha, res->sha256, sizeof(sha));
+    rv_trace *t = NULL;
+    rc = rv_kineto_read_buffer(orig, len, NULL, &t, err);
+    if (rc)
+        return rc;
+    rc = ingest_hashed(db, t, orig, len, meta, sha, res, err);
+    rv_trace_free(t);
+    return rc;
+}
+
+int rv_db_ingest_file(rv_db *db, const char *path, const rv_db_ingest_meta *meta,
+                      rv_db_ingest_result *res, rv_error *err)
+{
+    memset(res, 0, sizeof(*res));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return rv_error_set(err, RV_ERR_IO, -1, -1, "cannot open %s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return rv_error_set(err, RV_ERR_IO, -1, -1, "%s is not a regular file", path);
+    }
+    if (sb.st_size == 0) {
+        close(fd);
+        return rv_error_set(err, RV_ERR_INVALID, -1, -1, "%s is empty", path);
+    }
+    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return rv_error_set(err, RV_ERR_IO, -1, -1, "cannot map %s: %s", path, strerror(errno));
+    int rc = rv_db_ingest_buffer(db, m, (size_t)sb.st_size, meta, res, err);
+    munmap(m, (size_t)sb.st_size);
+    return rc;
+}
+
+void rv_db_set_ingest_hook(rv_db *db, rv_db_ingest_hook fn, void *ctx)
+{
+    db->hook = fn;
+    db->hook_ctx = ctx;
+}

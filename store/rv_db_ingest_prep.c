@@ -1,0 +1,277 @@
+/* Ingest, the CPU half: everything an ingest computes before it takes a
+ * database connection (checks, gzip of the original, snapshot encoding,
+ * overhead-sample extraction, the summary and the row's values). No libpq
+ * call in this file (rv_db_ingest_prep.h). */
+#include "rv_db_ingest_prep.h"
+#include "rv_db_internal.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "rv_overhead.h"
+#include "rv_report.h"
+#include "rv_snapshot.h"
+#include "rv_sha256.h"
+
+#define SNAPSHOT_LEVEL 1
+#define TAGS_MAX       (1u << 20)
+
+static const rv_db_ingest_meta no_meta = {.rank = RV_NONE, .world_size = RV_NONE};
+
+/* A text[] literal {"a","b"} with " and \ escaped (new); NULL past
+ * TAGS_MAX bytes or on OOM. */
+static char *tags_literal(const char *const *tags, size_t n)
+{
+    size_t len = 2;
+    for (size_t i = 0; i < n; i++)
+        for (const char *s = tags[i] ? tags[i] : ""; *s; s++)
+            len += *s == '"' || *s == '\\' ? 2 : 1;
+    len += 3 * n; /* quotes and commas */
+    if (len + 1 > TAGS_MAX)
+        return NULL;
+    char *out = malloc(len + 1), *o = out;
+    if (!out)
+        return NULL;
+    *o++ = '{';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            *o++ = ',';
+        *o++ = '"';
+        for (const char *s = tags[i] ? tags[i] : ""; *s; s++) {
+            if (*s == '"' || *s == '\\')
+                *o++ = '\\';
+            *o++ = *s;
+        }
+        *o++ = '"';
+    }
+    *o++ = '}';
+    *o = '\0';
+    return out;
+}
+
+/* Measured iteration as the engine sees it: the median step, else the
+ * span (rv_report_trace_figures). */
+static void measure_iterations(const rv_trace *t, double *measured_us, int *iterations)
+{
+    rv_trace_figures f;
+    rv_report_trace_figures(t, &f);
+    *measured_us = f.measured_us;
+    *iterations = f.iterations;
+}
+
+static json_t *build_summary(const rv_trace *t, double measured_us, int iterations, size_t nsamples)
+{
+    size_t by_cat[RV_CAT_COUNT] = {0};
+    int64_t lo = INT64_MAX, hi = INT64_MIN, gpu_busy = 0;
+    for (size_t i = 0; i < t->nevents; i++) {
+        const rv_event *e = &t->events[i];
+        by_cat[e->cat < RV_CAT_COUNT ? e->cat : 0]++;
+        if (e->ts_ns < lo)
+            lo = e->ts_ns;
+        if (e->ts_ns + e->dur_ns > hi)
+            hi = e->ts_ns + e->dur_ns;
+        if (rv_cat_is_gpu_task(e->cat))
+            gpu_busy += e->dur_ns;
+    }
+    json_t *cats = json_object();
+    for (int c = 0; c < RV_CAT_COUNT; c++)
+        if (by_cat[c])
+            json_object_set_new(cats, rv_cat_name(c), json_integer((json_int_t)by_cat[c]));
+    json_t *devs = json_array();
+    for (size_t i = 0; i < t->ndevices; i++) {
+        const rv_device *d = &t->devices[i];
+        char cc[32];
+        snprintf(cc, sizeof(cc), "%d.%d", d->compute_major, d->compute_minor);
+        json_array_append_new(devs, json_pack("{s:i,s:s,s:i,s:s,s:I}", "id", d->id, "name",
+                                              rv_trace_str(t, d->name), "num_sms", d->num_sms,
+                                              "compute_capability", cc, "total_mem",
+                                              (json_int_t)d->total_mem));
+    }
+    return json_pack("{s:I,s:o,s:o,s:f,s:f,s:i,s:f,s:I,s:I,s:I,s:s}", "events",
+                     (json_int_t)t->nevents, "by_category", cats, "devices", devs, "span_us",
+                     t->nevents ? (double)(hi - lo) / 1000.0 : 0.0, "gpu_busy_us",
+                     (double)gpu_busy / 1000.0, "iterations", iterations, "measured_us",
+                     measured_us, "overhead_samples", (json_int_t)nsamples, "skipped_events",
+                     (json_int_t)t->skipped_events, "input_bytes", (json_int_t)t->input_bytes,
+                     "backend", rv_trace_str(t, t->backend));
+}
+
+static int gzip_bytes(const void *in, size_t len, uint8_t **out, size_t *out_len, rv_error *err)
+{
+    z_stream zs;
+    memset(&zs, 0, sizeof(zs));
+    *out = NULL;
+    if (deflateInit2(&zs, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "gzip: init failed");
+    size_t cap = deflateBound(&zs, (uLong)len) + 32;
+    uint8_t *buf = malloc(cap);
+    if (!buf) {
+        deflateEnd(&zs);
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "gzip: out of memory (%zu bytes)", cap);
+    }
+    zs.next_in = (Bytef *)(uintptr_t)in;
+    zs.next_out = buf;
+    int zrc = Z_OK;
+    size_t left = len;
+    /* avail_in is 32-bit; feed large inputs in pieces. */
+    do {
+        uInt chunk = left > (1u << 30) ? (1u << 30) : (uInt)left;
+        zs.avail_in = chunk;
+        left -= chunk;
+        zs.avail_out = (uInt)(cap - zs.total_out > UINT_MAX ? UINT_MAX : cap - zs.total_out);
+        zrc = deflate(&zs, left ? Z_NO_FLUSH : Z_FINISH);
+    } while (left && zrc == Z_OK);
+    deflateEnd(&zs);
+    if (zrc != Z_STREAM_END) {
+        free(buf);
+        return rv_error_set(err, RV_ERR_INTERNAL, -1, -1, "gzip: deflate failed (%d)", zrc);
+    }
+    *out = buf;
+    *out_len = zs.total_out;
+    return 0;
+}
+
+static const char *first_nonempty(const char *a, const char *b)
+{
+    return a && *a ? a : b ? b : "";
+}
+
+int rv_db__ingest_validate(const rv_trace *t, const void *orig, size_t len,
+                           const rv_db_ingest_meta *meta, rv_error *err)
+{
+    if (!meta)
+        meta = &no_meta;
+    size_t cap = meta->max_bytes ? meta->max_bytes : RV_DB__DEFAULT_MAX_BYTES;
+    if (cap > RV_DB__HARD_MAX_STORED)
+        cap = RV_DB__HARD_MAX_STORED;
+    if (!t || t->nevents == 0)
+        return rv_error_set(err, RV_ERR_INVALID, -1, -1,
+                            "the trace has no events the engine can use (no kernels, ops or "
+                            "runtime calls)");
+    if (!orig || len == 0)
+        return rv_error_set(err, RV_ERR_INVALID, -1, -1, "the upload is empty");
+    if (len > cap)
+        return rv_error_set(err, RV_ERR_LIMIT, -1, -1,
+                            "the upload is %zu bytes, over the %zu-byte cap", len, cap);
+    return 0;
+}
+
+void rv_db_ingest_prep_free(rv_db_ingest_prep *p)
+{
+    if (!p)
+        return;
+    free(p->gz);
+    free(p->snap);
+    rv_overhead_samples_free(&p->samples);
+    free(p->summary_txt);
+    free(p->tags);
+    free(p->job);
+    free(p->source_format);
+    for (int i = 0; i < 5; i++)
+        free(p->pf[i]);
+    free(p);
+}
+
+int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len,
+                                 const rv_db_ingest_meta *meta, const char *sha,
+                                 rv_db_ingest_prep **out, rv_error *err)
+{
+    json_t *summary = NULL;
+    int rc = 0;
+    rv_db_ingest_prep *p = calloc(1, sizeof(*p));
+
+    *out = NULL;
+    if (!meta)
+        meta = &no_meta;
+    if (!p)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "ingest: out of memory");
+    p->t = t;
+    p->len = len;
+    memcpy(p->sha256, sha, sizeof(p->sha256));
+    const uint8_t *ob = orig;
+    p->already_gzip = len >= 2 && ob[0] == 0x1f && ob[1] == 0x8b;
+    p->stored = orig;
+    p->stored_len = len;
+    if (!p->already_gzip) {
+        size_t gz_len = 0;
+        rc = gzip_bytes(orig, len, &p->gz, &gz_len, err);
+        if (rc)
+            goto out;
+        p->stored = p->gz;
+        p->stored_len = gz_len;
+    }
+    if (p->stored_len > RV_DB__HARD_MAX_STORED) {
+        rc = rv_error_set(err, RV_ERR_LIMIT, -1, -1,
+                          "the compressed upload is %zu bytes, over "
+                          "the %zu-byte storage cap",
+                          p->stored_len, RV_DB__HARD_MAX_STORED);
+        goto out;
+    }
+    rc = rv_snapshot_encode(t, SNAPSHOT_LEVEL, &p->snap, &p->snap_len, err);
+    if (rc)
+        goto out;
+    if (p->snap_len > RV_DB__HARD_MAX_STORED) {
+        rc = rv_error_set(err, RV_ERR_LIMIT, -1, -1, "snapshot of %zu bytes is over the cap",
+                          p->snap_len);
+        goto out;
+    }
+    rc = rv_overhead_extract(t, &p->samples, err);
+    if (rc)
+        goto out;
+    measure_iterations(t, &p->measured_us, &p->iterations);
+    summary = build_summary(t, p->measured_us, p->iterations, p->samples.n);
+    p->summary_txt = summary ? json_dumps(summary, JSON_COMPACT) : NULL;
+    p->tags = tags_literal(meta->tags, meta->ntags);
+
+    /* The row's values: the uploader's, else the trace's. */
+    const rv_db_platform *mp = &meta->platform;
+    const char *pf[5] = {
+        first_nonempty(mp->gpu_model, rv_trace_str(t, t->platform_gpu)),
+        first_nonempty(mp->cpu_model, rv_trace_str(t, t->platform_cpu)),
+        first_nonempty(mp->driver, rv_trace_str(t, t->platform_driver)),
+        first_nonempty(mp->runtime_version, rv_trace_str(t, t->platform_cuda)),
+        first_nonempty(mp->framework, rv_trace_str(t, t->platform_framework)),
+    };
+    int oom = !p->summary_txt || !p->tags;
+    for (int i = 0; i < 5; i++)
+        oom |= !(p->pf[i] = strdup(pf[i]));
+    p->job = strdup(first_nonempty(meta->job, rv_trace_str(t, t->job)));
+    p->source_format = strdup(first_nonempty(
+        meta->source_format, first_nonempty(rv_trace_str(t, t->source_format), "kineto")));
+    if (oom || !p->job || !p->source_format) {
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "ingest: out of memory");
+        goto out;
+    }
+    p->platform = (rv_db_platform){.gpu_model = p->pf[0],
+                                   .cpu_model = p->pf[1],
+                                   .driver = p->pf[2],
+                                   .runtime_version = p->pf[3],
+                                   .framework = p->pf[4],
+                                   .gpus_per_node = mp->gpus_per_node > 0 ? mp->gpus_per_node
+                                                                          : (int)t->ndevices};
+    rv_db_platform_key(&p->platform, p->platform_key);
+    p->rank = meta->rank != RV_NONE ? meta->rank : t->rank;
+    p->world_size =
+        meta->world_size != RV_NONE && meta->world_size > 0 ? meta->world_size : t->world_size;
+    *out = p;
+    p = NULL;
+out:
+    json_decref(summary);
+    rv_db_ingest_prep_free(p);
+    return rc;
+}
+
+int rv_db_ingest_prepare(const rv_trace *t, const void *orig, size_t len,
+                         const rv_db_ingest_meta *meta, rv_db_ingest_prep **out, rv_error *err)
+{
+    char sha[65];
+    *out = NULL;
+    int rc = rv_db__ingest_validate(t, orig, len, meta, err);
+    if (rc)
+        return rc;
+    rv_sha256_hex(orig, len, sha);
+    return rv_db__ingest_prepare_hashed(t, orig, len, meta, sha, out, err);
+}

@@ -1,0 +1,146 @@
+/* Private to store/: the connection pool's innards and the query helpers
+ * every module of the store shares. Nothing outside store/ includes this.
+ * Cross-file internals are named rv_db__*; file-local helpers are static. */
+#ifndef RV_DB_INTERNAL_H
+#define RV_DB_INTERNAL_H
+
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rv_db.h"
+#include "rv_overhead.h"
+
+#define RV_DB__MAX_CONNS 64
+/* bytea values cannot exceed 1 GiB; stay clear of it. */
+#define RV_DB__HARD_MAX_STORED ((size_t)1000 << 20)
+/* Default cap on an original (rv_db_ingest_meta.max_bytes 0). */
+#define RV_DB__DEFAULT_MAX_BYTES ((size_t)512 << 20)
+
+/* One pooled connection. */
+typedef struct rv_db__conn {
+    PGconn *c;
+    uint32_t prepared; /* bit i: statement i prepared on this connection */
+    int busy;
+} rv_db__conn;
+
+struct rv_db {
+    char *conninfo;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned n;
+    rv_db__conn conns[RV_DB__MAX_CONNS];
+    rv_db_ingest_hook hook;
+    void *hook_ctx;
+};
+
+/* Hot statements, prepared once per connection on first use (the table is
+ * in rv_db.c). */
+enum {
+    RV_DB__ST_SNAPSHOT,
+    RV_DB__ST_CACHE_GET,
+    RV_DB__ST_CACHE_PUT,
+    RV_DB__ST_TOKEN_VERIFY,
+    RV_DB__ST_JOB_CLAIM,
+    RV_DB__ST_COUNT
+};
+
+/* Fills *err from the connection's or the result's message (r may be NULL)
+ * and returns RV_ERR_NOTFOUND for a foreign-key violation, else
+ * RV_ERR_IO. */
+int rv_db__fail(rv_error *err, const char *what, PGconn *c, const PGresult *r);
+
+/* Borrows a connection, waiting while all are busy; a broken one is reset
+ * first. NULL (and *err) when it cannot be reset. */
+rv_db__conn *rv_db__acquire(rv_db *db, rv_error *err);
+/* Gives it back (NULL-safe), rolling back a transaction left open. */
+void rv_db__release(rv_db *db, rv_db__conn *pc);
+
+/* PQexecParams with text parameters: the result (PQclear it), or NULL (and
+ * *err) unless its status is want. */
+PGresult *rv_db__q(rv_db__conn *pc, const char *what, const char *sql, int n,
+                   const char *const *vals, ExecStatusType want, rv_error *err);
+/* A statement without parameters or rows: 0 or RV_ERR_IO. */
+int rv_db__exec(rv_db__conn *pc, const char *what, const char *sql, rv_error *err);
+/* A hot statement (RV_DB__ST_*), prepared on first use; lens and fmts may
+ * be NULL (all text). Same result contract as rv_db__q. */
+PGresult *rv_db__qp(rv_db__conn *pc, int st, const char *const *vals, const int *lens,
+                    const int *fmts, int result_binary, ExecStatusType want, rv_error *err);
+
+/* Runs a query returning one text value of JSON on a pooled connection and
+ * parses it into *out (new reference). RV_ERR_NOTFOUND when there is no row
+ * or it is NULL. */
+int rv_db__query_json(rv_db *db, const char *what, const char *sql, int n, const char *const *vals,
+                      json_t **out, rv_error *err);
+
+/* Decimal text of an id, for a query parameter. */
+void rv_db__id_text(char out[24], int64_t id);
+
+/* Everything the transaction writes, computed before it. The strings are
+ * copies (meta is borrowed for the prepare call only); t and the original
+ * are borrowed. */
+struct rv_db_ingest_prep {
+    const rv_trace *t;
+    char sha256[65];
+    size_t len; /* of the original as received */
+    int already_gzip;
+    const void *stored; /* the original, or gz */
+    size_t stored_len;
+    uint8_t *gz;
+    uint8_t *snap;
+    size_t snap_len;
+    rv_overhead_samples samples;
+    char *summary_txt, *tags; /* jsonb and text[] literals */
+    char *job, *source_format;
+    char *pf[5]; /* platform fields, as in rv_db_platform */
+    rv_db_platform platform;
+    char platform_key[65];
+    int32_t rank, world_size;
+    double measured_us;
+    int iterations;
+};
+
+/* The checks every ingest entry point makes before any work: a trace with
+ * events, a non-empty original under the cap (meta may be NULL). */
+int rv_db__ingest_validate(const rv_trace *t, const void *orig, size_t len,
+                           const rv_db_ingest_meta *meta, rv_error *err);
+/* rv_db_ingest_prepare after rv_db__ingest_validate, for an original whose
+ * SHA-256 (hex) the caller has computed already. */
+int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len,
+                                 const rv_db_ingest_meta *meta, const char *sha,
+                                 rv_db_ingest_prep **out, rv_error *err);
+
+/* ---- shared between modules ------------------------------------------------ */
+
+/* The id of the trace with this content hash, 0 when none (rv_db_traces.c). */
+int rv_db__trace_id_by_sha(rv_db__conn *pc, const char *sha, int64_t *id, rv_error *err);
+
+/* The id of the platform row of p (key: rv_db_platform_key of p), inserted
+ * when new by a statement of its own, outside any transaction
+ * (rv_db_platforms.c). */
+int rv_db__platform_upsert(rv_db__conn *pc, const rv_db_platform *p, const char *key, int64_t *id,
+                           rv_error *err);
+
+/* Takes the per-platform statistics lock: SELECT ... FOR NO KEY UPDATE on
+ * the platform row, inside the caller's transaction. RV_ERR_NOTFOUND when
+ * the row is gone (rv_db_overheads.c). */
+int rv_db__lock_platform(rv_db__conn *pc, const char *platform_id, rv_error *err);
+
+/* Recomputes the platform statistics of the groups keys_sql lists (a query
+ * over $1 = platform id, $2 = trace id, returning (type, op_name)); rows
+ * whose group has no samples left are deleted. *groups (may be NULL) = rows
+ * written (rv_db_overheads.c). */
+int rv_db__recompute_stats(rv_db__conn *pc, const char *keys_sql, const char *platform_id,
+                           const char *trace_id, size_t *groups, rv_error *err);
+
+/* The groups a trace's samples touch, and every group of a platform. */
+#define RV_DB__KEYS_OF_TRACE                                                                       \
+    "SELECT DISTINCT type, op_name FROM overhead_samples WHERE trace_id = $2 UNION SELECT "        \
+    "DISTINCT type, '*' FROM overhead_samples WHERE trace_id = $2"
+#define RV_DB__KEYS_OF_PLATFORM                                                                    \
+    "SELECT DISTINCT type, op_name FROM overhead_samples WHERE platform_id = $1 UNION SELECT "     \
+    "DISTINCT type, '*'::text FROM overhead_samples WHERE platform_id = $1 UNION SELECT type, "    \
+    "op_name FROM platform_overheads WHERE platform_id = $1"
+
+#endif

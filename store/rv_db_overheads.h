@@ -1,0 +1,40 @@
+/* Per-platform host-overhead statistics (store/rv_db_overheads.c). */
+#ifndef RV_DB_OVERHEADS_H
+#define RV_DB_OVERHEADS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rv_error.h"
+#include "rv_overhead.h"
+
+typedef struct rv_db rv_db;
+
+typedef struct rv_db_overhead_row {
+    int type;      /* rv_overhead_type */
+    char *op_name; /* "*" = the type's overall row */
+    rv_overhead_stat stat;
+} rv_db_overhead_row;
+
+/* Rows of a platform, ordered by type then op name. *rows new; free with
+ * rv_db_overhead_rows_free. */
+int rv_db_overheads_load(rv_db *db, int64_t platform_id, rv_db_overhead_row **rows, size_t *n,
+                         rv_error *err);
+void rv_db_overhead_rows_free(rv_db_overhead_row *rows, size_t n);
+/* The platform of trace_id (*platform_id, may be NULL) and a version of that
+ * platform's statistics (text into version, cap bytes; NULL = not wanted)
+ * that changes whenever they are recomputed: row count and latest update.
+ * With rows non-NULL also the rows, read by the same statement so that they
+ * match the version (*rows new, free with rv_db_overhead_rows_free; *n = 0
+ * when the platform has no statistics yet). RV_ERR_NOTFOUND: no such trace. */
+int rv_db_trace_overheads(rv_db *db, int64_t trace_id, int64_t *platform_id, char *version,
+                          size_t cap, rv_db_overhead_row **rows, size_t *n, rv_error *err);
+/* Same as a JSON array of {type, op_name, samples, count, mean_us, std_us,
+ * median_us, p90_us, updated_at} (new reference). */
+int rv_db_overheads_get(rv_db *db, int64_t platform_id, json_t **out, rv_error *err);
+/* Recomputes every statistic of a platform (0 = all platforms) from the
+ * stored samples; *groups (may be NULL) = rows written. */
+int rv_db_overheads_rebuild(rv_db *db, int64_t platform_id, size_t *groups, rv_error *err);
+
+#endif
