@@ -9,7 +9,15 @@
 #include <strings.h>
 #include <sys/random.h>
 
+#include "rv_db_tokens.h"
 #include "rv_error.h"
+
+/* The store keeps scopes and tokens in the same shape (rv_db_tokens.h). */
+_Static_assert(RV_SCOPE_INGEST == RV_DB_SCOPE_INGEST && RV_SCOPE_READ == RV_DB_SCOPE_READ &&
+                   RV_SCOPE_ADMIN == RV_DB_SCOPE_ADMIN,
+               "scope bits differ between rv_auth.h and rv_db_tokens.h");
+_Static_assert(RV_TOKEN_LEN == RV_DB_TOKEN_LEN && RV_TOKEN_ID_LEN == RV_DB_TOKEN_ID_LEN,
+               "token format differs between rv_auth.h and rv_db_tokens.h");
 
 struct rv_auth {
     int required;
@@ -101,6 +109,10 @@ int rv_auth_check(rv_auth *a, const char *authorization, unsigned scope, char *p
         break;
     }
     pthread_rwlock_unlock(&a->lock);
+    /* A known token, whatever its scopes: its last use goes to the
+     * database with the next token refresh, never from this thread. */
+    if (rc != 401)
+        rv_db_token_note_use(hash);
     return rc;
 }
 
