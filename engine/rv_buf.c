@@ -26,14 +26,6 @@ void rv_buf_free(rv_buf *b)
     rv_buf_init(b, b->max);
 }
 
-void rv_buf_reset(rv_buf *b)
-{
-    b->len = 0;
-    b->err = 0;
-    if (b->p)
-        b->p[0] = '\0';
-}
-
 static int fail(rv_buf *b, int code)
 {
     b->err = code;

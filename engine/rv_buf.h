@@ -38,7 +38,13 @@ void rv_buf_init(rv_buf *b, size_t max);
 void rv_buf_free(rv_buf *b);
 
 /* Empties b and clears a sticky error; keeps the memory for reuse. */
-void rv_buf_reset(rv_buf *b);
+static inline void rv_buf_reset(rv_buf *b)
+{
+    b->len = 0;
+    b->err = 0;
+    if (b->p)
+        b->p[0] = '\0';
+}
 
 /* Appends n bytes of s (borrowed). 0, or RV_ERR_LIMIT when len would pass
  * the cap, RV_ERR_NOMEM when memory ran out; nothing is added then. */

@@ -1,38 +1,30 @@
-/* Streaming reader for Kineto / PyTorch profiler Chrome-trace JSON.
- *
- * The reader pulls decompressed bytes into one window buffer (1 MiB refills)
- * and scans it with a hand-written recursive-descent scanner that never
- * needs more than the current byte: strings are decoded into small capped
- * scratch buffers as they stream past and numbers are copied into a fixed
- * token buffer, so a token may straddle a refill without any compaction.
- * Values the engine does not use are skipped (and still validated) without
- * being stored. See docs/internals/kineto-reader.md. */
+/* Streaming reader for Kineto / PyTorch profiler Chrome-trace JSON: the
+ * Kineto semantics (which keys matter, units, categories, flows, caps) on
+ * top of the generic streaming scanner in rv_jscan.c, which owns the input,
+ * gzip, the window and the JSON grammar. Values the engine does not use are
+ * skipped (and still validated) without being stored. See
+ * docs/internals/kineto-reader.md. */
 #include "rv_kineto.h"
 
 #include <inttypes.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
-#define WINDOW_BYTES  ((size_t)1 << 20) /* one refill of decompressed JSON */
-#define RAW_BYTES     ((size_t)1 << 20) /* one read of compressed input */
-#define MAX_DEPTH     64                /* nesting limit for any value */
+#include "rv_buf.h"
+#include "rv_jscan.h"
+#include "rv_jsonw.h"
+
 #define MAX_NAME      ((size_t)4 << 20) /* longest event name kept */
 #define MAX_SHORT     256               /* pid, tid, cat, ph, metadata strings */
-#define MAX_KEY       64                /* longer keys are never ones we use */
-#define MAX_NUMBER    1024              /* longest number token */
 #define DEFAULT_INPUT ((size_t)16 << 30)
 
-enum { ST_ABSENT = 0, ST_OK, ST_NOT_NUMBER, ST_RANGE };
-
-/* A growable byte buffer with a hard cap; `over` records that input was cut. */
-typedef struct dbuf {
-    char *p;
-    size_t len, cap, max;
-    int over;
-} dbuf;
+enum {
+    ST_ABSENT = RV_JSCAN_ABSENT,
+    ST_OK = RV_JSCAN_OK,
+    ST_NOT_NUMBER = RV_JSCAN_NOT_NUMBER,
+    ST_RANGE = RV_JSCAN_RANGE
+};
 
 /* One ac2g flow endpoint, kept until every event has been read. */
 typedef struct flow {
@@ -44,32 +36,16 @@ typedef struct flow {
 } flow;
 
 typedef struct reader {
-    /* Source: a borrowed memory buffer or a FILE, maybe gzip. */
-    const unsigned char *mem;
-    size_t mem_len, mem_pos;
-    FILE *f;
-    int gz, z_init, z_end, src_eof;
-    z_stream zs;
-    unsigned char *raw; /* compressed staging buffer for FILE input */
-
-    /* Window of decompressed bytes: buf[pos..end) is unread. */
-    unsigned char *buf;
-    size_t pos, end, cap;
-    int own_buf, eof;
-    int64_t base; /* offset of buf[0] in the decompressed stream */
-    size_t max_input;
+    rv_jscan js; /* input, window, grammar, errors; js.item is the event */
 
     const rv_kineto_opts *opts;
     size_t max_events;
     rv_trace *t;
-    rv_error *err;
-    int rc;              /* first error, sticky */
-    int64_t event_index; /* current traceEvents element, -1 outside */
 
-    dbuf name, sbuf, key;
-    char num[MAX_NUMBER + 1];
-    size_t num_len;
-    int num_over;
+    /* Decoded values; a set err (RV_ERR_LIMIT) means the value was longer
+     * than the cap and was cut. fix holds a name with invalid UTF-8 made
+     * valid before it is interned. */
+    rv_buf name, sbuf, fix;
 
     flow *flows;
     size_t nflows, cap_flows;
@@ -87,688 +63,82 @@ typedef struct reader {
     uint32_t rv_gpu;
 } reader;
 
-/* ---------------------------------------------------------------- errors */
+/* ---------------------------------------------------------------- scanning */
 
-static int64_t cur_off(const reader *r)
+/* Thin wrappers: the reader reads through its rv_jscan. */
+#define FAIL_AT(r, code, off, ...) rv_jscan_fail_at(&(r)->js, (code), (off), __VA_ARGS__)
+#define FAIL(r, code, ...)         FAIL_AT((r), (code), rv_jscan_off(&(r)->js), __VA_ARGS__)
+
+static inline int64_t cur_off(const reader *r)
 {
-    return r->base + (int64_t)r->pos;
-}
-
-static int fail_at(reader *r, int code, int64_t off, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail_at(reader *r, int code, int64_t off, const char *fmt, ...)
-{
-    char msg[200];
-    va_list ap;
-    if (r->rc)
-        return r->rc;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    r->rc = code;
-    if (r->event_index >= 0)
-        rv_error_set(r->err, code, off, r->event_index, "event %" PRId64 " at byte %" PRId64 ": %s",
-                     r->event_index, off, msg);
-    else
-        rv_error_set(r->err, code, off, -1, "at byte %" PRId64 ": %s", off, msg);
-    return code;
-}
-
-#define FAIL(r, code, ...) fail_at((r), (code), cur_off(r), __VA_ARGS__)
-
-static const char *show_char(int c, char out[12])
-{
-    if (c < 0)
-        return "end of input";
-    if (c >= 0x20 && c < 0x7f)
-        snprintf(out, 12, "'%c'", c);
-    else
-        snprintf(out, 12, "\\x%02x", (unsigned)(c & 0xff));
-    return out;
-}
-
-static int fail_eof(reader *r, const char *inside)
-{
-    if (r->rc)
-        return r->rc;
-    return FAIL(r, RV_ERR_PARSE, "unexpected end of input inside %s (truncated file?)", inside);
-}
-
-static int fail_char(reader *r, int c, const char *expected)
-{
-    char tmp[12];
-    if (c < 0)
-        return fail_eof(r, expected);
-    return FAIL(r, RV_ERR_PARSE, "expected %s, found %s", expected, show_char(c, tmp));
-}
-
-/* ---------------------------------------------------------------- input */
-
-/* Pulls more compressed bytes into zs; 0 at source EOF, 1 when some came, <0 on error. */
-static int pull_raw(reader *r)
-{
-    if (r->src_eof)
-        return 0;
-    if (r->mem) {
-        size_t n = r->mem_len - r->mem_pos;
-        if (n > (1u << 30))
-            n = 1u << 30; /* avail_in is a uInt */
-        r->zs.next_in = (Bytef *)(r->mem + r->mem_pos);
-        r->zs.avail_in = (uInt)n;
-        r->mem_pos += n;
-        if (r->mem_pos == r->mem_len)
-            r->src_eof = 1;
-        return n > 0;
-    }
-    size_t n = fread(r->raw, 1, RAW_BYTES, r->f);
-    if (n == 0) {
-        if (ferror(r->f))
-            return FAIL(r, RV_ERR_IO, "read error on the compressed input");
-        r->src_eof = 1;
-        return 0;
-    }
-    r->zs.next_in = r->raw;
-    r->zs.avail_in = (uInt)n;
-    return 1;
-}
-
-/* After a gzip member ends: another member may follow (concatenated gzip). */
-static int gz_next_member(reader *r)
-{
-    if (r->zs.avail_in == 0) {
-        int rc = pull_raw(r);
-        if (rc < 0)
-            return rc;
-        if (rc == 0) {
-            r->z_end = 1;
-            return 0;
-        }
-    }
-    if (r->zs.next_in[0] != 0x1f)
-        return FAIL(r, RV_ERR_PARSE, "garbage after the end of the gzip stream");
-    if (inflateReset(&r->zs) != Z_OK)
-        return FAIL(r, RV_ERR_INTERNAL, "inflateReset failed");
-    return 0;
-}
-
-/* Refills the window once everything in it was consumed. Returns 1 when
- * bytes came, 0 at end of input, <0 on error. */
-static int refill(reader *r)
-{
-    if (r->rc)
-        return r->rc;
-    if (r->eof)
-        return 0;
-    r->base += (int64_t)r->end;
-    r->pos = r->end = 0;
-    if (!r->gz) {
-        size_t n = fread(r->buf, 1, r->cap, r->f);
-        if (n == 0) {
-            if (ferror(r->f))
-                return FAIL(r, RV_ERR_IO, "read error");
-            r->eof = 1;
-            return 0;
-        }
-        r->end = n;
-    } else {
-        while (r->end == 0) {
-            if (r->z_end) {
-                r->eof = 1;
-                return 0;
-            }
-            if (r->zs.avail_in == 0) {
-                int rc = pull_raw(r);
-                if (rc < 0)
-                    return rc;
-                if (rc == 0)
-                    return FAIL(r, RV_ERR_PARSE,
-                                "truncated gzip stream (compressed data ends early)");
-            }
-            r->zs.next_out = r->buf;
-            r->zs.avail_out = (uInt)r->cap;
-            int zrc = inflate(&r->zs, Z_NO_FLUSH);
-            r->end = r->cap - r->zs.avail_out;
-            if (zrc == Z_STREAM_END) {
-                int rc = gz_next_member(r);
-                if (rc < 0)
-                    return rc;
-            } else if (zrc == Z_MEM_ERROR) {
-                return FAIL(r, RV_ERR_NOMEM, "out of memory in zlib");
-            } else if (zrc == Z_DATA_ERROR || zrc == Z_NEED_DICT || zrc == Z_STREAM_ERROR) {
-                return FAIL(r, RV_ERR_PARSE, "corrupt gzip data (%s)",
-                            r->zs.msg ? r->zs.msg : "inflate failed");
-            }
-        }
-    }
-    if ((uint64_t)r->base + r->end > r->max_input)
-        return FAIL(r, RV_ERR_LIMIT, "input is larger than the %zu-byte cap", r->max_input);
-    return 1;
-}
-
-/* The next byte without consuming it, or -1 at end of input / on error. */
-static inline int peek(reader *r)
-{
-    if (r->pos < r->end)
-        return r->buf[r->pos];
-    if (refill(r) <= 0)
-        return -1;
-    return r->buf[r->pos];
+    return rv_jscan_off(&r->js);
 }
 
 static inline int ws(reader *r)
 {
-    for (;;) {
-        while (r->pos < r->end) {
-            unsigned char c = r->buf[r->pos];
-            if (c != ' ' && c != '\n' && c != '\r' && c != '\t')
-                return c;
-            r->pos++;
-        }
-        if (refill(r) <= 0)
-            return -1;
-    }
+    return rv_jscan_ws(&r->js);
 }
 
-/* ---------------------------------------------------------------- buffers */
-
-static int dbuf_put(dbuf *b, const void *s, size_t n)
+static inline void eat(reader *r)
 {
-    if (b->over)
-        return 0;
-    if (b->len + n > b->max) {
-        b->over = 1;
-        return 0;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return RV_ERR_NOMEM;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return 0;
+    rv_jscan_eat(&r->js);
 }
 
-static void dbuf_reset(dbuf *b)
+static int fail_eof(reader *r, const char *inside)
 {
-    b->len = 0;
-    b->over = 0;
-    if (b->p)
-        b->p[0] = '\0';
+    return rv_jscan_fail_eof(&r->js, inside);
 }
 
-/* ---------------------------------------------------------------- scanner */
-
-static int hexval(int c)
+static int fail_char(reader *r, int c, const char *expected)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+    return rv_jscan_fail_char(&r->js, c, expected);
 }
 
-static int read_hex4(reader *r, unsigned *out)
+static int skip_value(reader *r, int depth)
 {
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        int c = peek(r);
-        int h = hexval(c);
-        if (h < 0)
-            return fail_char(r, c, "4 hex digits after \\u");
-        r->pos++;
-        v = v * 16 + (unsigned)h;
-    }
-    *out = v;
-    return 0;
+    return rv_jscan_skip(&r->js, depth);
 }
 
-static int put_utf8(dbuf *b, unsigned cp)
+static int read_string(reader *r, rv_buf *b)
 {
-    char u[4];
-    size_t n;
-    if (cp < 0x80) {
-        u[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        u[0] = (char)(0xc0 | (cp >> 6));
-        u[1] = (char)(0x80 | (cp & 0x3f));
-        n = 2;
-    } else if (cp < 0x10000) {
-        u[0] = (char)(0xe0 | (cp >> 12));
-        u[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        u[2] = (char)(0x80 | (cp & 0x3f));
-        n = 3;
-    } else {
-        u[0] = (char)(0xf0 | (cp >> 18));
-        u[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        u[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        u[3] = (char)(0x80 | (cp & 0x3f));
-        n = 4;
-    }
-    return dbuf_put(b, u, n);
+    return rv_jscan_string(&r->js, b);
 }
 
-/* Decodes one escape (the backslash already consumed) into b (may be NULL). */
-static int read_escape(reader *r, dbuf *b)
-{
-    int c = peek(r);
-    char ch;
-    switch (c) {
-    case '"': ch = '"'; break;
-    case '\\': ch = '\\'; break;
-    case '/': ch = '/'; break;
-    case 'b': ch = '\b'; break;
-    case 'f': ch = '\f'; break;
-    case 'n': ch = '\n'; break;
-    case 'r': ch = '\r'; break;
-    case 't': ch = '\t'; break;
-    case 'u': {
-        unsigned cp, lo;
-        int rc;
-        r->pos++;
-        if ((rc = read_hex4(r, &cp)) < 0)
-            return rc;
-        if (cp >= 0xd800 && cp < 0xdc00 && peek(r) == '\\') {
-            r->pos++;
-            if (peek(r) != 'u') {
-                /* A lone high surrogate followed by another escape. */
-                if (b && (rc = put_utf8(b, 0xfffd)) < 0)
-                    return rc;
-                return read_escape(r, b);
-            }
-            r->pos++;
-            if ((rc = read_hex4(r, &lo)) < 0)
-                return rc;
-            if (lo >= 0xdc00 && lo < 0xe000) {
-                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-            } else {
-                if (b && (rc = put_utf8(b, 0xfffd)) < 0)
-                    return rc;
-                cp = (lo >= 0xd800 && lo < 0xe000) ? 0xfffd : lo;
-            }
-        } else if (cp >= 0xd800 && cp < 0xe000) {
-            cp = 0xfffd;
-        }
-        return b ? put_utf8(b, cp) : 0;
-    }
-    default: return fail_char(r, c, "a valid escape after '\\'");
-    }
-    r->pos++;
-    return b ? dbuf_put(b, &ch, 1) : 0;
-}
-
-/* Reads a string whose opening quote was consumed; decodes into b when
- * non-NULL (b->over set when it passed b->max), else just skips it. */
-static int read_string(reader *r, dbuf *b)
-{
-    int rc;
-    if (b)
-        dbuf_reset(b);
-    for (;;) {
-        if (r->pos >= r->end && refill(r) <= 0)
-            return fail_eof(r, "a string");
-        const unsigned char *p = r->buf + r->pos;
-        size_t n = r->end - r->pos;
-        const unsigned char *q = memchr(p, '"', n);
-        size_t seg = q ? (size_t)(q - p) : n;
-        const unsigned char *bs = memchr(p, '\\', seg);
-        if (bs) {
-            if (b && (rc = dbuf_put(b, p, (size_t)(bs - p))) < 0)
-                return rc;
-            r->pos += (size_t)(bs - p) + 1;
-            if ((rc = read_escape(r, b)) < 0)
-                return rc;
-            continue;
-        }
-        if (b && (rc = dbuf_put(b, p, seg)) < 0)
-            return rc;
-        r->pos += seg;
-        if (q) {
-            r->pos++;
-            return 0;
-        }
-    }
-}
-
-static inline int is_num_char(int c)
-{
-    return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
-}
-
-/* Validates JSON number grammar over s[0..n). */
-static int number_valid(const char *s, size_t n)
-{
-    size_t i = 0;
-    if (i < n && s[i] == '-')
-        i++;
-    if (i >= n || s[i] < '0' || s[i] > '9')
-        return 0;
-    if (s[i] == '0')
-        i++;
-    else
-        while (i < n && s[i] >= '0' && s[i] <= '9')
-            i++;
-    if (i < n && s[i] == '.') {
-        i++;
-        if (i >= n || s[i] < '0' || s[i] > '9')
-            return 0;
-        while (i < n && s[i] >= '0' && s[i] <= '9')
-            i++;
-    }
-    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-        i++;
-        if (i < n && (s[i] == '+' || s[i] == '-'))
-            i++;
-        if (i >= n || s[i] < '0' || s[i] > '9')
-            return 0;
-        while (i < n && s[i] >= '0' && s[i] <= '9')
-            i++;
-    }
-    return i == n;
-}
-
-/* Reads a number token into r->num (NUL-terminated); r->num_over when it is
- * longer than MAX_NUMBER (then only its grammar prefix is checked). */
 static int read_number(reader *r)
 {
-    r->num_len = 0;
-    r->num_over = 0;
-    int64_t start = cur_off(r);
-    for (;;) {
-        while (r->pos < r->end) {
-            unsigned char c = r->buf[r->pos];
-            if (!is_num_char(c))
-                goto done;
-            if (r->num_len < MAX_NUMBER)
-                r->num[r->num_len++] = (char)c;
-            else
-                r->num_over = 1;
-            r->pos++;
-        }
-        if (refill(r) <= 0) {
-            if (r->rc)
-                return r->rc;
-            break;
-        }
-    }
-done:
-    r->num[r->num_len] = '\0';
-    if (r->num_over)
-        return fail_at(r, RV_ERR_LIMIT, start, "number longer than %d characters", MAX_NUMBER);
-    if (!number_valid(r->num, r->num_len))
-        return fail_at(r, RV_ERR_PARSE, start, "malformed number \"%.40s\"", r->num);
-    return 0;
+    return rv_jscan_number(&r->js);
 }
 
 static int read_literal(reader *r, const char *lit)
 {
-    for (const char *p = lit; *p; p++) {
-        int c = peek(r);
-        if (c != (unsigned char)*p)
-            return fail_char(r, c, lit);
-        r->pos++;
-    }
-    return 0;
+    return rv_jscan_literal(&r->js, lit);
 }
 
-/* Skips any value (validating it); the caller has positioned at its first
- * byte via ws(). depth is the nesting depth of the value itself. */
-static int skip_value(reader *r, int depth)
-{
-    int c = ws(r), rc;
-    if (depth > MAX_DEPTH)
-        return FAIL(r, RV_ERR_LIMIT, "nesting deeper than %d levels", MAX_DEPTH);
-    switch (c) {
-    case '"': r->pos++; return read_string(r, NULL);
-    case '{':
-        r->pos++;
-        c = ws(r);
-        if (c == '}') {
-            r->pos++;
-            return 0;
-        }
-        for (;;) {
-            if (c != '"')
-                return fail_char(r, c, "a key string");
-            r->pos++;
-            if ((rc = read_string(r, NULL)) < 0)
-                return rc;
-            c = ws(r);
-            if (c != ':')
-                return fail_char(r, c, "':'");
-            r->pos++;
-            if ((rc = skip_value(r, depth + 1)) < 0)
-                return rc;
-            c = ws(r);
-            if (c == '}') {
-                r->pos++;
-                return 0;
-            }
-            if (c != ',')
-                return fail_char(r, c, "',' or '}'");
-            r->pos++;
-            c = ws(r);
-        }
-    case '[':
-        r->pos++;
-        c = ws(r);
-        if (c == ']') {
-            r->pos++;
-            return 0;
-        }
-        for (;;) {
-            if ((rc = skip_value(r, depth + 1)) < 0)
-                return rc;
-            c = ws(r);
-            if (c == ']') {
-                r->pos++;
-                return 0;
-            }
-            if (c != ',')
-                return fail_char(r, c, "',' or ']'");
-            r->pos++;
-        }
-    case 't': return read_literal(r, "true");
-    case 'f': return read_literal(r, "false");
-    case 'n': return read_literal(r, "null");
-    default:
-        if (c == '-' || (c >= '0' && c <= '9'))
-            return read_number(r);
-        return fail_char(r, c, "a JSON value");
-    }
-}
-
-/* After an object's opening quote: the key, then ':'. Returns 1. */
-static int read_key(reader *r)
-{
-    int rc = read_string(r, &r->key);
-    if (rc < 0)
-        return rc;
-    int c = ws(r);
-    if (c != ':')
-        return fail_char(r, c, "':' after a key");
-    r->pos++;
-    return 1;
-}
-
-/* Object iteration: after '{' was consumed, object_next() yields each key
- * into r->key (1) or reports the end (0). The caller consumes the value. */
 static int object_first(reader *r)
 {
-    int c = ws(r);
-    if (c == '}') {
-        r->pos++;
-        return 0;
-    }
-    if (c != '"')
-        return fail_char(r, c, "a key string or '}'");
-    r->pos++;
-    return read_key(r);
+    return rv_jscan_object_first(&r->js);
 }
 
 static int object_next(reader *r)
 {
-    int c = ws(r);
-    if (c == '}') {
-        r->pos++;
-        return 0;
-    }
-    if (c != ',')
-        return fail_char(r, c, "',' or '}' in an object");
-    r->pos++;
-    c = ws(r);
-    if (c != '"')
-        return fail_char(r, c, "a key string");
-    r->pos++;
-    return read_key(r);
+    return rv_jscan_object_next(&r->js);
 }
 
 static int key_is(const reader *r, const char *k)
 {
-    size_t n = strlen(k);
-    return !r->key.over && r->key.len == n && memcmp(r->key.p, k, n) == 0;
+    return rv_jscan_key_is(&r->js, k);
 }
 
-/* ---------------------------------------------------------------- numbers */
-
-/* Converts a validated decimal s (JSON number grammar, optionally with
- * leading '+' or surrounding blanks from a string value) to an integer in
- * units of 10^-scale, rounding half away from zero below the unit. Exact for
- * any digits count: integer and fraction digits are walked one by one, never
- * through a double. Returns ST_OK, ST_NOT_NUMBER or ST_RANGE (then *mag holds
- * UINT64_MAX). The magnitude goes to *mag and the sign to *neg. */
-static int dec_to_u64(const char *s, size_t n, int scale, uint64_t *mag, int *neg)
+/* The current key, or "" (length 0) when it was too long to be one we use. */
+static size_t key(const reader *r, const char **k)
 {
-    while (n && (*s == ' ' || *s == '\t'))
-        s++, n--;
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
-        n--;
-    *neg = 0;
-    *mag = 0;
-    if (n && (*s == '-' || *s == '+')) {
-        *neg = *s == '-';
-        s++, n--;
-    }
-    if (!n)
-        return ST_NOT_NUMBER;
-    /* Hex ("0x1f", used for AMD stream handles) only for plain integers. */
-    if (scale == 0 && n > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
-        uint64_t v = 0;
-        for (size_t i = 2; i < n; i++) {
-            int h = hexval((unsigned char)s[i]);
-            if (h < 0)
-                return ST_NOT_NUMBER;
-            if (v > (UINT64_MAX >> 4)) {
-                *mag = UINT64_MAX;
-                return ST_RANGE;
-            }
-            v = v * 16 + (uint64_t)h;
-        }
-        *mag = v;
-        return ST_OK;
-    }
-    if (!number_valid(s, n))
-        return ST_NOT_NUMBER; /* "5." or ".5" style strings too */
-    size_t i = 0, int_end, frac_beg = 0, frac_end = 0;
-    long exp = 0;
-    while (i < n && s[i] >= '0' && s[i] <= '9')
-        i++;
-    int_end = i;
-    if (i < n && s[i] == '.') {
-        frac_beg = ++i;
-        while (i < n && s[i] >= '0' && s[i] <= '9')
-            i++;
-        frac_end = i;
-    }
-    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-        int eneg = 0;
-        i++;
-        if (s[i] == '+' || s[i] == '-')
-            eneg = s[i++] == '-';
-        while (i < n) {
-            if (exp < 100000)
-                exp = exp * 10 + (s[i] - '0');
-            i++;
-        }
-        if (eneg)
-            exp = -exp;
-    }
-    /* Digit k (0-based over integer then fraction digits) has the power
-     * int_end - 1 - k + exp + scale in result units. */
-    long top = (long)int_end - 1 + exp + scale;
-    size_t ndig = int_end + (frac_end - frac_beg);
-    uint64_t v = 0;
-    int range = 0;
-    long p = top;
-    for (size_t k = 0; k < ndig; k++, p--) {
-        char d = k < int_end ? s[k] : s[frac_beg + (k - int_end)];
-        unsigned dv = (unsigned)(d - '0');
-        if (p >= 0) {
-            if (v > (UINT64_MAX - dv) / 10)
-                range = 1;
-            else
-                v = v * 10 + dv;
-        } else {
-            if (p == -1 && dv >= 5 && !range) {
-                if (v == UINT64_MAX)
-                    range = 1;
-                else
-                    v++;
-            }
-            break;
-        }
-    }
-    /* Trailing powers when the digits ended above the unit (e.g. "12" us). */
-    if (!range && v) {
-        for (long q = p; q >= 0; q--) {
-            if (v > UINT64_MAX / 10) {
-                range = 1;
-                break;
-            }
-            v *= 10;
-        }
-    }
-    if (range) {
-        *mag = UINT64_MAX;
-        return ST_RANGE;
-    }
-    *mag = v;
-    return ST_OK;
-}
-
-/* Signed value in int64 range or ST_RANGE. */
-static int dec_to_i64(const char *s, size_t n, int scale, int64_t *out)
-{
-    uint64_t mag;
-    int neg;
-    int st = dec_to_u64(s, n, scale, &mag, &neg);
-    if (st != ST_OK)
-        return st;
-    if (neg) {
-        if (mag > (uint64_t)INT64_MAX + 1)
-            return ST_RANGE;
-        *out = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag;
-    } else {
-        if (mag > (uint64_t)INT64_MAX)
-            return ST_RANGE;
-        *out = (int64_t)mag;
-    }
-    return ST_OK;
+    *k = rv_buf_str(&r->js.key);
+    return r->js.key.err ? 0 : r->js.key.len;
 }
 
 /* Reads a value that should be a number (or a string holding one). Sets
  * *st; the value is skipped when it is neither. The token text stays in
- * r->num or r->sbuf (returned in *txt, *len). */
+ * r->js.num or r->sbuf (returned in *txt, *len). */
 static int read_num_value(reader *r, int depth, int *st, const char **txt, size_t *len)
 {
     int c = ws(r), rc;
@@ -779,15 +149,15 @@ static int read_num_value(reader *r, int depth, int *st, const char **txt, size_
         if ((rc = read_number(r)) < 0)
             return rc;
         *st = ST_OK;
-        *txt = r->num;
-        *len = r->num_len;
+        *txt = r->js.num;
+        *len = r->js.num_len;
         return 0;
     }
     if (c == '"') {
-        r->pos++;
+        eat(r);
         if ((rc = read_string(r, &r->sbuf)) < 0)
             return rc;
-        if (!r->sbuf.over && r->sbuf.len) {
+        if (!r->sbuf.err && r->sbuf.len) {
             *st = ST_OK;
             *txt = r->sbuf.p;
             *len = r->sbuf.len;
@@ -813,7 +183,7 @@ static int read_int_arg(reader *r, int depth, int fold, int64_t *out)
         return rc;
     if (st != ST_OK)
         return 0;
-    st = dec_to_u64(txt, len, 0, &mag, &neg);
+    st = rv_jscan_dec_u64(txt, len, 0, &mag, &neg);
     if (st == ST_NOT_NUMBER)
         return 0;
     if (mag > (uint64_t)INT64_MAX)
@@ -837,10 +207,10 @@ static int read_dim3(reader *r, int depth, int32_t g[3])
     int c = ws(r), rc;
     if (c != '[')
         return skip_value(r, depth);
-    r->pos++;
+    eat(r);
     c = ws(r);
     if (c == ']') {
-        r->pos++;
+        eat(r);
         return 0;
     }
     for (int i = 0;; i++) {
@@ -854,33 +224,33 @@ static int read_dim3(reader *r, int depth, int32_t g[3])
         }
         c = ws(r);
         if (c == ']') {
-            r->pos++;
+            eat(r);
             return 0;
         }
         if (c != ',')
             return fail_char(r, c, "',' or ']'");
-        r->pos++;
+        eat(r);
     }
 }
 
 /* A string value (numbers kept as their text) into b; others skipped and
  * reported as absent (*ok = 0). */
-static int read_text_value(reader *r, int depth, dbuf *b, int *ok)
+static int read_text_value(reader *r, int depth, rv_buf *b, int *ok)
 {
     int c = ws(r), rc;
     *ok = 0;
     if (c == '"') {
-        r->pos++;
+        eat(r);
         if ((rc = read_string(r, b)) < 0)
             return rc;
-        *ok = !b->over;
+        *ok = !b->err;
         return 0;
     }
     if (c == '-' || (c >= '0' && c <= '9')) {
         if ((rc = read_number(r)) < 0)
             return rc;
-        dbuf_reset(b);
-        if ((rc = dbuf_put(b, r->num, r->num_len)) < 0)
+        rv_buf_reset(b);
+        if ((rc = rv_buf_add(b, r->js.num, r->js.num_len)) < 0)
             return rc;
         *ok = 1;
         return 0;
@@ -888,9 +258,33 @@ static int read_text_value(reader *r, int depth, dbuf *b, int *ok)
     return skip_value(r, depth);
 }
 
+/* Interns s[0..n) (NULL: ""). Text that is not valid UTF-8 has each bad
+ * byte replaced by U+FFFD here, once, so that every writer downstream (API
+ * answers, timelines, snapshots) sees valid text. Only strings not yet in
+ * the table are checked: what the table holds is valid already. */
 static uint32_t intern(reader *r, const char *s, size_t n, int *rc)
 {
-    uint32_t id = rv_strtab_intern(&r->t->strings, s ? s : "", s ? n : 0);
+    rv_strtab *st = &r->t->strings;
+    if (!s) {
+        s = "";
+        n = 0;
+    }
+    const char *nul = memchr(s, '\0', n); /* the table keeps text up to a NUL */
+    if (nul)
+        n = (size_t)(nul - s);
+    uint32_t id = rv_strtab_find(st, s, n);
+    if (id != UINT32_MAX)
+        return id;
+    if (rv_jsonw_utf8_valid(s, n) < n) {
+        rv_buf_reset(&r->fix);
+        if (rv_jsonw_utf8_fix(&r->fix, s, n) < 0) {
+            *rc = FAIL(r, RV_ERR_NOMEM, "out of memory repairing UTF-8");
+            return UINT32_MAX;
+        }
+        s = r->fix.p;
+        n = r->fix.len;
+    }
+    id = rv_strtab_intern(st, s, n);
     if (id == UINT32_MAX)
         *rc = FAIL(r, RV_ERR_NOMEM, "string table full or out of memory");
     return id;
@@ -1001,8 +395,8 @@ static int parse_args(reader *r, int depth, rv_event *ev)
     if ((rc = object_first(r)) < 0)
         return rc;
     for (more = rc; more; more = rc) {
-        const char *k = r->key.p;
-        size_t n = r->key.over ? 0 : r->key.len;
+        const char *k;
+        size_t n = key(r, &k);
         rc = 0;
         if (n == 11 && !memcmp(k, "correlation", 11)) {
             rc = read_int_arg(r, depth + 1, 1, &ev->correlation);
@@ -1080,7 +474,7 @@ static int read_time(reader *r, int depth, int *st, int64_t *ns, int64_t *off)
     if (*st == ST_ABSENT)
         *st = ST_NOT_NUMBER; /* null is not a time */
     if (*st == ST_OK)
-        *st = dec_to_i64(txt, len, 3, ns);
+        *st = rv_jscan_dec_i64(txt, len, 3, ns);
     return 0;
 }
 
@@ -1138,18 +532,18 @@ static int parse_event(reader *r, int depth)
         r->t->skipped_events++;
         return skip_value(r, depth);
     }
-    r->pos++;
+    eat(r);
     memset(&s, 0, sizeof(s));
     s.cat = -1;
     s.flow_id = RV_NONE;
     rv_event_init(&ev);
-    dbuf_reset(&r->name);
+    rv_buf_reset(&r->name);
 
     if ((rc = object_first(r)) < 0)
         return rc;
     for (more = rc; more; more = rc) {
-        const char *k = r->key.p;
-        size_t n = r->key.over ? 0 : r->key.len;
+        const char *k;
+        size_t n = key(r, &k);
         rc = 0;
         if (n == 2 && k[0] == 'p' && k[1] == 'h') {
             rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
@@ -1159,7 +553,7 @@ static int parse_event(reader *r, int depth)
             s.cat = (ok && r->sbuf.len <= MAX_SHORT) ? classify_cat(r->sbuf.p, r->sbuf.len) : -1;
         } else if (n == 4 && !memcmp(k, "name", 4)) {
             rc = read_text_value(r, depth + 1, &r->name, &ok);
-            if (rc == 0 && r->name.over)
+            if (rc == 0 && r->name.err)
                 rc = FAIL(r, RV_ERR_LIMIT, "event name longer than %zu bytes", MAX_NAME);
             s.have_name = ok;
         } else if (n == 3 && !memcmp(k, "pid", 3)) {
@@ -1172,7 +566,7 @@ static int parse_event(reader *r, int depth)
             rc = read_time(r, depth + 1, &s.dur_st, &s.dur_ns, &s.dur_off);
         } else if (n == 4 && !memcmp(k, "args", 4)) {
             if (ws(r) == '{') {
-                r->pos++;
+                eat(r);
                 rc = parse_args(r, depth + 1, &ev);
             } else {
                 rc = skip_value(r, depth + 1);
@@ -1194,24 +588,24 @@ static int parse_event(reader *r, int depth)
 
     if (s.ph == 'X' && s.cat >= 0 && (s.cat != RV_CAT_PYTHON || r->opts->keep_python)) {
         if (s.ts_st == ST_ABSENT)
-            return fail_at(r, RV_ERR_INVALID, start,
+            return FAIL_AT(r, RV_ERR_INVALID, start,
                            "complete event (ph \"X\", cat \"%s\") has no \"ts\"",
                            rv_cat_name(s.cat));
         if (s.ts_st == ST_NOT_NUMBER)
-            return fail_at(r, RV_ERR_INVALID, s.ts_off, "\"ts\" is not a number");
+            return FAIL_AT(r, RV_ERR_INVALID, s.ts_off, "\"ts\" is not a number");
         if (s.ts_st == ST_RANGE)
-            return fail_at(r, RV_ERR_INVALID, s.ts_off, "\"ts\" is out of range for int64 ns");
+            return FAIL_AT(r, RV_ERR_INVALID, s.ts_off, "\"ts\" is out of range for int64 ns");
         if (s.dur_st == ST_NOT_NUMBER)
-            return fail_at(r, RV_ERR_INVALID, s.dur_off, "\"dur\" is not a number");
+            return FAIL_AT(r, RV_ERR_INVALID, s.dur_off, "\"dur\" is not a number");
         if (s.dur_st == ST_RANGE)
-            return fail_at(r, RV_ERR_INVALID, s.dur_off, "\"dur\" is out of range for int64 ns");
+            return FAIL_AT(r, RV_ERR_INVALID, s.dur_off, "\"dur\" is out of range for int64 ns");
         if (s.dur_st == ST_OK && s.dur_ns < 0)
-            return fail_at(r, RV_ERR_INVALID, s.dur_off, "negative \"dur\" (%" PRId64 " ns)",
+            return FAIL_AT(r, RV_ERR_INVALID, s.dur_off, "negative \"dur\" (%" PRId64 " ns)",
                            s.dur_ns);
         ev.ts_ns = s.ts_ns;
         ev.dur_ns = s.dur_st == ST_OK ? s.dur_ns : 0;
         if (ev.ts_ns > 0 && ev.dur_ns > INT64_MAX - ev.ts_ns)
-            return fail_at(r, RV_ERR_INVALID, s.dur_off, "\"ts\" + \"dur\" overflows int64 ns");
+            return FAIL_AT(r, RV_ERR_INVALID, s.dur_off, "\"ts\" + \"dur\" overflows int64 ns");
         ev.cat = (uint8_t)s.cat;
         if (s.cat != RV_CAT_CUDA_SYNC)
             ev.sync_kind = RV_SYNC_NONE;
@@ -1224,11 +618,11 @@ static int parse_event(reader *r, int depth)
         if (rc < 0)
             return rc;
         if (r->t->nevents >= r->max_events)
-            return fail_at(r, RV_ERR_LIMIT, start, "more than %zu events kept (the cap)",
+            return FAIL_AT(r, RV_ERR_LIMIT, start, "more than %zu events kept (the cap)",
                            r->max_events);
         int64_t idx = rv_trace_push(r->t, &ev);
         if (idx < 0)
-            return fail_at(r, (int)idx, start, "cannot keep event (%s)", rv_err_name((int)idx));
+            return FAIL_AT(r, (int)idx, start, "cannot keep event (%s)", rv_err_name((int)idx));
         if (ev.correlation == RV_NONE &&
             (rv_cat_is_gpu_task(s.cat) || s.cat == RV_CAT_RUNTIME || s.cat == RV_CAT_DRIVER))
             r->missing_corr++;
@@ -1244,27 +638,27 @@ static int parse_events(reader *r, int depth)
 {
     int c, rc;
     r->seen_events = 1;
-    r->pos++; /* '[' */
+    eat(r); /* '[' */
     c = ws(r);
     if (c == ']') {
-        r->pos++;
+        eat(r);
         return 0;
     }
     for (;;) {
-        r->event_index = (int64_t)r->total_events;
+        r->js.item = (int64_t)r->total_events;
         if ((rc = parse_event(r, depth + 1)) < 0)
             return rc;
         r->total_events++;
         c = ws(r);
         if (c == ']') {
-            r->pos++;
+            eat(r);
             break;
         }
         if (c != ',')
             return fail_char(r, c, "',' or ']' after an event");
-        r->pos++;
+        eat(r);
     }
-    r->event_index = -1;
+    r->js.item = -1;
     return 0;
 }
 
@@ -1277,7 +671,7 @@ static int parse_device(reader *r, int depth, size_t index)
     int64_t v;
     if (ws(r) != '{')
         return skip_value(r, depth);
-    r->pos++;
+    eat(r);
     if ((rc = object_first(r)) < 0)
         return rc;
     for (more = rc; more; more = rc) {
@@ -1322,10 +716,10 @@ static int parse_devices(reader *r, int depth)
     int c, rc;
     if (ws(r) != '[')
         return skip_value(r, depth);
-    r->pos++;
+    eat(r);
     c = ws(r);
     if (c == ']') {
-        r->pos++;
+        eat(r);
         return 0;
     }
     for (size_t i = 0;; i++) {
@@ -1333,12 +727,12 @@ static int parse_devices(reader *r, int depth)
             return rc;
         c = ws(r);
         if (c == ']') {
-            r->pos++;
+            eat(r);
             return 0;
         }
         if (c != ',')
             return fail_char(r, c, "',' or ']' in deviceProperties");
-        r->pos++;
+        eat(r);
     }
 }
 
@@ -1350,7 +744,7 @@ static int parse_meta(reader *r, int depth, int reverie)
     int64_t v;
     if (ws(r) != '{')
         return skip_value(r, depth);
-    r->pos++;
+    eat(r);
     if (reverie)
         r->seen_reverie = 1;
     if ((rc = object_first(r)) < 0)
@@ -1407,7 +801,7 @@ static int parse_meta(reader *r, int depth, int reverie)
 static int parse_top_object(reader *r)
 {
     int rc, more;
-    r->pos++; /* '{' */
+    eat(r); /* '{' */
     if ((rc = object_first(r)) < 0)
         return rc;
     for (more = rc; more; more = rc) {
@@ -1532,18 +926,18 @@ static int finish(reader *r)
     int rc = 0;
     if (!r->seen_events) {
         if (r->seen_et_nodes || r->seen_et_schema)
-            return fail_at(r, RV_ERR_UNSUPPORTED, 0,
+            return FAIL_AT(r, RV_ERR_UNSUPPORTED, 0,
                            "this is a PyTorch execution trace (ET: top-level \"schema\" and "
                            "\"nodes\"), not a Kineto trace; upload the Kineto trace "
                            "(*.pt.trace.json) instead");
-        return fail_at(r, RV_ERR_UNSUPPORTED, 0,
+        return FAIL_AT(r, RV_ERR_UNSUPPORTED, 0,
                        "no \"traceEvents\" key: not a Kineto / Chrome trace");
     }
     if (t->nevents == 0) {
         if (r->total_events == 0)
-            return fail_at(r, RV_ERR_UNSUPPORTED, 0,
+            return FAIL_AT(r, RV_ERR_UNSUPPORTED, 0,
                            "no trace events the engine can use: \"traceEvents\" is empty");
-        return fail_at(r, RV_ERR_UNSUPPORTED, 0,
+        return FAIL_AT(r, RV_ERR_UNSUPPORTED, 0,
                        "no trace events the engine can use: none of the %zu events is a "
                        "complete (ph \"X\") CPU op, annotation, runtime or GPU event",
                        r->total_events);
@@ -1564,7 +958,7 @@ static int finish(reader *r)
                 break;
             }
     }
-    t->input_bytes = (size_t)(r->base + (int64_t)r->end);
+    t->input_bytes = (size_t)(r->js.base + (int64_t)r->js.end);
     return 0;
 }
 
@@ -1575,7 +969,7 @@ static int parse_document(reader *r)
         rc = parse_top_object(r);
     else if (c == '[')
         rc = parse_events(r, 0);
-    else if (c < 0 && !r->rc && cur_off(r) == 0)
+    else if (c < 0 && !r->js.rc && cur_off(r) == 0)
         return FAIL(r, RV_ERR_PARSE, "empty input");
     else if (c < 0)
         return fail_eof(r, "the document");
@@ -1584,30 +978,27 @@ static int parse_document(reader *r)
         return FAIL(r, RV_ERR_PARSE,
                     "not JSON trace data: the top-level value must be an object with "
                     "\"traceEvents\" or an array of events, found %s",
-                    show_char(c, tmp));
+                    rv_jscan_show_char(c, tmp));
     }
     if (rc < 0)
         return rc;
     c = ws(r);
     if (c >= 0) {
         char tmp[12];
-        return FAIL(r, RV_ERR_PARSE, "unexpected %s after the top-level value", show_char(c, tmp));
+        return FAIL(r, RV_ERR_PARSE, "unexpected %s after the top-level value",
+                    rv_jscan_show_char(c, tmp));
     }
-    if (r->rc)
-        return r->rc;
+    if (r->js.rc)
+        return r->js.rc;
     return finish(r);
 }
 
 static void reader_free(reader *r)
 {
-    if (r->z_init)
-        inflateEnd(&r->zs);
-    if (r->own_buf)
-        free(r->buf);
-    free(r->raw);
-    free(r->name.p);
-    free(r->sbuf.p);
-    free(r->key.p);
+    rv_jscan_close(&r->js);
+    rv_buf_free(&r->name);
+    rv_buf_free(&r->sbuf);
+    rv_buf_free(&r->fix);
     free(r->flows);
 }
 
@@ -1618,8 +1009,6 @@ static int run(const unsigned char *mem, size_t len, FILE *f, const rv_kineto_op
     static const rv_kineto_opts defaults = {0};
     reader r;
     int rc;
-    unsigned char magic[2];
-    size_t nmagic = 0;
 
     rv_error_clear(err);
     if (out)
@@ -1628,83 +1017,22 @@ static int run(const unsigned char *mem, size_t len, FILE *f, const rv_kineto_op
         return rv_error_set(err, RV_ERR_INTERNAL, -1, -1, "rv_kineto: out is NULL");
     memset(&r, 0, sizeof(r));
     r.opts = opts ? opts : &defaults;
-    r.err = err;
-    r.event_index = -1;
-    r.max_input = r.opts->max_input_bytes ? r.opts->max_input_bytes : DEFAULT_INPUT;
     r.max_events = r.opts->max_events ? r.opts->max_events : RV_TRACE_MAX_EVENTS;
     if (r.max_events > RV_TRACE_MAX_EVENTS)
         r.max_events = RV_TRACE_MAX_EVENTS;
-    r.name.max = MAX_NAME;
-    r.sbuf.max = MAX_NAME;
-    r.key.max = MAX_KEY;
+    rv_buf_init(&r.name, MAX_NAME);
+    rv_buf_init(&r.sbuf, MAX_NAME);
+    rv_buf_init(&r.fix, 3 * MAX_NAME); /* each bad byte becomes 3 */
     r.t = rv_trace_new();
     if (!r.t) {
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
         goto out;
     }
-
-    /* Sniff the gzip magic without losing bytes from a stream. */
-    if (mem) {
-        nmagic = len < 2 ? len : 2;
-        memcpy(magic, mem, nmagic);
-    } else {
-        nmagic = fread(magic, 1, 2, f);
-        if (nmagic < 2 && ferror(f)) {
-            rc = rv_error_set(err, RV_ERR_IO, 0, -1, "read error");
-            goto out;
-        }
-    }
-    r.gz = nmagic == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-
-    if (r.gz) {
-        if (inflateInit2(&r.zs, 15 + 16) != Z_OK) {
-            rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "zlib init failed");
-            goto out;
-        }
-        r.z_init = 1;
-        r.cap = WINDOW_BYTES;
-        r.buf = malloc(r.cap);
-        r.own_buf = 1;
-        if (mem) {
-            r.mem = mem;
-            r.mem_len = len;
-        } else {
-            r.f = f;
-            r.raw = malloc(RAW_BYTES);
-            if (!r.raw) {
-                rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-                goto out;
-            }
-            memcpy(r.raw, magic, 2);
-            r.zs.next_in = r.raw;
-            r.zs.avail_in = 2;
-        }
-        if (!r.buf) {
-            rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-            goto out;
-        }
-    } else if (mem) {
-        /* Plain memory: scan the caller's bytes in place. */
-        r.buf = (unsigned char *)mem;
-        r.end = r.cap = len;
-        r.eof = 1;
-        if (len > r.max_input) {
-            rc = rv_error_set(err, RV_ERR_LIMIT, 0, -1, "input is larger than the %zu-byte cap",
-                              r.max_input);
-            goto out;
-        }
-    } else {
-        r.f = f;
-        r.cap = WINDOW_BYTES;
-        r.buf = malloc(r.cap);
-        r.own_buf = 1;
-        if (!r.buf) {
-            rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-            goto out;
-        }
-        memcpy(r.buf, magic, nmagic);
-        r.end = nmagic;
-    }
+    rc = rv_jscan_open(&r.js, mem, len, f,
+                       r.opts->max_input_bytes ? r.opts->max_input_bytes : DEFAULT_INPUT, err);
+    if (rc < 0)
+        goto out;
+    r.js.item_name = "event";
 
     rc = parse_document(&r);
     if (rc == 0) {

@@ -10,9 +10,7 @@ void rv_oh_table_free(rv_oh_table *t)
     if (!t)
         return;
     free(t->entries);
-    free(t->names.data);
-    free(t->names.offsets);
-    free(t->names.slots);
+    rv_strtab_free(&t->names);
     free(t);
 }
 

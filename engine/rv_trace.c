@@ -7,49 +7,26 @@
 #define STRTAB_MAX_COUNT (64u * 1024u * 1024u)
 #define STRTAB_MAX_BYTES ((size_t)2 << 30)
 
-static uint32_t hash_bytes(const char *s, size_t len)
+/* The index compares the 64-bit hash first; this confirms the text. The
+ * key holds no NUL, so strncmp stops inside both strings. */
+static int same_text(const void *ctx, uint32_t id, const void *key, size_t len)
 {
-    /* FNV-1a: short kernel and op names dominate, so simplicity wins. */
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 16777619u;
-    }
-    return h;
+    const rv_strtab *st = ctx;
+    const char *c = st->data + st->offsets[id];
+    return strncmp(c, key, len) == 0 && c[len] == '\0';
 }
 
-static int strtab_grow_slots(rv_strtab *st)
+static uint32_t find_hashed(const rv_strtab *st, uint64_t h, const char *s, size_t len)
 {
-    uint32_t n = st->nslots ? st->nslots * 2 : 1024;
-    uint32_t *slots = calloc(n, sizeof(*slots));
-    if (!slots)
-        return RV_ERR_NOMEM;
-    for (uint32_t id = 0; id < st->count; id++) {
-        const char *s = st->data + st->offsets[id];
-        uint32_t i = hash_bytes(s, strlen(s)) & (n - 1);
-        while (slots[i])
-            i = (i + 1) & (n - 1);
-        slots[i] = id + 1;
-    }
-    free(st->slots);
-    st->slots = slots;
-    st->nslots = n;
-    return 0;
+    uint32_t id;
+    if (!rv_map_find(&st->index, h, same_text, st, s, len, &id))
+        return UINT32_MAX;
+    return id;
 }
 
 uint32_t rv_strtab_find(const rv_strtab *st, const char *s, size_t len)
 {
-    if (!st->nslots)
-        return UINT32_MAX;
-    uint32_t i = hash_bytes(s, len) & (st->nslots - 1);
-    while (st->slots[i]) {
-        uint32_t id = st->slots[i] - 1;
-        const char *c = st->data + st->offsets[id];
-        if (strncmp(c, s, len) == 0 && c[len] == '\0')
-            return id;
-        i = (i + 1) & (st->nslots - 1);
-    }
-    return UINT32_MAX;
+    return find_hashed(st, rv_map_hash(s, len), s, len);
 }
 
 uint32_t rv_strtab_intern(rv_strtab *st, const char *s, size_t len)
@@ -58,13 +35,14 @@ uint32_t rv_strtab_intern(rv_strtab *st, const char *s, size_t len)
     const char *nul = memchr(s, '\0', len);
     if (nul)
         len = (size_t)(nul - s);
-    uint32_t id = rv_strtab_find(st, s, len);
+    uint64_t h = rv_map_hash(s, len);
+    uint32_t id = find_hashed(st, h, s, len);
     if (id != UINT32_MAX)
         return id;
     if (st->count >= STRTAB_MAX_COUNT || st->len + len + 1 > STRTAB_MAX_BYTES)
         return UINT32_MAX;
-    if ((st->count + 1) * 2 > st->nslots && strtab_grow_slots(st) != 0)
-        return UINT32_MAX;
+    if (!st->index.max) /* a zeroed table is an empty one */
+        rv_map_init(&st->index, STRTAB_MAX_COUNT);
     if (st->len + len + 1 > st->cap) {
         size_t cap = st->cap ? st->cap : 4096;
         while (cap < st->len + len + 1)
@@ -83,16 +61,15 @@ uint32_t rv_strtab_intern(rv_strtab *st, const char *s, size_t len)
         st->offsets = o;
         st->offsets_cap = cap;
     }
+    if (rv_map_add(&st->index, h, st->count) != 0)
+        return UINT32_MAX;
+    st->nslots = (uint32_t)st->index.cap;
     id = st->count++;
     st->offsets[id] = (uint32_t)st->len;
     if (len)
         memcpy(st->data + st->len, s, len);
     st->data[st->len + len] = '\0';
     st->len += len + 1;
-    uint32_t i = hash_bytes(s, len) & (st->nslots - 1);
-    while (st->slots[i])
-        i = (i + 1) & (st->nslots - 1);
-    st->slots[i] = id + 1;
     return id;
 }
 
@@ -101,6 +78,21 @@ const char *rv_strtab_get(const rv_strtab *st, uint32_t id)
     if (id >= st->count)
         return "";
     return st->data + st->offsets[id];
+}
+
+void rv_strtab_free(rv_strtab *st)
+{
+    if (!st)
+        return;
+    free(st->data);
+    free(st->offsets);
+    rv_map_free(&st->index);
+    memset(st, 0, sizeof(*st));
+}
+
+size_t rv_strtab_bytes(const rv_strtab *st)
+{
+    return st->cap + (size_t)st->offsets_cap * sizeof(uint32_t) + rv_map_bytes(&st->index);
 }
 
 rv_trace *rv_trace_new(void)
@@ -123,9 +115,7 @@ void rv_trace_free(rv_trace *t)
         return;
     free(t->events);
     free(t->devices);
-    free(t->strings.data);
-    free(t->strings.offsets);
-    free(t->strings.slots);
+    rv_strtab_free(&t->strings);
     free(t);
 }
 

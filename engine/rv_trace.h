@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "rv_error.h"
+#include "rv_map.h"
 
 #define RV_NONE (-1)
 
@@ -76,8 +77,10 @@ typedef struct rv_strtab {
     size_t len, cap;
     uint32_t *offsets; /* id -> offset in data */
     uint32_t count, offsets_cap;
-    uint32_t *slots; /* open-addressing hash: id+1, 0 = empty */
-    uint32_t nslots; /* power of two */
+    rv_map index; /* hash of the text -> id */
+    /* index.cap, kept for server/rv_gcache.c's byte count; goes once that
+     * counts with rv_strtab_bytes. */
+    uint32_t nslots;
 } rv_strtab;
 
 typedef struct rv_trace {
@@ -113,8 +116,13 @@ uint32_t rv_strtab_intern(rv_strtab *st, const char *s, size_t len);
 /* Returns the string with that id (borrowed; valid until the table is freed).
  * An out-of-range id gives "". */
 const char *rv_strtab_get(const rv_strtab *st, uint32_t id);
-/* Id of s when already interned, else UINT32_MAX. */
+/* Id of s when already interned, else UINT32_MAX. s[0..len) must hold no
+ * NUL (rv_strtab_intern cuts at the first one). */
 uint32_t rv_strtab_find(const rv_strtab *st, const char *s, size_t len);
+/* Frees what the table holds and leaves it empty (no "" either). NULL-safe. */
+void rv_strtab_free(rv_strtab *st);
+/* Bytes the table holds (text, offsets, index), for memory accounting. */
+size_t rv_strtab_bytes(const rv_strtab *st);
 
 static inline const char *rv_trace_str(const rv_trace *t, uint32_t id)
 {

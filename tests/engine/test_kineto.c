@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rv_jsonw.h"
 #include "rv_kineto.h"
 #include "common/rv_test_util.h"
 
@@ -324,6 +325,39 @@ static void test_caps(void)
     rv_kineto_opts o2 = {.max_input_bytes = 100};
     CU_ASSERT_EQUAL(rv_kineto_read_file(p, &o2, &t, &e), RV_ERR_LIMIT);
     CU_ASSERT_EQUAL(rv_kineto_read_file("/nonexistent/trace.json", NULL, &t, &e), RV_ERR_IO);
+}
+
+/* Names that are not valid UTF-8 are repaired once, when interned: each
+ * bad byte becomes U+FFFD, valid multi-byte text is kept, every copy of a
+ * bad name maps to one string, and a JSON escape of a lone surrogate also
+ * reads as U+FFFD. */
+static void test_invalid_utf8(void)
+{
+    static const char doc[] =
+        "[{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"bad\xff\xc0name\", \"ts\": 1, "
+        "\"dur\": 2, \"pid\": \"0\", \"tid\": \"s\xe2\x82\"},\n"
+        " {\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"caf\xc3\xa9 \xe2\x82\xac\", \"ts\": 4, "
+        "\"dur\": 1, \"pid\": \"0\", \"tid\": \"7\"},\n"
+        " {\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"bad\xff\xc0name\", \"ts\": 6, "
+        "\"dur\": 1, \"pid\": \"0\", \"tid\": \"7\"},\n"
+        " {\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"x\\ud800y\xed\xa0\x80\", \"ts\": 8, "
+        "\"dur\": 1, \"pid\": \"0\", \"tid\": \"7\"}]";
+    rv_trace *t = NULL;
+    rv_error e;
+    CU_ASSERT_EQUAL_FATAL(rv_kineto_read_buffer(doc, sizeof(doc) - 1, NULL, &t, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(t->nevents, 4);
+    CU_ASSERT_STRING_EQUAL(rv_trace_str(t, t->events[0].name), "bad\xef\xbf\xbd\xef\xbf\xbdname");
+    CU_ASSERT_STRING_EQUAL(rv_trace_str(t, t->events[0].tid), "s\xef\xbf\xbd\xef\xbf\xbd");
+    CU_ASSERT_STRING_EQUAL(rv_trace_str(t, t->events[1].name), "caf\xc3\xa9 \xe2\x82\xac");
+    CU_ASSERT_EQUAL(t->events[2].name, t->events[0].name);
+    CU_ASSERT_STRING_EQUAL(rv_trace_str(t, t->events[3].name),
+                           "x\xef\xbf\xbdy\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    /* Every string the table holds is valid UTF-8 now. */
+    for (uint32_t id = 0; id < t->strings.count; id++) {
+        const char *s = rv_strtab_get(&t->strings, id);
+        CU_ASSERT_EQUAL(rv_jsonw_utf8_valid(s, strlen(s)), strlen(s));
+    }
+    rv_trace_free(t);
 }
 
 /* ---------------------------------------------------------------- shared traces */
@@ -665,6 +699,7 @@ int main(void)
     CU_add_test(local, "collector metadata", test_collector_meta);
     CU_add_test(local, "errors", test_errors_local);
     CU_add_test(local, "caps", test_caps);
+    CU_add_test(local, "invalid UTF-8 in names", test_invalid_utf8);
     if (g_shared) {
         CU_pSuite s = CU_add_suite("kineto_shared", NULL, NULL);
         CU_add_test(s, "every shared file", test_every_shared_file);
