@@ -5,15 +5,12 @@
  * before it. GPU tasks are kernels, copies and sets. See
  * docs/internals/graph.md for the rules and why each exists. */
 #include "rv_graph.h"
+#include "rv_map.h"
 #include "rv_mem.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_TASKS   ((size_t)64 * 1024 * 1024)
-#define MAX_EDGES   ((size_t)256 * 1024 * 1024)
-#define MAX_THREADS (1 << 16)
 
 /* A CPU thread that sits idle longer than this and resumes right after
  * another thread's task is taken to be waiting for that thread. */
@@ -28,71 +25,11 @@
 
 /* ---- small helpers ------------------------------------------------------ */
 
-typedef struct i64map {
-    int64_t *keys;
-    int32_t *vals;
-    size_t cap; /* power of two; 0 = empty */
-    size_t n;
-} i64map;
-
-static uint64_t mix64(uint64_t x)
+/* Lookups through rv_map that read -1 for "absent", as the passes expect. */
+static int32_t map_get(const rv_map *m, int64_t key)
 {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return x;
-}
-
-static int i64map_init(i64map *m, size_t expected)
-{
-    size_t cap = 64;
-    while (cap < expected * 2)
-        cap *= 2;
-    m->keys = malloc(cap * sizeof(*m->keys));
-    m->vals = malloc(cap * sizeof(*m->vals));
-    if (!m->keys || !m->vals)
-        return RV_ERR_NOMEM;
-    for (size_t i = 0; i < cap; i++)
-        m->vals[i] = -1;
-    m->cap = cap;
-    m->n = 0;
-    return 0;
-}
-
-static void i64map_free(i64map *m)
-{
-    free(m->keys);
-    free(m->vals);
-    memset(m, 0, sizeof(*m));
-}
-
-/* Inserts key -> val unless key is present (first wins). */
-static void i64map_put(i64map *m, int64_t key, int32_t val)
-{
-    if (m->n * 2 >= m->cap)
-        return; /* sized up front; never exceeded by construction */
-    size_t i = mix64((uint64_t)key) & (m->cap - 1);
-    while (m->vals[i] >= 0) {
-        if (m->keys[i] == key)
-            return;
-        i = (i + 1) & (m->cap - 1);
-    }
-    m->keys[i] = key;
-    m->vals[i] = val;
-    m->n++;
-}
-
-static int32_t i64map_get(const i64map *m, int64_t key)
-{
-    if (!m->cap)
-        return -1;
-    size_t i = mix64((uint64_t)key) & (m->cap - 1);
-    while (m->vals[i] >= 0) {
-        if (m->keys[i] == key)
-            return m->vals[i];
-        i = (i + 1) & (m->cap - 1);
-    }
-    return -1;
+    uint32_t v;
+    return rv_map_get(m, (uint64_t)key, &v) ? (int32_t)v : -1;
 }
 
 /* The element of rank n/2 (upper median), by quickselect: O(n) on average
@@ -135,160 +72,14 @@ static int starts_with(const char *s, const char *prefix)
     return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
-/* ---- graph containers --------------------------------------------------- */
-
-const char *rv_phase_name(int phase)
-{
-    static const char *const names[RV_PHASE_COUNT] = {"unknown", "forward", "backward", "optimizer",
-                                                      "dataloader"};
-    return (phase >= 0 && phase < RV_PHASE_COUNT) ? names[phase] : "unknown";
-}
-
-const char *rv_task_kind_name(int kind)
-{
-    switch (kind) {
-    case RV_TASK_CPU: return "cpu";
-    case RV_TASK_GPU: return "gpu";
-    case RV_TASK_COMM: return "comm";
-    case RV_TASK_DATA: return "data";
-    default: return "unknown";
-    }
-}
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t max)
-{
-    if (need <= *cap)
-        return 0;
-    if (need > max)
-        return RV_ERR_LIMIT;
-    size_t n = *cap ? *cap : 256;
-    while (n < need)
-        n *= 2;
-    if (n > max)
-        n = max;
-    void *q = realloc(*p, n * elem);
-    if (!q)
-        return RV_ERR_NOMEM;
-    *p = q;
-    rv_mem_huge(q, n * elem);
-    *cap = n;
-    return 0;
-}
-
-int rv_graph_add_edge(rv_graph *g, int32_t src, int32_t dst, int64_t delay_ns, int kind,
-                      int from_start)
-{
-    int rc = grow((void **)&g->edges, &g->cap_edges, g->nedges + 1, sizeof(rv_edge), MAX_EDGES);
-    if (rc)
-        return rc;
-    rv_edge *e = &g->edges[g->nedges++];
-    memset(e, 0, sizeof(*e));
-    e->src = src;
-    e->dst = dst;
-    e->delay_ns = delay_ns;
-    e->kind = (uint8_t)kind;
-    e->from_start = (uint8_t)(from_start != 0);
-    return 0;
-}
-
-int32_t rv_graph_add_thread(rv_graph *g, const rv_thread *th)
-{
-    int rc = grow((void **)&g->threads, &g->cap_threads, g->nthreads + 1, sizeof(rv_thread),
-                  MAX_THREADS);
-    if (rc)
-        return rc;
-    g->threads[g->nthreads] = *th;
-    return (int32_t)g->nthreads++;
-}
-
-int64_t rv_graph_append_task(rv_graph *g, int32_t t, const rv_task *task)
-{
-    if (t < 0 || (size_t)t >= g->nthreads)
-        return RV_ERR_INVALID;
-    int rc = grow((void **)&g->tasks, &g->cap_tasks, g->ntasks + 1, sizeof(rv_task), MAX_TASKS);
-    if (rc)
-        return rc;
-    int32_t idx = (int32_t)g->ntasks++;
-    g->tasks[idx] = *task;
-    g->tasks[idx].thread = t;
-    rv_thread *th = &g->threads[t];
-    if (th->last >= 0) {
-        rc = rv_graph_add_edge(g, th->last, idx, 0, RV_EDGE_THREAD, 0);
-        if (rc) {
-            g->ntasks--;
-            return rc;
-        }
-    } else {
-        th->first = idx;
-    }
-    th->last = idx;
-    return idx;
-}
-
-void rv_graph_remove_task(rv_graph *g, int32_t task)
-{
-    if (task < 0 || (size_t)task >= g->ntasks)
-        return;
-    rv_task *t = &g->tasks[task];
-    t->flags |= RV_TF_REMOVED;
-    t->dur_ns = 0;
-    t->gap_ns = 0;
-    t->gap_dl_ns = 0;
-}
-
-void rv_graph_free(rv_graph *g)
-{
-    if (!g)
-        return;
-    free(g->tasks);
-    free(g->edges);
-    free(g->threads);
-    free(g->iters);
-    free(g->extra_names);
-    free(g);
-}
-
-rv_graph *rv_graph_clone(const rv_graph *g)
-{
-    rv_graph *c = calloc(1, sizeof(*c));
-    if (!c)
-        return NULL;
-    *c = *g;
-    c->tasks = NULL;
-    c->edges = NULL;
-    c->threads = NULL;
-    c->iters = NULL;
-    c->extra_names = NULL;
-    c->tasks = malloc((g->cap_tasks ? g->cap_tasks : 1) * sizeof(rv_task));
-    c->edges = malloc((g->cap_edges ? g->cap_edges : 1) * sizeof(rv_edge));
-    rv_mem_huge(c->tasks, g->cap_tasks * sizeof(rv_task));
-    rv_mem_huge(c->edges, g->cap_edges * sizeof(rv_edge));
-    c->threads = malloc((g->cap_threads ? g->cap_threads : 1) * sizeof(rv_thread));
-    c->iters = malloc((g->niters ? g->niters : 1) * sizeof(rv_iter));
-    if (!c->tasks || !c->edges || !c->threads || !c->iters) {
-        rv_graph_free(c);
-        return NULL;
-    }
-    /* memcpy from NULL is undefined even for zero bytes. */
-    if (g->ntasks)
-        memcpy(c->tasks, g->tasks, g->ntasks * sizeof(rv_task));
-    if (g->nedges)
-        memcpy(c->edges, g->edges, g->nedges * sizeof(rv_edge));
-    if (g->nthreads)
-        memcpy(c->threads, g->threads, g->nthreads * sizeof(rv_thread));
-    if (g->niters)
-        memcpy(c->iters, g->iters, g->niters * sizeof(rv_iter));
-    return c;
-}
-
 /* ---- building ----------------------------------------------------------- */
 
 typedef struct builder {
     const rv_trace *tr;
     rv_graph *g;
     rv_error *err;
-    i64map thread_keys; /* packed key -> thread index */
-    i64map corr;        /* correlation -> CPU task */
+    rv_map thread_keys; /* packed key -> thread index */
+    rv_map corr;        /* correlation -> CPU task */
     int64_t *launch_ts; /* per task: launch time (GPU: its launch's start, else own start) */
 } builder;
 
@@ -339,14 +130,17 @@ static int32_t thread_for(builder *b, const rv_event *ev, int gpu)
         key = cpu_key(ev->pid, ev->tid);
         th.kind = RV_THREAD_CPU;
     }
-    int32_t idx = i64map_get(&b->thread_keys, key);
+    int32_t idx = map_get(&b->thread_keys, key);
     if (idx >= 0)
         return idx;
     th.pid = ev->pid;
     th.tid = ev->tid;
     idx = rv_graph_add_thread(g, &th);
-    if (idx >= 0)
-        i64map_put(&b->thread_keys, key, idx);
+    if (idx >= 0) {
+        int rc = rv_map_put(&b->thread_keys, (uint64_t)key, (uint32_t)idx);
+        if (rc < 0)
+            return rc;
+    }
     return idx;
 }
 
@@ -453,7 +247,7 @@ static int make_tasks(builder *b)
                                   "counters-only (CUPTI profiler) capture"
                                 : (ncpu ? "a CPU-only trace" : "annotations only"));
     }
-    if (n > MAX_TASKS)
+    if (n > RV_GRAPH_MAX_TASKS)
         return rv_error_set(b->err, RV_ERR_LIMIT, -1, -1, "too many tasks (%zu)", n);
     g->origin_ns = origin;
     g->span_ns = last_end - origin;
@@ -615,7 +409,7 @@ static int find_marker_iterations(builder *b)
             const rv_event *ev = &tr->events[i];
             if ((ev->cat == RV_CAT_CPU_OP || ev->cat == RV_CAT_USER_ANNOTATION) &&
                 starts_with(rv_trace_str(tr, ev->name), prefixes[p]) &&
-                i64map_get(&b->thread_keys, cpu_key(ev->pid, ev->tid)) >= 0)
+                map_get(&b->thread_keys, cpu_key(ev->pid, ev->tid)) >= 0)
                 n++;
         }
         if (n < 3)
@@ -634,7 +428,7 @@ static int find_marker_iterations(builder *b)
             if (!((ev->cat == RV_CAT_CPU_OP || ev->cat == RV_CAT_USER_ANNOTATION) &&
                   starts_with(rv_trace_str(tr, ev->name), prefixes[p])))
                 continue;
-            int32_t t = i64map_get(&b->thread_keys, cpu_key(ev->pid, ev->tid));
+            int32_t t = map_get(&b->thread_keys, cpu_key(ev->pid, ev->tid));
             if (t < 0)
                 continue;
             starts[k] = ev->ts_ns - g->origin_ns;
@@ -693,7 +487,7 @@ static int find_iterations(builder *b)
         if (!((ev->cat == RV_CAT_CPU_OP || ev->cat == RV_CAT_USER_ANNOTATION) &&
               parse_step(rv_trace_str(tr, ev->name), &step)))
             continue;
-        int32_t t = i64map_get(&b->thread_keys, cpu_key(ev->pid, ev->tid));
+        int32_t t = map_get(&b->thread_keys, cpu_key(ev->pid, ev->tid));
         if (t < 0)
             continue; /* an annotation on a thread that launched nothing */
         rv_iter *it = &g->iters[g->niters++];
@@ -890,15 +684,15 @@ static int link_launches(builder *b)
 {
     rv_graph *g = b->g;
     const rv_trace *tr = b->tr;
-    int rc = i64map_init(&b->corr, g->ntasks);
-    if (rc)
-        return rc;
-    for (size_t i = 0; i < g->ntasks; i++) {
+    int rc = rv_map_reserve(&b->corr, g->ntasks);
+    for (size_t i = 0; i < g->ntasks && rc >= 0; i++) {
         const rv_task *t = &g->tasks[i];
         const rv_event *ev = &tr->events[t->event];
         if (t->kind == RV_TASK_CPU && ev->correlation != RV_NONE)
-            i64map_put(&b->corr, ev->correlation, (int32_t)i);
+            rc = rv_map_put(&b->corr, (uint64_t)ev->correlation, (uint32_t)i);
     }
+    if (rc < 0)
+        return rc;
     b->launch_ts = malloc((g->ntasks + 1) * sizeof(int64_t));
     if (!b->launch_ts)
         return RV_ERR_NOMEM;
@@ -908,7 +702,7 @@ static int link_launches(builder *b)
         if (t->kind == RV_TASK_CPU)
             continue;
         const rv_event *ev = &tr->events[t->event];
-        int32_t l = ev->correlation != RV_NONE ? i64map_get(&b->corr, ev->correlation) : -1;
+        int32_t l = ev->correlation != RV_NONE ? map_get(&b->corr, ev->correlation) : -1;
         if (l < 0) {
             g->uncorrelated_gpu++;
             t->iteration = iteration_at(g, t->meas_start_ns);
@@ -976,33 +770,6 @@ static int measure_gpu_constants(builder *b)
     free(lat);
     free(gap);
     return 0;
-}
-
-int rv_graph_is_sync_call(const char *n)
-{
-    static const char *const names[] = {
-        "cudaDeviceSynchronize",
-        "cudaStreamSynchronize",
-        "cudaEventSynchronize",
-        "cudaMemcpy",
-        "cudaMemcpy2D",
-        "cudaMemcpyToSymbol",
-        "cudaMemcpyFromSymbol",
-        "cudaFree",
-        "cudaFreeHost",
-        "cuCtxSynchronize",
-        "cuStreamSynchronize",
-        "cuEventSynchronize",
-        "hipDeviceSynchronize",
-        "hipStreamSynchronize",
-        "hipEventSynchronize",
-        "hipMemcpy",
-        "hipFree",
-    };
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (strcmp(n, names[i]) == 0)
-            return 1;
-    return starts_with(n, "cuMemcpyDtoH") && !strstr(n, "Async");
 }
 
 /* Last task on GPU thread ti launched strictly before time t, or -1
@@ -1102,26 +869,26 @@ static int link_syncs(builder *b)
 {
     rv_graph *g = b->g;
     const rv_trace *tr = b->tr;
-    i64map sync_info; /* correlation -> cuda_sync event index */
+    rv_map sync_info; /* correlation -> cuda_sync event index */
     size_t nsync = 0;
     for (size_t i = 0; i < tr->nevents; i++)
         if (tr->events[i].cat == RV_CAT_CUDA_SYNC)
             nsync++;
-    int rc = i64map_init(&sync_info, nsync + 1);
-    if (rc)
-        return rc;
-    for (size_t i = 0; i < tr->nevents; i++) {
+    rv_map_init(&sync_info, RV_TRACE_MAX_EVENTS);
+    int rc = rv_map_reserve(&sync_info, nsync);
+    for (size_t i = 0; i < tr->nevents && rc >= 0; i++) {
         const rv_event *ev = &tr->events[i];
         if (ev->cat == RV_CAT_CUDA_SYNC && ev->correlation != RV_NONE)
-            i64map_put(&sync_info, ev->correlation, (int32_t)i);
+            rc = rv_map_put(&sync_info, (uint64_t)ev->correlation, (uint32_t)i);
     }
 
     /* Whether a call name is a sync, per distinct name: 0 unknown, 1 yes, 2 no. */
-    uint8_t *sync_name = calloc(tr->strings.count + 1, 1);
+    uint8_t *sync_name = rc < 0 ? NULL : calloc(tr->strings.count + 1, 1);
     if (!sync_name) {
-        i64map_free(&sync_info);
-        return RV_ERR_NOMEM;
+        rv_map_free(&sync_info);
+        return rc < 0 ? rc : RV_ERR_NOMEM;
     }
+    rc = 0;
     for (size_t i = 0; i < g->ntasks && rc == 0; i++) {
         rv_task *c = &g->tasks[i];
         if (c->kind != RV_TASK_CPU)
@@ -1132,14 +899,14 @@ static int link_syncs(builder *b)
         int named_sync = c->name < tr->strings.count
                              ? sync_name[c->name] == 1
                              : rv_graph_is_sync_call(rv_trace_str(tr, c->name));
-        int32_t si = ev->correlation != RV_NONE ? i64map_get(&sync_info, ev->correlation) : -1;
+        int32_t si = ev->correlation != RV_NONE ? map_get(&sync_info, ev->correlation) : -1;
         const rv_event *se = si >= 0 ? &tr->events[si] : NULL;
 
         if (se && se->sync_kind == RV_SYNC_WAIT_EVENT) {
             /* A stream waits for an event: GPU-side edge from the event's
              * last task to the next task on the waiting stream. */
             int32_t rec =
-                se->wait_event_corr != RV_NONE ? i64map_get(&b->corr, se->wait_event_corr) : -1;
+                se->wait_event_corr != RV_NONE ? map_get(&b->corr, se->wait_event_corr) : -1;
             int32_t src_th = gpu_thread_of_stream(g, se->device, se->wait_stream);
             int32_t dst_th = gpu_thread_of_stream(g, se->device, se->stream);
             if (rec < 0 || src_th < 0 || dst_th < 0 || src_th == dst_th)
@@ -1157,7 +924,7 @@ static int link_syncs(builder *b)
 
         int32_t target = -1;
         if (se && se->sync_kind == RV_SYNC_EVENT && se->wait_event_corr != RV_NONE) {
-            int32_t rec = i64map_get(&b->corr, se->wait_event_corr);
+            int32_t rec = map_get(&b->corr, se->wait_event_corr);
             int32_t th = gpu_thread_of_stream(g, se->device, se->wait_stream);
             if (rec >= 0 && th >= 0)
                 target = last_launched_before(b, &g->threads[th], g->tasks[rec].meas_start_ns);
@@ -1173,7 +940,7 @@ static int link_syncs(builder *b)
         if (target >= 0)
             rc = add_sync_edge(g, target, (int32_t)i);
     }
-    i64map_free(&sync_info);
+    rv_map_free(&sync_info);
     free(sync_name);
     return rc;
 }
@@ -1349,15 +1116,14 @@ int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **
     b.tr = trace;
     b.g = g;
     b.err = err;
-    if ((rc = i64map_init(&b.thread_keys, 1024)) != 0)
-        goto out;
+    rv_map_init(&b.thread_keys, RV_GRAPH_MAX_THREADS);
+    rv_map_init(&b.corr, RV_GRAPH_MAX_TASKS);
     if ((rc = make_tasks(&b)) != 0)
         goto out;
     label_threads(&b);
     /* Every task has a thread edge and most GPU tasks a launch edge: reserve
      * once instead of doubling through the build. */
-    if ((rc = grow((void **)&g->edges, &g->cap_edges, g->ntasks * 2 + 16, sizeof(rv_edge),
-                   MAX_EDGES)) != 0)
+    if ((rc = rv_graph_reserve_edges(g, g->ntasks * 2 + 16)) != 0)
         goto out;
     /* The passes, in order: each needs what the ones before it found. */
     static int (*const passes[])(builder *) = {
@@ -1373,8 +1139,8 @@ int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **
 out:
     if (rc && err && err->code == 0)
         rv_error_set(err, rc, -1, -1, "building the dependency graph failed: %s", rv_err_name(rc));
-    i64map_free(&b.thread_keys);
-    i64map_free(&b.corr);
+    rv_map_free(&b.thread_keys);
+    rv_map_free(&b.corr);
     free(b.launch_ts);
     rv_graph_free(g);
     return rc;

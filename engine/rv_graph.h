@@ -125,11 +125,18 @@ typedef struct rv_graph {
     uint32_t *extra_names;   /* reserved */
 } rv_graph;
 
+/* Caps on a graph's arrays (RV_ERR_LIMIT past them). */
+#define RV_GRAPH_MAX_TASKS   ((size_t)64 * 1024 * 1024)
+#define RV_GRAPH_MAX_EDGES   ((size_t)256 * 1024 * 1024)
+#define RV_GRAPH_MAX_THREADS (1 << 16)
+
 typedef struct rv_graph_opts {
     int keep_cpu_ops; /* reserved: ops stay as gaps and layer labels */
 } rv_graph_opts;
 
-/* Builds the graph from a parsed trace (borrowed; must outlive the graph).
+/* Builds the graph from a parsed trace (borrowed; must outlive the graph);
+ * rv_graph.c holds the build passes, rv_graph_query.c the container and
+ * the lookups.
  * Fails with RV_ERR_UNSUPPORTED and a clear message when the trace has
  * nothing to simulate (no GPU tasks: CPU-only or counters-only traces).
  * Returns 0 and *out (new; free with rv_graph_free). */
@@ -148,6 +155,10 @@ int64_t rv_graph_append_task(rv_graph *g, int32_t t, const rv_task *task);
 /* Adds an edge; 0 or RV_ERR_NOMEM / RV_ERR_LIMIT. */
 int rv_graph_add_edge(rv_graph *g, int32_t src, int32_t dst, int64_t delay_ns, int kind,
                       int from_start);
+
+/* Makes room for n edges in all, so a pass that adds many does not grow
+ * the array edge by edge; 0 or RV_ERR_NOMEM / RV_ERR_LIMIT. */
+int rv_graph_reserve_edges(rv_graph *g, size_t n);
 
 /* Adds a thread (copied); returns its index or a negative rv_err. */
 int32_t rv_graph_add_thread(rv_graph *g, const rv_thread *th);
