@@ -1,4 +1,5 @@
 #include "rv_snapshot.h"
+#include "rv_buf.h"
 #include "rv_mem.h"
 
 #include <limits.h>
@@ -14,42 +15,23 @@
 
 /* ---- writing ------------------------------------------------------------ */
 
-typedef struct wbuf {
-    uint8_t *p;
-    size_t len, cap;
-    int failed;
-} wbuf;
+/* The body is written into one rv_buf capped at RV_SNAPSHOT_MAX_RAW; its
+ * error is sticky, so the encoder writes on and checks once at the end. */
 
-static void wb_reserve(wbuf *b, size_t extra)
+/* Unsigned LEB128: a varint takes at most 10 bytes, so room is made once
+ * and the bytes are written in place. */
+static void wb_u(rv_buf *b, uint64_t v)
 {
-    if (b->failed || b->len + extra <= b->cap)
+    if (b->err || (rv_buf_room(b) < 10 && !rv_buf_reserve(b, 10)))
         return;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + extra)
-        cap *= 2;
-    if (cap > RV_SNAPSHOT_MAX_RAW) {
-        b->failed = 1;
-        return;
-    }
-    uint8_t *np = realloc(b->p, cap);
-    if (!np) {
-        b->failed = 1;
-        return;
-    }
-    b->p = np;
-    b->cap = cap;
-}
-
-static void wb_u(wbuf *b, uint64_t v)
-{
-    wb_reserve(b, 10);
-    if (b->failed)
-        return;
+    uint8_t *p = (uint8_t *)b->p + b->len;
+    size_t n = 0;
     while (v >= 0x80) {
-        b->p[b->len++] = (uint8_t)(v | 0x80);
+        p[n++] = (uint8_t)(v | 0x80);
         v >>= 7;
     }
-    b->p[b->len++] = (uint8_t)v;
+    p[n++] = (uint8_t)v;
+    rv_buf_commit(b, n);
 }
 
 static inline uint64_t zz(int64_t v)
@@ -62,18 +44,14 @@ static inline int64_t unzz(uint64_t v)
     return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
 }
 
-static void wb_s(wbuf *b, int64_t v)
+static void wb_s(rv_buf *b, int64_t v)
 {
     wb_u(b, zz(v));
 }
 
-static void wb_bytes(wbuf *b, const void *p, size_t n)
+static void wb_bytes(rv_buf *b, const void *p, size_t n)
 {
-    wb_reserve(b, n);
-    if (b->failed)
-        return;
-    memcpy(b->p + b->len, p, n);
-    b->len += n;
+    rv_buf_add(b, p, n); /* a failure stays in b->err */
 }
 
 static void put_le32(uint8_t *p, uint32_t v)
@@ -127,7 +105,7 @@ static uint64_t get_le64(const uint8_t *p)
         }                                                                                          \
     } while (0)
 
-static void encode_body(const rv_trace *t, wbuf *b)
+static void encode_body(const rv_trace *t, rv_buf *b)
 {
     uint32_t nstr = t->strings.count;
     wb_u(b, t->nevents);
@@ -195,14 +173,14 @@ static void encode_body(const rv_trace *t, wbuf *b)
 
 int rv_snapshot_encode(const rv_trace *t, int level, uint8_t **out, size_t *out_len, rv_error *err)
 {
-    wbuf body = {0};
+    rv_buf body = RV_BUF_INIT(RV_SNAPSHOT_MAX_RAW);
     uint8_t *res = NULL;
     int rc;
 
     *out = NULL;
     *out_len = 0;
     encode_body(t, &body);
-    if (body.failed) {
+    if (body.err) {
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1,
                           "snapshot: body of %zu events exceeds memory or the %llu-byte cap",
                           t->nevents, (unsigned long long)RV_SNAPSHOT_MAX_RAW);
@@ -218,8 +196,8 @@ int rv_snapshot_encode(const rv_trace *t, int level, uint8_t **out, size_t *out_
     uint32_t flags = 0;
     if (level > 0) {
         uLongf dl = (uLongf)(cap - RV_SNAPSHOT_HEADER_LEN);
-        int zrc =
-            compress2(res + RV_SNAPSHOT_HEADER_LEN, &dl, body.p, body.len, level > 9 ? 9 : level);
+        int zrc = compress2(res + RV_SNAPSHOT_HEADER_LEN, &dl, (const Bytef *)body.p, body.len,
+                            level > 9 ? 9 : level);
         if (zrc != Z_OK) {
             rc = rv_error_set(err, RV_ERR_INTERNAL, -1, -1, "snapshot: zlib compress failed (%d)",
                               zrc);
@@ -243,7 +221,7 @@ int rv_snapshot_encode(const rv_trace *t, int level, uint8_t **out, size_t *out_
     res = NULL;
     rc = 0;
 out:
-    free(body.p);
+    rv_buf_free(&body);
     free(res);
     return rc;
 }
