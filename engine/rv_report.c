@@ -3,8 +3,12 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "rv_jsonw.h"
+#include "rv_sort.h"
 
 static double us(int64_t ns)
 {
@@ -203,6 +207,9 @@ static void ivals_add(ivals *s, int64_t a, int64_t b, const rv_window *w)
     if (b <= a)
         return;
     if (s->n == s->cap) {
+        /* One interval per task at most: the graph's cap is this one's. */
+        if (s->cap >= RV_GRAPH_MAX_TASKS)
+            return;
         size_t cap = s->cap ? s->cap * 2 : 1024;
         ival *v = realloc(s->v, cap * sizeof(*v));
         if (!v)
@@ -215,62 +222,13 @@ static void ivals_add(ivals *s, int64_t a, int64_t b, const rv_window *w)
     s->n++;
 }
 
-/* Sorts intervals by start: LSD radix on 16-bit digits of start - min,
- * linear in n, since a breakdown sorts a few 100k intervals per call. */
-static void sort_ivals(ival *v, size_t n)
-{
-    if (n < 2)
-        return;
-    int64_t lo = v[0].a, hi = v[0].a;
-    for (size_t i = 1; i < n; i++) {
-        if (v[i].a < lo)
-            lo = v[i].a;
-        if (v[i].a > hi)
-            hi = v[i].a;
-    }
-    uint64_t range = (uint64_t)hi - (uint64_t)lo;
-    ival *tmp = malloc(n * sizeof(*tmp));
-    size_t *count = malloc(65537 * sizeof(*count)); /* off the stack: worker threads */
-    if (!tmp || !count) {
-        free(tmp);
-        free(count);
-        /* Out of memory: an insertion sort is slow but needs nothing. */
-        for (size_t i = 1; i < n; i++) {
-            ival x = v[i];
-            size_t j = i;
-            while (j > 0 && v[j - 1].a > x.a) {
-                v[j] = v[j - 1];
-                j--;
-            }
-            v[j] = x;
-        }
-        return;
-    }
-    ival *src = v, *dst = tmp;
-    for (int shift = 0; shift < 64 && (range >> shift) != 0; shift += 16) {
-        memset(count, 0, 65537 * sizeof(*count));
-        for (size_t i = 0; i < n; i++)
-            count[(((uint64_t)src[i].a - (uint64_t)lo) >> shift & 0xffff) + 1]++;
-        for (size_t d = 1; d <= 65536; d++)
-            count[d] += count[d - 1];
-        for (size_t i = 0; i < n; i++)
-            dst[count[((uint64_t)src[i].a - (uint64_t)lo) >> shift & 0xffff]++] = src[i];
-        ival *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != v)
-        memcpy(v, src, n * sizeof(*v));
-    free(tmp);
-    free(count);
-}
-
 /* Length of the union; sorts in place. */
 static int64_t ivals_union(ivals *s)
 {
     if (s->n == 0)
         return 0;
-    sort_ivals(s->v, s->n);
+    /* Linear in n (rv_sort): a breakdown sorts a few 100k intervals per call. */
+    rv_sort_i64(s->v, s->n, sizeof(ival), offsetof(ival, a));
     int64_t total = 0, ca = s->v[0].a, cb = s->v[0].b;
     for (size_t i = 1; i < s->n; i++) {
         if (s->v[i].a > cb) {
@@ -620,21 +578,6 @@ json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_win
 
 /* ---- Chrome trace ------------------------------------------------------- */
 
-static void json_str_out(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 int rv_report_timeline_chrome(const rv_graph *g, const rv_sim *s, const rv_window *w, FILE *f)
 {
     uint8_t *crit = calloc(g->ntasks + 1, 1);
@@ -649,7 +592,7 @@ int rv_report_timeline_chrome(const rv_graph *g, const rv_sim *s, const rv_windo
                 "%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%zu,\"args\":{"
                 "\"name\":",
                 first ? "" : ",\n", th->kind == RV_THREAD_CPU ? 0 : 1, i);
-        json_str_out(f, rv_trace_str(g->trace, th->label));
+        rv_jsonw_str_file(f, rv_trace_str(g->trace, th->label));
         fprintf(f, "}}");
         first = 0;
     }
@@ -663,14 +606,14 @@ int rv_report_timeline_chrome(const rv_graph *g, const rv_sim *s, const rv_windo
             continue;
         const rv_thread *th = &g->threads[t->thread];
         fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", rv_cat_name(t->cat));
-        json_str_out(f, rv_trace_str(g->trace, t->name));
+        rv_jsonw_str_file(f, rv_trace_str(g->trace, t->name));
         fprintf(f,
                 ",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"task\":%zu,"
                 "\"phase\":\"%s\",\"critical\":%d,\"measured_ts\":%.3f,\"layer\":",
                 th->kind == RV_THREAD_CPU ? 0 : 1, t->thread, us(s->start_ns[i] - t0),
                 us(t->dur_ns), i, rv_phase_name(t->phase), crit ? crit[i] : 0,
                 t->meas_start_ns >= 0 ? us(t->meas_start_ns + g->origin_ns) : -1.0);
-        json_str_out(f, rv_trace_str(g->trace, t->layer));
+        rv_jsonw_str_file(f, rv_trace_str(g->trace, t->layer));
         fprintf(f, "}}");
     }
     fprintf(f, "\n]}\n");
