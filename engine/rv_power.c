@@ -1,8 +1,11 @@
 #include "rv_power.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "rv_sort.h"
 
 void rv_power_init(rv_power_model *m, const rv_hw *hw)
 {
@@ -92,75 +95,22 @@ double rv_power_kernel_w(const rv_power_model *m, int kclass, double cap_w)
 
 /* ---- energy of a simulated window -------------------------------------- */
 
+/* One end of a task's interval. The keys are 64-bit so that rv_sort can
+ * order by each of them. */
 typedef struct pw_ev {
     int64_t t;
-    double w; /* power of the interval */
-    int32_t dev;
-    int8_t open; /* 1 start, 0 end */
+    double w;     /* power of the interval */
+    int64_t dev;  /* >= 0 */
+    int64_t open; /* 1 start, 0 end */
 } pw_ev;
 
-static int cmp_pw(const void *a, const void *b)
+/* Orders events by device, then time, with ends before starts at equal
+ * times: stable linear-time passes, the least significant key first. */
+static void sort_pw(pw_ev *ev, size_t n)
 {
-    const pw_ev *x = a, *y = b;
-    if (x->dev != y->dev)
-        return x->dev < y->dev ? -1 : 1;
-    if (x->t != y->t)
-        return x->t < y->t ? -1 : 1;
-    return x->open - y->open; /* ends before starts at equal times */
-}
-
-/* Orders events as cmp_pw does, in linear time: stable counting passes on
- * the least significant key first (open, then 16-bit digits of the time,
- * then the device). Falls back to qsort when memory is short. */
-static void sort_pw(pw_ev *ev, size_t n, int32_t maxdev)
-{
-    if (n < 2)
-        return;
-    pw_ev *tmp = malloc(n * sizeof(*tmp));
-    size_t *count = malloc(65537 * sizeof(*count));
-    if (!tmp || !count || maxdev > 65535) {
-        free(tmp);
-        free(count);
-        qsort(ev, n, sizeof(*ev), cmp_pw);
-        return;
-    }
-    int64_t lo = ev[0].t, hi = ev[0].t;
-    for (size_t i = 1; i < n; i++) {
-        if (ev[i].t < lo)
-            lo = ev[i].t;
-        if (ev[i].t > hi)
-            hi = ev[i].t;
-    }
-    uint64_t range = (uint64_t)hi - (uint64_t)lo;
-    pw_ev *src = ev, *dst = tmp;
-    /* Key 0: open (ends first); keys 1..: time digits; last: device. */
-    for (int pass = 0;; pass++) {
-        int shift = (pass - 1) * 16;
-        int is_open = pass == 0, is_dev = 0;
-        if (!is_open && (shift >= 64 || (range >> shift) == 0))
-            is_dev = 1;
-        memset(count, 0, 65537 * sizeof(*count));
-#define PW_KEY(e)                                                                                  \
-    (is_open  ? (size_t)(e).open                                                                   \
-     : is_dev ? (size_t)(e).dev                                                                    \
-              : (size_t)((((uint64_t)(e).t - (uint64_t)lo) >> shift) & 0xffff))
-        for (size_t i = 0; i < n; i++)
-            count[PW_KEY(src[i]) + 1]++;
-        for (size_t d = 1; d <= 65536; d++)
-            count[d] += count[d - 1];
-        for (size_t i = 0; i < n; i++)
-            dst[count[PW_KEY(src[i])]++] = src[i];
-#undef PW_KEY
-        pw_ev *t = src;
-        src = dst;
-        dst = t;
-        if (is_dev)
-            break;
-    }
-    if (src != ev)
-        memcpy(ev, src, n * sizeof(*ev));
-    free(tmp);
-    free(count);
+    rv_sort_u64(ev, n, sizeof(*ev), offsetof(pw_ev, open));
+    rv_sort_i64(ev, n, sizeof(*ev), offsetof(pw_ev, t));
+    rv_sort_u64(ev, n, sizeof(*ev), offsetof(pw_ev, dev));
 }
 
 int rv_power_energy(const rv_graph *g, const rv_sim *s, const rv_energy_params *p, int64_t t0_ns,
@@ -194,7 +144,6 @@ int rv_power_energy(const rv_graph *g, const rv_sim *s, const rv_energy_params *
     memset(cls_of_name, -1, (size_t)nstr + 1);
     for (int c = 0; c < RV_KC_COUNT; c++)
         pw_of_class[c] = rv_power_kernel_w(&pm, c, cap);
-    int32_t maxdev = -1;
     for (size_t i = 0; i < g->ntasks; i++) {
         const rv_task *t = &g->tasks[i];
         if (t->kind == RV_TASK_CPU || t->kind == RV_TASK_DATA || (t->flags & RV_TF_REMOVED))
@@ -207,8 +156,6 @@ int rv_power_energy(const rv_graph *g, const rv_sim *s, const rv_energy_params *
         int32_t dev = g->threads[t->thread].device;
         if (dev < 0)
             dev = 0;
-        if (dev > maxdev)
-            maxdev = dev;
         int cls;
         if (t->kind == RV_TASK_GPU && t->cat == RV_CAT_KERNEL && !(t->flags & RV_TF_NCCL) &&
             t->name < nstr) {
@@ -222,7 +169,7 @@ int rv_power_energy(const rv_graph *g, const rv_sim *s, const rv_energy_params *
         ev[n++] = (pw_ev){a, pw, dev, 1};
         ev[n++] = (pw_ev){b, pw, dev, 0};
     }
-    sort_pw(ev, n, maxdev);
+    sort_pw(ev, n);
     double e_j = 0;
     int ndev = 0;
     size_t i = 0;
@@ -286,7 +233,6 @@ int rv_power_energy(const rv_graph *g, const rv_sim *s, const rv_energy_params *
     out->job_avg_power_w = out->avg_power_w * ranks;
     if (p->batch_size > 0 && out->job_energy_j > 0)
         out->samples_per_j = (double)p->batch_size * ranks / out->job_energy_j;
-    (void)maxdev;
     return 0;
 }
 
