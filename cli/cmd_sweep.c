@@ -234,8 +234,13 @@ int rv_cmd_sweep(int argc, char **argv)
                 json_object_set(row, "value", v);
                 if (prc)
                     json_object_set_new(row, "error", json_string(err.message));
-                else
+                else {
+                    json_object_set_new(row, "avg_power_w",
+                                        json_pack("{s:f,s:f}", "baseline",
+                                                  res->base_energy.avg_power_w, "predicted",
+                                                  res->pred_energy.avg_power_w));
                     json_object_set_new(row, "warnings", rv_run_warnings_json(res));
+                }
                 json_array_append_new(rows, row);
             }
         } else if (prc) {

@@ -11,9 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-/* Answers keep 12 significant digits: sub-nanosecond at a second, and the
- * same text from the CLI and the API. */
-#define RV_RUN_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(12))
+/* Numbers at full precision (jansson's 17 digits), so the CLI, the API
+ * and fleet rows print the very same values. */
+#define RV_RUN_JSON_FLAGS JSON_COMPACT
 
 static double now_ms(void)
 {
@@ -452,7 +452,7 @@ json_t *rv_run_summary_render(const rv_run_summary *s)
 
 int rv_run_dump(const json_t *answer, FILE *f, int pretty)
 {
-    size_t flags = pretty ? (JSON_INDENT(2) | JSON_REAL_PRECISION(12)) : RV_RUN_JSON_FLAGS;
+    size_t flags = pretty ? JSON_INDENT(2) : RV_RUN_JSON_FLAGS;
     if (json_dumpf(answer, f, flags) != 0)
         return RV_ERR_IO;
     return fputc('\n', f) == EOF ? RV_ERR_IO : 0;

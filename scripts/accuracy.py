@@ -199,8 +199,8 @@ def public_power(rv, traces):
                         note="Zeus ResNet-50 batch 32 time per epoch", **common))
         rows.append(row("resnet50 V100 power cap %d W: energy / energy at %d W" % (cap, ref), "whatif",
                         "resnet50-v100", "relative_energy", (t * p) / (t_ref * p_ref),
-                        pts[cap]["energy_j"] / pts[ref]["energy_j"], "public", False,
-                        measured_avg_power_w=p, predicted_avg_power_w=pts[cap]["avg_power_w"],
+                        pts[cap]["energy_j"]["predicted"] / pts[ref]["energy_j"]["predicted"], "public", False,
+                        measured_avg_power_w=p, predicted_avg_power_w=pts[cap]["avg_power_w"]["predicted"],
                         note="Zeus energy per epoch (time x average power); the trace's step "
                              "is CPU-bound, Zeus's run was not: reported, not targeted", **common))
     return rows
@@ -302,11 +302,11 @@ def gpu_rows(rv, dirs, import_traces):
                         results_path="configs/%s/profiler.pt.trace.json.gz" % cid,
                         training=True, no_profiler_us=med,
                         profiler_overhead=rel_err(sim["measured_us"], med)))
-        if t.get("energy_j_per_iter") is not None and sim.get("baseline_energy_j") is not None:
+        if t.get("energy_j_per_iter") is not None and sim.get("energy_j") is not None:
             rows.append(row("energy " + cid, "replay", wl, "energy_j", t["energy_j_per_iter"],
-                            sim["baseline_energy_j"], "gpu", False, trace=trace_ref[cid][1],
+                            sim["energy_j"]["baseline"], "gpu", False, trace=trace_ref[cid][1],
                             platform=gpu, measured_avg_power_w=t.get("avg_power_w"),
-                            predicted_avg_power_w=sim.get("avg_power_w"),
+                            predicted_avg_power_w=sim["avg_power_w"]["baseline"],
                             note="NVML energy per iteration without a profiler vs the simulated "
                                  "step's energy at the trace's cap"))
     for p in doc["pairs"]:
@@ -382,7 +382,7 @@ def carry_gpu_rows(rv, old_rows):
                     s = rv.simulate(path)
                     meas, pred = s["measured_us"], s["baseline_us"]
                 elif r["kind"] == "replay" and r["metric"] == "energy_j":
-                    pred = rv.simulate(path)["baseline_energy_j"]
+                    pred = rv.simulate(path)["energy_j"]["baseline"]
                 elif r.get("whatif") is not None and r.get("baseline_measured_us"):
                     s = rv.simulate(path, r["whatif"])
                     pred = r["baseline_measured_us"] * s["predicted_us"] / s["baseline_us"]
