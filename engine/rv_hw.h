@@ -35,6 +35,11 @@ typedef struct rv_hw {
     double launch_us;           /* typical kernel launch overhead (CPU side) */
 } rv_hw;
 
+/* Memory bandwidth, GB/s, the models assume when the trace's GPU is not in
+ * the table: the V100's HBM2 (900 GB/s, V100 datasheet; the V100 rows of
+ * rv_hw.c), the board the power model also falls back to (300 W). */
+#define RV_HW_DEFAULT_HBM_GBPS 900.0
+
 /* Finds the row for a device name as written in traces ("Tesla V100-DGXS-32GB",
  * "NVIDIA A100-SXM4-80GB", "AMD Instinct MI250X") or a canonical name
  * ("A100-SXM4-80GB"). Case-insensitive. NULL when unknown. */

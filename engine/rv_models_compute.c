@@ -43,7 +43,7 @@ typedef struct scaler_plan {
 static int grad_scaler_plan(const rv_graph *g, const rv_hw *hw, scaler_plan *p)
 {
     size_t steps = g->niters ? g->niters : 1;
-    double bw = (hw ? hw->hbm_gbps : 900) * 1e9;
+    double bw = (hw ? hw->hbm_gbps : RV_HW_DEFAULT_HBM_GBPS) * 1e9;
     double *bytes = calloc(steps, sizeof(double));
     p->anchor = malloc(steps * sizeof(int32_t));
     p->unscale_ns = malloc(steps * sizeof(int64_t));

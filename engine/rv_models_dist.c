@@ -152,7 +152,7 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
 /* Gradients of one iteration, in ready order. */
 static int find_grads(const rv_graph *g, const rv_hw *hw, grad *out, size_t *n, size_t cap)
 {
-    double bw = (hw ? hw->hbm_gbps : 900) * 1e9;
+    double bw = (hw ? hw->hbm_gbps : RV_HW_DEFAULT_HBM_GBPS) * 1e9;
     *n = 0;
     for (size_t i = 0; i < g->ntasks && *n < cap; i++) {
         const rv_task *t = &g->tasks[i];
@@ -305,7 +305,7 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
                 gr[k].bytes *= d->gradient_mb * MIB / per_iter;
         total_bytes = d->gradient_mb > 0 ? d->gradient_mb * MIB : per_iter;
     }
-    double bw_hbm = (hw ? hw->hbm_gbps : 900) * 1e9 * 0.8;
+    double bw_hbm = (hw ? hw->hbm_gbps : RV_HW_DEFAULT_HBM_GBPS) * 1e9 * 0.8;
     int ps = d->algorithm == RV_ALGO_PS;
     double cap = d->tensor_fusion_mb > 0 ? d->tensor_fusion_mb * MIB : d->bucket_mb * MIB;
     double first_cap = d->tensor_fusion_mb > 0 ? cap : d->first_bucket_mb * MIB;

@@ -100,7 +100,7 @@ int rv_models__memory_saver(const struct rv_whatif *w, const rv_opt *o, rv_graph
         return rc ? rv_error_set(err, rc, -1, -1, "out of memory") : 0;
     }
     const rv_hw *hw = rv_models__hw(w, g);
-    double hbm = (hw ? hw->hbm_gbps : 900) * 1e9 * 0.8;
+    double hbm = (hw ? hw->hbm_gbps : RV_HW_DEFAULT_HBM_GBPS) * 1e9 * 0.8;
     double pcie = o->pcie_gbps > 0 ? o->pcie_gbps * 1e9 / 8 : (hw ? hw->pcie_gbps : 12) * 1e9;
     size_t n0 = g->ntasks, inserted = 0;
     double added_ns = 0, bytes_total = 0;
