@@ -217,6 +217,7 @@ static void log_tail(const char *path, char *out, size_t cap)
 static int user_can_reach(const rv_pgembed *pg, const char *dir, char *blocked, size_t cap)
 {
     int fds[2];
+    blocked[0] = '\0';
     if (pipe(fds) != 0)
         return -1;
     pid_t pid = fork();
@@ -710,10 +711,12 @@ int rv_pgembed_resolve(const char *url, const char *home, char **conninfo, rv_pg
         *conninfo = strdup(url);
         return *conninfo ? 0 : rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
     }
-    rv_pgembed *pg;
+    rv_pgembed *pg = NULL;
     int rc = rv_pgembed_start(home, &pg, err);
     if (rc)
         return rc;
+    if (!pg)
+        return rv_error_set(err, RV_ERR_INTERNAL, -1, -1, "embedded database: no handle");
     *conninfo = strdup(rv_pgembed_conninfo(pg));
     if (!*conninfo) {
         rv_pgembed_stop(pg, NULL);
