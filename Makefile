@@ -3,10 +3,20 @@
 
 BUILD     ?= build
 SANBUILD  ?= build/sanitize
+TSANBUILD ?= build/tsan
 JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 SAMPLE    ?= data/samples/resnet50-v100-workers0.pt.trace.json.gz
+# WERROR=ON|OFF sets RV_WERROR for $(BUILD); unset keeps what is cached.
+WERROR    ?=
+# One line per `make test` stage: name, seconds, result.
+STAGELOG  ?= $(BUILD)/make-test-stages.txt
+STAGE      = sh .ci/stage.sh $(STAGELOG)
 
-.PHONY: all deps build build-san run test test-fast bench fuzz format tidy clean
+.PHONY: all deps build build-san build-tsan run test test-stages test-fast bench fuzz format \
+        check-format tidy clean
+# The stages of `make test` run one after another (cmake parallelizes the
+# builds itself with JOBS).
+.NOTPARALLEL:
 
 all: build
 
@@ -14,23 +24,58 @@ deps:
 	@sh scripts/install-deps.sh build
 
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	       $(if $(WERROR),-DRV_WERROR=$(WERROR)) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
 build-san:
 	@cmake -S . -B $(SANBUILD) -DCMAKE_BUILD_TYPE=Debug -DRV_ASAN=ON -DRV_UBSAN=ON >/dev/null
 	@cmake --build $(SANBUILD) -j $(JOBS) -- --no-print-directory
 
+build-tsan:
+	@cmake -S . -B $(TSANBUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRV_TSAN=ON >/dev/null
+	@cmake --build $(TSANBUILD) -j $(JOBS) -- --no-print-directory
+
 run: build
 	@sh scripts/run.sh $(BUILD) $(SAMPLE)
 
-# Every test, twice: an optimized build, then ASan+UBSan.
+# Every stage runs even when an earlier one fails (make -k); the summary
+# at the end lists each stage's time and result, and any failure fails
+# `make test`:
+#   format      clang-format --dry-run -Werror on every tracked .c/.h
+#   build       the optimized build with -Werror (RV_WERROR=ON)
+#   tests       every test on it
+#   tidy        clang-tidy (.clang-tidy) on engine/ store/ server/ cli/
+#   san         ASan+UBSan build and every test but the slow ones
+#   tsan        ThreadSanitizer build, the server, database and store tests
 test:
 	@sh scripts/install-deps.sh test
-	@$(MAKE) --no-print-directory build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-	@$(MAKE) --no-print-directory build-san
-	@cd $(SANBUILD) && ctest --output-on-failure -j $(JOBS) -LE slow
+	@mkdir -p $(dir $(STAGELOG)) && rm -f $(STAGELOG)
+	@$(MAKE) --no-print-directory -k test-stages; rc=$$?; \
+	 echo; echo "make test stages:"; cat $(STAGELOG); \
+	 if [ $$rc -ne 0 ]; then echo "make test: FAILED"; exit 1; fi
+
+test-stages: stage-format stage-tests stage-tidy stage-tests-san stage-tests-tsan
+
+stage-format:
+	@$(STAGE) format $(MAKE) --no-print-directory check-format
+stage-build:
+	@$(STAGE) build-werror $(MAKE) --no-print-directory build WERROR=ON
+stage-tests: stage-build
+	@$(STAGE) tests sh -c 'cd $(BUILD) && ctest --output-on-failure -j $(JOBS)'
+stage-tidy: stage-build
+	@$(STAGE) tidy sh .ci/tidy.sh $(BUILD)
+stage-build-san:
+	@$(STAGE) build-san $(MAKE) --no-print-directory build-san
+stage-tests-san: stage-build-san
+	@$(STAGE) tests-san sh -c 'cd $(SANBUILD) && ctest --output-on-failure -j $(JOBS) -LE slow'
+stage-build-tsan:
+	@$(STAGE) build-tsan $(MAKE) --no-print-directory build-tsan
+# The dashboard's browser test (label web) is left out: its server paths
+# are the API and contract tests' too, and Chromium under a TSan server
+# would take most of the time budget.
+stage-tests-tsan: stage-build-tsan
+	@$(STAGE) tests-tsan sh -c 'cd $(TSANBUILD) && ctest --output-on-failure -j $(JOBS) -L "server|db|store" -LE web'
 
 test-fast: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -42,6 +87,7 @@ bench: build
 	@sh bench/run_sim.sh $(BUILD)
 	@sh bench/run_cli.sh $(BUILD)
 
+# Every libFuzzer target in fuzz/ (clang): build/fuzz/bin/fuzz_<name>.
 fuzz:
 	@cmake -S . -B build/fuzz -DCMAKE_C_COMPILER=clang -DRV_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
 	@cmake --build build/fuzz -j $(JOBS)
@@ -49,8 +95,13 @@ fuzz:
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')
 
+# Fails on any file clang-format would change (`make format` fixes them).
+check-format:
+	@git ls-files -z '*.c' '*.h' | xargs -0 clang-format --dry-run -Werror
+
+# Prints every clang-tidy finding once; fails when there is any.
 tidy: build
-	@clang-tidy -p $(BUILD) --quiet $$(git ls-files 'engine/*.c' 'cli/*.c' 'server/*.c')
+	@sh .ci/tidy.sh $(BUILD)
 
 clean:
 	@rm -rf $(BUILD)

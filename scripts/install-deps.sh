@@ -7,10 +7,12 @@ mode=${1:-build}
 pkgs="build-essential cmake pkg-config zlib1g-dev libjansson-dev libmicrohttpd-dev
 libpq-dev libcurl4-openssl-dev libcunit1-dev postgresql"
 if [ "$mode" = test ]; then
-    # clang's runtime for the sanitizer build and fuzzers; Chromium, Node.js
-    # and npm for the dashboard's browser test; python3 for the accuracy
-    # report and the API contract test.
-    pkgs="$pkgs clang libclang-rt-14-dev chromium python3 python3-yaml python3-jsonschema"
+    # clang's runtime for the sanitizer build and fuzzers; clang-format and
+    # clang-tidy for the format and lint stages; Chromium, Node.js and npm
+    # for the dashboard's browser test; python3 for the accuracy report and
+    # the API contract test.
+    pkgs="$pkgs clang libclang-rt-14-dev clang-format clang-tidy git chromium python3 python3-yaml
+python3-jsonschema"
     # A Node.js from elsewhere (with its own npm) is fine; Debian's only
     # when there is none, since Debian's npm would replace such a node.
     command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
