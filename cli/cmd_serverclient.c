@@ -19,27 +19,14 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "rv_buf.h"
+
 #define MAX_BODY (256u << 20)
 
-typedef struct buf {
-    char *p;
-    size_t len;
-} buf;
-
+/* curl's write callback: appends to the answer, capped at MAX_BODY. */
 static size_t on_data(char *p, size_t sz, size_t n, void *ud)
 {
-    buf *b = ud;
-    size_t add = sz * n;
-    if (b->len + add > MAX_BODY)
-        return 0;
-    char *np = realloc(b->p, b->len + add + 1);
-    if (!np)
-        return 0;
-    memcpy(np + b->len, p, add);
-    b->p = np;
-    b->len += add;
-    b->p[b->len] = '\0';
-    return add;
+    return rv_buf_add(ud, p, sz * n) == 0 ? sz * n : 0; /* 0 aborts the transfer */
 }
 
 typedef struct client {
@@ -53,7 +40,7 @@ static long http(const client *c, const char *method, const char *path, const ch
     CURL *h = curl_easy_init();
     struct curl_slist *hdrs = NULL;
     char url[2048], auth[512];
-    buf b = {0};
+    rv_buf b = RV_BUF_INIT(MAX_BODY);
     long status = -1;
 
     *out = NULL;
@@ -82,7 +69,7 @@ static long http(const client *c, const char *method, const char *path, const ch
         fprintf(stderr, "reverie: %s: %s\n", url, curl_easy_strerror(rc));
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(h);
-    *out = b.p;
+    *out = rv_buf_take(&b, NULL); /* NULL when the answer passed the cap */
     return status;
 }
 

@@ -9,6 +9,7 @@
 #include "rv_api_internal.h"
 #include "rv_gcache.h"
 #include "rv_auth.h"
+#include "rv_buf.h"
 #include "rv_db.h"
 #include "rv_hw.h"
 #include "rv_metrics.h"
@@ -47,28 +48,30 @@ static void h_metrics(rv_req *r, void *app)
         rv_req_error(r, 503, "unavailable", NULL, "cannot render metrics");
         return;
     }
-    /* The loaded-trace cache keeps its own counters. */
+    /* The loaded-trace cache keeps its own counters: they follow the
+     * registry's text in one capped buffer. */
     uint64_t hits, misses;
     size_t bytes, entries;
     rv_gcache_stats(a->gcache, &hits, &misses, &bytes, &entries);
-    char extra[768];
-    int n = snprintf(extra, sizeof(extra),
-                     "# HELP reveried_graph_cache_hits_total Loads answered by the loaded-trace "
-                     "cache.\n# TYPE reveried_graph_cache_hits_total counter\n"
-                     "reveried_graph_cache_hits_total %llu\n"
-                     "# HELP reveried_graph_cache_misses_total Loads that read the database.\n"
-                     "# TYPE reveried_graph_cache_misses_total counter\n"
-                     "reveried_graph_cache_misses_total %llu\n"
-                     "# HELP reveried_graph_cache_bytes Memory held by the loaded-trace cache.\n"
-                     "# TYPE reveried_graph_cache_bytes gauge\nreveried_graph_cache_bytes %zu\n"
-                     "# HELP reveried_graph_cache_entries Traces held by the loaded-trace cache.\n"
-                     "# TYPE reveried_graph_cache_entries gauge\nreveried_graph_cache_entries %zu\n",
-                     (unsigned long long)hits, (unsigned long long)misses, bytes, entries);
-    char *all = n > 0 ? realloc(text, len + (size_t)n + 1) : NULL;
-    if (all) {
-        memcpy(all + len, extra, (size_t)n + 1);
-        text = all;
-        len += (size_t)n;
+    rv_buf all = RV_BUF_INIT(len + 4096);
+    rv_buf_add(&all, text, len);
+    free(text);
+    rv_buf_printf(&all,
+                  "# HELP reveried_graph_cache_hits_total Loads answered by the loaded-trace "
+                  "cache.\n# TYPE reveried_graph_cache_hits_total counter\n"
+                  "reveried_graph_cache_hits_total %llu\n"
+                  "# HELP reveried_graph_cache_misses_total Loads that read the database.\n"
+                  "# TYPE reveried_graph_cache_misses_total counter\n"
+                  "reveried_graph_cache_misses_total %llu\n"
+                  "# HELP reveried_graph_cache_bytes Memory held by the loaded-trace cache.\n"
+                  "# TYPE reveried_graph_cache_bytes gauge\nreveried_graph_cache_bytes %zu\n"
+                  "# HELP reveried_graph_cache_entries Traces held by the loaded-trace cache.\n"
+                  "# TYPE reveried_graph_cache_entries gauge\nreveried_graph_cache_entries %zu\n",
+                  (unsigned long long)hits, (unsigned long long)misses, bytes, entries);
+    text = rv_buf_take(&all, &len);
+    if (!text) {
+        rv_req_error(r, 503, "unavailable", NULL, "cannot render metrics");
+        return;
     }
     rv_req_respond_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }

@@ -29,6 +29,7 @@
 #include <zlib.h>
 
 #include "rv_auth.h"
+#include "rv_buf.h"
 #include "rv_metrics.h"
 #include "rv_workers.h"
 
@@ -36,6 +37,7 @@
 #define MAX_KV_BYTES      16384 /* total bytes of kept keys and values */
 #define MAX_RESP_HEADERS  8
 #define CONN_MEMORY_LIMIT (256u * 1024u)
+#define MAX_JSON_ANSWER   ((size_t)1 << 30) /* a JSON answer past this is a 503 */
 
 struct rv_http {
     rv_http_config cfg;
@@ -72,8 +74,8 @@ struct rv_req {
 
     /* Body. */
     int body_kind;
-    char *body;
-    size_t body_len, body_cap;
+    rv_buf body;     /* a JSON body, capped at limit */
+    size_t body_len; /* bytes counted against limit, kept or not */
     int spool_fd;
     char *spool_path;
     uint64_t spool_size;
@@ -265,9 +267,8 @@ static void body_fail(rv_req *r, int status, const char *code, const char *fmt, 
         free(r->spool_path);
         r->spool_path = NULL;
     }
-    free(r->body);
-    r->body = NULL;
-    r->body_len = r->body_cap = 0;
+    rv_buf_free(&r->body);
+    r->body_len = 0;
 }
 
 static void req_free(rv_req *r)
@@ -293,7 +294,7 @@ static void req_free(rv_req *r)
         free(r->spool_path);
     }
     clear_response(r);
-    free(r->body);
+    rv_buf_free(&r->body);
     free(r->path);
     free(r);
 }
@@ -326,6 +327,7 @@ static void check_body_headers(rv_req *r)
     r->limit = r->body_kind == RV_BODY_UPLOAD ? c->upload_cap
                : r->body_kind == RV_BODY_JSON ? c->json_body_cap
                                               : 64 * 1024;
+    rv_buf_init(&r->body, r->limit);
     if (cl) {
         char *end;
         errno = 0;
@@ -500,21 +502,11 @@ static void body_append(rv_req *r, const char *data, size_t n)
         r->body_len += n; /* counted against the small cap, not kept */
         return;
     }
-    if (r->body_len + n + 1 > r->body_cap) {
-        size_t ncap = r->body_cap ? r->body_cap : 4096;
-        while (ncap < r->body_len + n + 1)
-            ncap *= 2;
-        char *nb = realloc(r->body, ncap);
-        if (!nb) {
-            body_fail(r, 503, "unavailable", "out of memory");
-            return;
-        }
-        r->body = nb;
-        r->body_cap = ncap;
+    if (rv_buf_add(&r->body, data, n) < 0) {
+        body_fail(r, 503, "unavailable", "out of memory");
+        return;
     }
-    memcpy(r->body + r->body_len, data, n);
     r->body_len += n;
-    r->body[r->body_len] = '\0';
 }
 
 static enum MHD_Result queue_response(rv_req *r)
@@ -882,11 +874,11 @@ json_t *rv_req_json(rv_req *r)
 {
     json_error_t je;
 
-    if (!r->body || r->body_len == 0) {
+    if (r->body.len == 0) {
         rv_req_error(r, 400, "body_required", NULL, "a JSON request body is required");
         return NULL;
     }
-    json_t *j = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &je);
+    json_t *j = json_loadb(rv_buf_str(&r->body), r->body.len, JSON_REJECT_DUPLICATES, &je);
     if (!j) {
         rv_req_error(r, 400, "invalid_json", NULL, "invalid JSON at line %d column %d: %s", je.line,
                      je.column, je.text);
@@ -921,26 +913,29 @@ void rv_req_respond_fd(rv_req *r, int status, const char *content_type, int fd, 
     r->has_response = 1;
 }
 
+/* json_dump_callback's sink: appends to an rv_buf, failing past its cap. */
+static int dump_to_buf(const char *p, size_t n, void *ud)
+{
+    return rv_buf_add(ud, p, n) == 0 ? 0 : -1;
+}
+
 void rv_req_respond_json(rv_req *r, int status, json_t *body)
 {
+    rv_buf out = RV_BUF_INIT(MAX_JSON_ANSWER);
     if (!body)
         body = json_object();
-    char *s = json_dumps(body, JSON_COMPACT);
+    int rc = body ? json_dump_callback(body, dump_to_buf, &out, JSON_COMPACT) : -1;
     json_decref(body);
+    /* Newline-terminated so that `curl` output ends cleanly in a terminal. */
+    size_t n = 0;
+    char *s = rc == 0 && rv_buf_addc(&out, '\n') == 0 ? rv_buf_take(&out, &n) : NULL;
+    rv_buf_free(&out);
     if (!s) {
         static const char oom[] = "{\"error\":{\"code\":\"unavailable\",\"message\":\"out of "
                                   "memory\"}}";
         char *b = strdup(oom);
         rv_req_respond_buf(r, 503, "application/json", b, b ? sizeof(oom) - 1 : 0);
         return;
-    }
-    size_t n = strlen(s);
-    /* Newline-terminated so that `curl` output ends cleanly in a terminal. */
-    char *t = realloc(s, n + 2);
-    if (t) {
-        t[n++] = '\n';
-        t[n] = '\0';
-        s = t;
     }
     rv_req_respond_buf(r, status, "application/json", s, n);
 }

@@ -1,9 +1,9 @@
 /* Metrics registry: a small fixed table of series under one mutex. Requests
  * are rare compared with the work each one does, so a mutex is cheap here. */
 #include "rv_metrics.h"
+#include "rv_buf.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,92 +126,48 @@ void rv_metrics_set_busy(rv_metrics *m, uint64_t busy)
         __atomic_store_n(&m->busy, busy, __ATOMIC_RELAXED);
 }
 
-/* A capped growable string for the exposition text. */
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    int failed;
-} sbuf;
-
+/* The exposition text has a hard cap, like every growable buffer. */
 #define RENDER_CAP (4u << 20)
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (b->failed)
-        return;
-    for (;;) {
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = 1;
-            return;
-        }
-        if (b->p && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t ncap = b->cap ? b->cap * 2 : 8192;
-        while (ncap < b->len + (size_t)n + 1)
-            ncap *= 2;
-        if (ncap > RENDER_CAP) {
-            b->failed = 1;
-            return;
-        }
-        char *np = realloc(b->p, ncap);
-        if (!np) {
-            b->failed = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = ncap;
-    }
-}
 
 char *rv_metrics_render(rv_metrics *m, size_t *len)
 {
-    sbuf b = {0};
+    rv_buf b = RV_BUF_INIT(RENDER_CAP);
 
     pthread_mutex_lock(&m->mu);
-    sb_printf(&b, "# HELP reveried_requests_total HTTP requests by route, method and status.\n"
-                  "# TYPE reveried_requests_total counter\n");
+    rv_buf_printf(&b, "# HELP reveried_requests_total HTTP requests by route, method and status.\n"
+                      "# TYPE reveried_requests_total counter\n");
     for (size_t i = 0; i < m->nseries; i++)
-        sb_printf(&b, "reveried_requests_total{route=\"%s\",method=\"%s\",status=\"%d\"} %llu\n",
-                  m->series[i].route, m->series[i].method, m->series[i].status,
-                  (unsigned long long)m->series[i].count);
-    sb_printf(&b, "# HELP reveried_request_duration_seconds Request latency by route.\n"
-                  "# TYPE reveried_request_duration_seconds histogram\n");
+        rv_buf_printf(&b,
+                      "reveried_requests_total{route=\"%s\",method=\"%s\",status=\"%d\"} %llu\n",
+                      m->series[i].route, m->series[i].method, m->series[i].status,
+                      (unsigned long long)m->series[i].count);
+    rv_buf_printf(&b, "# HELP reveried_request_duration_seconds Request latency by route.\n"
+                      "# TYPE reveried_request_duration_seconds histogram\n");
     for (size_t i = 0; i < m->nhists; i++) {
         const hist *h = &m->hists[i];
         uint64_t cum = 0;
         for (size_t k = 0; k < NBUCKETS; k++) {
             cum += h->buckets[k];
-            sb_printf(&b, "reveried_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
-                      h->route, bucket_le[k], (unsigned long long)cum);
+            rv_buf_printf(&b,
+                          "reveried_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+                          h->route, bucket_le[k], (unsigned long long)cum);
         }
-        sb_printf(&b, "reveried_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
-                  h->route, (unsigned long long)h->count);
-        sb_printf(&b, "reveried_request_duration_seconds_sum{route=\"%s\"} %.6f\n", h->route,
-                  h->sum);
-        sb_printf(&b, "reveried_request_duration_seconds_count{route=\"%s\"} %llu\n", h->route,
-                  (unsigned long long)h->count);
+        rv_buf_printf(&b,
+                      "reveried_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
+                      h->route, (unsigned long long)h->count);
+        rv_buf_printf(&b, "reveried_request_duration_seconds_sum{route=\"%s\"} %.6f\n", h->route,
+                      h->sum);
+        rv_buf_printf(&b, "reveried_request_duration_seconds_count{route=\"%s\"} %llu\n", h->route,
+                      (unsigned long long)h->count);
     }
     pthread_mutex_unlock(&m->mu);
     for (int c = 0; c < RV_M_COUNT; c++)
-        sb_printf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counter_info[c].name,
-                  counter_info[c].help, counter_info[c].name, counter_info[c].name,
-                  (unsigned long long)rv_metrics_get(m, (rv_counter)c));
-    sb_printf(&b,
-              "# HELP reveried_workers_busy Jobs queued or running on the worker pool.\n"
-              "# TYPE reveried_workers_busy gauge\nreveried_workers_busy %llu\n",
-              (unsigned long long)__atomic_load_n(&m->busy, __ATOMIC_RELAXED));
-    if (b.failed) {
-        free(b.p);
-        return NULL;
-    }
-    *len = b.len;
-    return b.p;
+        rv_buf_printf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counter_info[c].name,
+                      counter_info[c].help, counter_info[c].name, counter_info[c].name,
+                      (unsigned long long)rv_metrics_get(m, (rv_counter)c));
+    rv_buf_printf(&b,
+                  "# HELP reveried_workers_busy Jobs queued or running on the worker pool.\n"
+                  "# TYPE reveried_workers_busy gauge\nreveried_workers_busy %llu\n",
+                  (unsigned long long)__atomic_load_n(&m->busy, __ATOMIC_RELAXED));
+    return rv_buf_take(&b, len); /* NULL when the cap was hit */
 }
