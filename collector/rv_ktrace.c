@@ -7,6 +7,8 @@
 
 #include <zlib.h>
 
+#include "rv_buf.h"
+#include "rv_jsonw.h"
 #include "rv_ktrace.h"
 
 /* --- output: JSON text -> (gzip) -> growable buffer with a cap ------------ */
@@ -16,49 +18,32 @@ typedef struct jout {
     int zinit, plain, failed;
     char stage[64 * 1024];
     size_t staged;
-    uint8_t *buf;
-    size_t len, cap, max;
+    rv_buf out; /* the trace as it will be returned, capped at max_bytes */
 } jout;
 
-static int out_reserve(jout *o, size_t extra)
-{
-    if (o->len + extra <= o->cap)
-        return 0;
-    size_t ncap = o->cap ? o->cap : 256 * 1024;
-    while (ncap < o->len + extra)
-        ncap *= 2;
-    if (ncap > o->max)
-        ncap = o->max;
-    if (ncap < o->len + extra)
-        return RV_ERR_LIMIT;
-    uint8_t *p = realloc(o->buf, ncap);
-    if (!p)
-        return RV_ERR_NOMEM;
-    o->buf = p;
-    o->cap = ncap;
-    return 0;
-}
-
+/* Moves the staged text to the output, compressed unless plain. */
 static int jo_drain(jout *o, int finish)
 {
     int rc;
     if (o->plain) {
-        if ((rc = out_reserve(o, o->staged)) < 0)
+        if ((rc = rv_buf_add(&o->out, o->stage, o->staged)) < 0)
             return rc;
-        memcpy(o->buf + o->len, o->stage, o->staged);
-        o->len += o->staged;
         o->staged = 0;
         return 0;
     }
     o->z.next_in = (Bytef *)o->stage;
     o->z.avail_in = (uInt)o->staged;
     for (;;) {
-        if ((rc = out_reserve(o, 64 * 1024)) < 0)
-            return rc;
-        o->z.next_out = o->buf + o->len;
-        o->z.avail_out = (uInt)(o->cap - o->len);
+        /* deflate writes straight into the output's tail. */
+        if (!rv_buf_reserve(&o->out, 64 * 1024))
+            return o->out.err;
+        size_t room = rv_buf_room(&o->out);
+        if (room > UINT32_MAX)
+            room = UINT32_MAX; /* avail_out is a uInt */
+        o->z.next_out = (Bytef *)o->out.p + o->out.len;
+        o->z.avail_out = (uInt)room;
         int zr = deflate(&o->z, finish ? Z_FINISH : Z_NO_FLUSH);
-        o->len = o->cap - o->z.avail_out;
+        rv_buf_commit(&o->out, room - o->z.avail_out);
         if (zr == Z_STREAM_END)
             break;
         if (zr != Z_OK && zr != Z_BUF_ERROR)
@@ -101,29 +86,16 @@ __attribute__((format(printf, 2, 3))) static void jo_printf(jout *o, const char 
     jo_write(o, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
 }
 
-/* A JSON string literal; bytes >= 0x80 pass through (names are UTF-8). */
+static int jo_sink(void *ctx, const char *p, size_t n)
+{
+    jo_write(ctx, p, n); /* a failure stays in o->failed */
+    return 0;
+}
+
+/* A JSON string literal (rv_jsonw: always valid UTF-8). */
 static void jo_str(jout *o, const char *s)
 {
-    char tmp[8];
-    jo_write(o, "\"", 1);
-    const char *run = s;
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c >= 0x20 && c != '"' && c != '\\')
-            continue;
-        jo_write(o, run, (size_t)(s - run));
-        if (c == '"' || c == '\\') {
-            tmp[0] = '\\';
-            tmp[1] = (char)c;
-            jo_write(o, tmp, 2);
-        } else {
-            snprintf(tmp, sizeof(tmp), "\\u%04x", c);
-            jo_write(o, tmp, 6);
-        }
-        run = s + 1;
-    }
-    jo_write(o, run, (size_t)(s - run));
-    jo_write(o, "\"", 1);
+    rv_jsonw_str_sink(jo_sink, o, s, strlen(s));
 }
 
 /* Microseconds with three decimals, exact: 1234567 ns -> 1234.567. */
@@ -603,7 +575,7 @@ int rv_ktrace_write(const rv_recset *sets, const rv_meta *m, const rv_ktrace_opt
     w->opts = opts ? opts : &dflt;
     w->first = 1;
     w->o.plain = w->opts->plain;
-    w->o.max = w->opts->max_bytes ? w->opts->max_bytes : (size_t)2 << 30;
+    rv_buf_init(&w->o.out, w->opts->max_bytes ? w->opts->max_bytes : (size_t)2 << 30);
     if (!w->o.plain) {
         /* windowBits 15 + 16: a gzip wrapper, so `zcat` and browsers read it. */
         if (deflateInit2(&w->o.z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
@@ -662,19 +634,17 @@ int rv_ktrace_write(const rv_recset *sets, const rv_meta *m, const rv_ktrace_opt
     if (w->o.failed || jo_drain(&w->o, 1) < 0) {
         rc = rv_error_set(err, RV_ERR_LIMIT, -1, (int64_t)w->st.events,
                           "trace output passed its cap of %zu bytes (or ran out of memory)",
-                          w->o.max);
+                          w->o.out.max);
         goto out;
     }
-    *out = w->o.buf;
-    *out_len = w->o.len;
-    w->o.buf = NULL;
+    *out = (uint8_t *)rv_buf_take(&w->o.out, out_len);
     if (stats)
         *stats = w->st;
     rc = 0;
 out:
     if (w->o.zinit)
         deflateEnd(&w->o.z);
-    free(w->o.buf);
+    rv_buf_free(&w->o.out);
     free(w->api.slots);
     free(w->ext.slots);
     free(w->events.slots);
