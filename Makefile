@@ -4,6 +4,8 @@
 BUILD     ?= build
 SANBUILD  ?= build/sanitize
 TSANBUILD ?= build/tsan
+# Not build/fuzz: that is where $(BUILD) keeps the fuzz/ folder's own files.
+FUZZBUILD ?= build/libfuzzer
 JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 SAMPLE    ?= data/samples/resnet50-v100-workers0.pt.trace.json.gz
 # WERROR=ON|OFF sets RV_WERROR for $(BUILD); unset keeps what is cached.
@@ -51,8 +53,9 @@ run: build
 test:
 	@sh scripts/install-deps.sh test
 	@mkdir -p $(dir $(STAGELOG)) && rm -f $(STAGELOG)
-	@$(MAKE) --no-print-directory -k test-stages; rc=$$?; \
+	@start=$$(date +%s); $(MAKE) --no-print-directory -k test-stages; rc=$$?; \
 	 echo; echo "make test stages:"; cat $(STAGELOG); \
+	 printf '  %-14s %5d s\n' total $$(($$(date +%s) - start)); \
 	 if [ $$rc -ne 0 ]; then echo "make test: FAILED"; exit 1; fi
 
 test-stages: stage-format stage-tests stage-tidy stage-tests-san stage-tests-tsan
@@ -87,10 +90,10 @@ bench: build
 	@sh bench/run_sim.sh $(BUILD)
 	@sh bench/run_cli.sh $(BUILD)
 
-# Every libFuzzer target in fuzz/ (clang): build/fuzz/bin/fuzz_<name>.
+# Every libFuzzer target in fuzz/ (clang): $(FUZZBUILD)/bin/fuzz_<name>.
 fuzz:
-	@cmake -S . -B build/fuzz -DCMAKE_C_COMPILER=clang -DRV_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
-	@cmake --build build/fuzz -j $(JOBS)
+	@cmake -S . -B $(FUZZBUILD) -DCMAKE_C_COMPILER=clang -DRV_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
+	@cmake --build $(FUZZBUILD) -j $(JOBS)
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')
