@@ -35,7 +35,7 @@ static int jo_drain(jout *o, int finish)
     o->z.avail_in = (uInt)o->staged;
     for (;;) {
         /* deflate writes straight into the output's tail. */
-        if (!rv_buf_reserve(&o->out, 64 * 1024))
+        if (!rv_buf_reserve(&o->out, (size_t)64 * 1024))
             return o->out.err;
         size_t room = rv_buf_room(&o->out);
         if (room > UINT32_MAX)

@@ -91,10 +91,12 @@ int rv_buf_vprintf(rv_buf *b, const char *fmt, va_list ap)
     size_t room = rv_buf_room(b);
     int n = vsnprintf(room ? b->p + b->len : NULL, room ? room + 1 : 0, fmt, ap);
     int rc = 0;
-    if (n < 0)
-        rc = fail(b, RV_ERR_INTERNAL);
-    else if ((size_t)n > room && (rc = grow(b, (size_t)n)) == 0 &&
-             vsnprintf(b->p + b->len, (size_t)n + 1, fmt, again) != n)
+    if (n >= 0 && (size_t)n > room) {
+        rc = grow(b, (size_t)n);
+        if (rc == 0 && vsnprintf(b->p + b->len, (size_t)n + 1, fmt, again) != n)
+            n = -1;
+    }
+    if (rc == 0 && n < 0)
         rc = fail(b, RV_ERR_INTERNAL);
     va_end(again);
     if (rc == 0) {

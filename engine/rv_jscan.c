@@ -324,7 +324,7 @@ static int read_escape(rv_jscan *s, rv_buf *b)
     case 'r': ch = '\r'; break;
     case 't': ch = '\t'; break;
     case 'u': {
-        unsigned cp, lo;
+        unsigned cp = 0, lo = 0;
         int rc;
         rv_jscan_eat(s);
         if ((rc = read_hex4(s, &cp)) < 0)

@@ -397,7 +397,6 @@ static int parse_args(reader *r, int depth, rv_event *ev)
     for (more = rc; more; more = rc) {
         const char *k;
         size_t n = key(r, &k);
-        rc = 0;
         if (n == 11 && !memcmp(k, "correlation", 11)) {
             rc = read_int_arg(r, depth + 1, 1, &ev->correlation);
         } else if (n == 11 && (!memcmp(k, "External id", 11) || !memcmp(k, "external id", 11))) {
@@ -899,16 +898,15 @@ static int fill_from_flows(reader *r)
                 hi = mid;
         }
         const slot *hit = NULL;
-        if (lo < n && cmp_key(&sl[lo], fl->pid, fl->tid, fl->ts_ns) == 0) {
-            hit = &sl[lo];
-        } else if (fl->ph == 's' || fl->bp_e) {
+        int exact = lo < n && cmp_key(&sl[lo], fl->pid, fl->tid, fl->ts_ns) == 0;
+        if (!exact && (fl->ph == 's' || fl->bp_e)) {
             if (lo > 0) {
                 const slot *e = &sl[lo - 1];
                 if (e->pid == fl->pid && e->tid == fl->tid &&
                     e->ts_ns + t->events[e->index].dur_ns >= fl->ts_ns)
                     hit = e;
             }
-        } else if (lo < n && sl[lo].pid == fl->pid && sl[lo].tid == fl->tid) {
+        } else if (exact || (lo < n && sl[lo].pid == fl->pid && sl[lo].tid == fl->tid)) {
             hit = &sl[lo];
         }
         if (hit && t->events[hit->index].correlation == RV_NONE)

@@ -134,14 +134,14 @@ int rv_power_energy(const rv_graph *g, const rv_sim *s, const rv_energy_params *
     /* The class of a kernel follows from its name, and its power from the
      * class: both are worked out once per distinct name. */
     uint32_t nstr = g->trace->strings.count;
-    int8_t *cls_of_name = malloc((size_t)nstr + 1);
+    uint8_t *cls_of_name = malloc((size_t)nstr + 1); /* 0xff: not worked out yet */
     double pw_of_class[RV_KC_COUNT];
     if (!ev || !cls_of_name) {
         free(ev);
         free(cls_of_name);
         return RV_ERR_NOMEM;
     }
-    memset(cls_of_name, -1, (size_t)nstr + 1);
+    memset(cls_of_name, 0xff, (size_t)nstr + 1);
     for (int c = 0; c < RV_KC_COUNT; c++)
         pw_of_class[c] = rv_power_kernel_w(&pm, c, cap);
     for (size_t i = 0; i < g->ntasks; i++) {
@@ -159,8 +159,8 @@ int rv_power_energy(const rv_graph *g, const rv_sim *s, const rv_energy_params *
         int cls;
         if (t->kind == RV_TASK_GPU && t->cat == RV_CAT_KERNEL && !(t->flags & RV_TF_NCCL) &&
             t->name < nstr) {
-            if (cls_of_name[t->name] < 0)
-                cls_of_name[t->name] = (int8_t)rv_kclass_of_task(g, i);
+            if (cls_of_name[t->name] == 0xff)
+                cls_of_name[t->name] = (uint8_t)rv_kclass_of_task(g, i);
             cls = cls_of_name[t->name];
         } else {
             cls = rv_kclass_of_task(g, i);

@@ -452,8 +452,8 @@ int rv_snapshot_decode(const void *data, size_t len, rv_trace **out, rv_error *e
     const uint8_t *p = data;
     uint8_t *inflated = NULL;
     rv_trace *t = NULL;
-    uint32_t version;
-    uint64_t raw_len;
+    uint32_t version = 0;
+    uint64_t raw_len = 0;
     int rc;
 
     *out = NULL;

@@ -42,7 +42,7 @@ uint32_t rv_strtab_intern(rv_strtab *st, const char *s, size_t len)
     if (st->count >= STRTAB_MAX_COUNT || st->len + len + 1 > STRTAB_MAX_BYTES)
         return UINT32_MAX;
     if (!st->index.max) /* a zeroed table is an empty one */
-        rv_map_init(&st->index, STRTAB_MAX_COUNT);
+        rv_map_init(&st->index, (size_t)STRTAB_MAX_COUNT);
     if (st->len + len + 1 > st->cap) {
         size_t cap = st->cap ? st->cap : 4096;
         while (cap < st->len + len + 1)

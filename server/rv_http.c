@@ -326,7 +326,7 @@ static void check_body_headers(rv_req *r)
     media_type(rv_req_header(r, "Content-Type"), mt, sizeof(mt));
     r->limit = r->body_kind == RV_BODY_UPLOAD ? c->upload_cap
                : r->body_kind == RV_BODY_JSON ? c->json_body_cap
-                                              : 64 * 1024;
+                                              : (uint64_t)64 * 1024;
     rv_buf_init(&r->body, r->limit);
     if (cl) {
         char *end;
