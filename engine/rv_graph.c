@@ -564,6 +564,10 @@ static int annotate_cpu_threads(builder *b)
             if (ev->pid != th->pid || ev->tid != th->tid)
                 continue;
             if (nspans == cap) {
+                if (cap >= RV_TRACE_MAX_EVENTS) { /* one span per event at most */
+                    rc = RV_ERR_LIMIT;
+                    goto out;
+                }
                 size_t ncap = cap ? cap * 2 : 1024;
                 span *s = realloc(spans, ncap * sizeof(*s));
                 if (!s) {

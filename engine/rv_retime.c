@@ -44,6 +44,13 @@ int rv_oh_table_from_traces(const rv_trace *const *traces, size_t n, rv_oh_table
                 goto out;
             }
             if (pooled.n == pooled.cap) {
+                if (pooled.cap >= RV_OVERHEAD_MAX_SAMPLES) {
+                    rv_overhead_samples_free(&s);
+                    rc = rv_error_set(err, RV_ERR_LIMIT, -1, -1,
+                                      "more than %zu pooled overhead samples",
+                                      (size_t)RV_OVERHEAD_MAX_SAMPLES);
+                    goto out;
+                }
                 size_t cap = pooled.cap ? pooled.cap * 2 : 4096;
                 rv_overhead_sample *v = realloc(pooled.v, cap * sizeof(*v));
                 if (!v) {

@@ -28,6 +28,8 @@ static int item_less(const heap_item *a, const heap_item *b)
 static int heap_push(heap *h, heap_item it)
 {
     if (h->n == h->cap) {
+        if (h->cap >= RV_GRAPH_MAX_TASKS) /* one entry per ready task at most */
+            return RV_ERR_LIMIT;
         size_t cap = h->cap ? h->cap * 2 : 1024;
         heap_item *v = realloc(h->v, cap * sizeof(*v));
         if (!v)

@@ -347,7 +347,7 @@ static int decode_body(const uint8_t *body, size_t len, rv_trace *t, rv_error *e
     if (nstr == 0 || nstr > len + 1 || nstr > UINT32_MAX)
         return rv_error_set(err, RV_ERR_PARSE, 0, -1, "snapshot: string count %llu is impossible",
                             (unsigned long long)nstr);
-    if (ndev > len || ndev > 65536)
+    if (ndev > len || ndev > RV_TRACE_MAX_DEVICES)
         return rv_error_set(err, RV_ERR_PARSE, 0, -1, "snapshot: device count %llu is impossible",
                             (unsigned long long)ndev);
 

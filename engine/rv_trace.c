@@ -152,6 +152,8 @@ int64_t rv_trace_push(rv_trace *t, const rv_event *ev)
 
 int rv_trace_add_device(rv_trace *t, const rv_device *d)
 {
+    if (t->ndevices >= RV_TRACE_MAX_DEVICES)
+        return RV_ERR_LIMIT;
     rv_device *n = realloc(t->devices, (t->ndevices + 1) * sizeof(*n));
     if (!n)
         return RV_ERR_NOMEM;

@@ -134,7 +134,9 @@ static inline const char *rv_trace_str(const rv_trace *t, uint32_t id)
 #define RV_TRACE_MAX_EVENTS ((size_t)64 * 1024 * 1024)
 int64_t rv_trace_push(rv_trace *t, const rv_event *ev);
 
-/* Appends a device record (copied); 0 or RV_ERR_NOMEM. */
+/* Appends a device record (copied); 0, RV_ERR_NOMEM, or RV_ERR_LIMIT past
+ * RV_TRACE_MAX_DEVICES. */
+#define RV_TRACE_MAX_DEVICES 65536
 int rv_trace_add_device(rv_trace *t, const rv_device *d);
 
 /* Initializes an event with every optional field set to "absent". */
