@@ -22,6 +22,16 @@
  * waiting for it; the slack absorbs timestamp jitter between CPU and GPU. */
 #define BLOCKED_CALL_MIN_NS   RV_GRAPH_BLOCKED_CALL_NS
 #define BLOCKED_CALL_SLACK_NS 5000
+/* A sync returns a little after the GPU work it waited for ends (the
+ * driver polls): work that ended later than this after the return was not
+ * waited for. */
+#define SYNC_SLACK_NS 5000
+/* A kernel that starts this much later than its launch and its stream
+ * allowed (at least; twice the launch latency when that is more) waited
+ * for something; a task on another stream that ended at most
+ * STREAM_WAIT_NEAR_NS (or four queue gaps) before it is what it waited for. */
+#define STREAM_WAIT_MIN_NS  10000
+#define STREAM_WAIT_NEAR_NS 5000
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -937,15 +947,154 @@ static int link_syncs(builder *b)
             if (th >= 0)
                 target = last_launched_before(b, &g->threads[th], c->meas_start_ns);
         } else if (se || named_sync) {
-            /* A synchronous copy's own copy is linked by
+            /* Without a record that names the stream, the call waited for
+             * GPU work that had ended by the time it returned: work still
+             * running then (queued compute on another stream) it did not
+             * wait for. A synchronous copy's own copy is linked by
              * link_blocking_copies; this covers the work queued before it. */
-            target = latest_gpu_task(b, c->meas_start_ns, INT64_MAX);
+            int64_t cend = c->meas_start_ns + c->meas_dur_ns;
+            target = latest_gpu_task(b, c->meas_start_ns, cend + SYNC_SLACK_NS);
         }
         if (target >= 0)
             rc = add_sync_edge(g, target, (int32_t)i);
     }
     rv_map_free(&sync_info);
     free(sync_name);
+    return rc;
+}
+
+/* Last task on GPU thread th that ended by `by`, or -1 (ends grow along a
+ * stream). */
+static int32_t last_ended_before(const rv_graph *g, const rv_thread *th, int64_t by)
+{
+    int32_t lo = th->first, hi = th->first + th->norig;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        const rv_task *t = &g->tasks[mid];
+        if (t->meas_start_ns + t->meas_dur_ns <= by)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo > th->first ? lo - 1 : -1;
+}
+
+/* The CPU thread that most likely launched GPU work whose launch call is
+ * missing: the thread of the steps, else the first CPU thread with tasks. */
+static int32_t default_launcher(const rv_graph *g)
+{
+    if (g->niters > 0)
+        return g->iters[0].thread;
+    for (size_t i = 0; i < g->nthreads; i++)
+        if (g->threads[i].kind == RV_THREAD_CPU && g->threads[i].norig > 0)
+            return (int32_t)i;
+    return -1;
+}
+
+/* A GPU task whose launch call the trace lost (launched from a thread the
+ * profiler missed, a driver-API launcher, a graph replay) was still held
+ * by its launch: without an edge it would run as early as its stream
+ * allows, far ahead of the CPU that fed it. Its launcher is taken to be
+ * the CPU thread that launched the stream's previous task; the last task
+ * of that thread that ended a launch latency before it started holds it,
+ * at its measured distance. */
+static int hold_for_lost_launch(rv_graph *g, const rv_thread *cpu, int32_t k)
+{
+    const rv_task *t = &g->tasks[k];
+    int64_t by = t->meas_start_ns - g->launch_lat_ns;
+    int32_t j = last_ended_before(g, cpu, by);
+    if (j < 0)
+        return 0;
+    int64_t je = g->tasks[j].meas_start_ns + g->tasks[j].meas_dur_ns;
+    g->inferred_holds++;
+    return rv_graph_add_edge(g, j, k, t->meas_start_ns - je, RV_EDGE_OTHER, 0);
+}
+
+/* Cross-stream waits the trace did not record. Most traces carry no
+ * cudaEventRecord / cudaStreamWaitEvent pairs, yet a side stream's kernel
+ * often waits for compute or NCCL work on another stream. Evidence: the
+ * kernel starts well after it could have (its launch plus the launch
+ * latency, and its stream's previous task), and a task on another stream
+ * of the same device ended just before it started. Then that task is its
+ * parent. Without such a task (a GPU busy for another reason, or work
+ * launched before the window) nothing is inferred and the kernel keeps its
+ * launch and stream order only. */
+static int infer_stream_waits(builder *b)
+{
+    rv_graph *g = b->g;
+    int64_t late =
+        2 * g->launch_lat_ns > STREAM_WAIT_MIN_NS ? 2 * g->launch_lat_ns : STREAM_WAIT_MIN_NS;
+    int64_t near =
+        4 * g->gpu_gap_ns > STREAM_WAIT_NEAR_NS ? 4 * g->gpu_gap_ns : STREAM_WAIT_NEAR_NS;
+    uint8_t *has_wait = calloc(g->ntasks + 1, 1);
+    int rc = 0;
+
+    if (!has_wait)
+        return RV_ERR_NOMEM;
+    for (size_t e = 0; e < g->nedges; e++)
+        if (g->edges[e].kind == RV_EDGE_EVENT)
+            has_wait[g->edges[e].dst] = 1;
+    for (size_t ti = 0; ti < g->nthreads && rc == 0; ti++) {
+        const rv_thread *th = &g->threads[ti];
+        if (th->kind != RV_THREAD_GPU)
+            continue;
+        int32_t launcher = default_launcher(g);
+        for (int32_t k = th->first; k < th->first + th->norig && rc == 0; k++) {
+            const rv_task *t = &g->tasks[k];
+            if (t->launch >= 0)
+                launcher = g->tasks[t->launch].thread;
+            else if (launcher >= 0)
+                rc = hold_for_lost_launch(g, &g->threads[launcher], k);
+            if (rc != 0 || has_wait[k] || (t->launch < 0 && k == th->first))
+                continue;
+            /* Ready: its launch call has returned (a pageable copy starts
+             * inside its call) and the launch latency has passed. */
+            int64_t ready = INT64_MIN;
+            if (t->launch >= 0) {
+                const rv_task *l = &g->tasks[t->launch];
+                int64_t le = l->meas_start_ns + l->meas_dur_ns;
+                ready = l->meas_start_ns + g->launch_lat_ns;
+                ready = le > ready ? le : ready;
+            }
+            int64_t prev_end = INT64_MIN;
+            if (k > th->first) {
+                const rv_task *p = &g->tasks[k - 1];
+                prev_end = p->meas_start_ns + p->meas_dur_ns;
+                ready = prev_end + g->gpu_gap_ns > ready ? prev_end + g->gpu_gap_ns : ready;
+            }
+            if (t->meas_start_ns - ready <= late)
+                continue;
+            int32_t best = -1;
+            int64_t best_end = INT64_MIN;
+            for (size_t oi = 0; oi < g->nthreads; oi++) {
+                const rv_thread *o = &g->threads[oi];
+                if (oi == ti || o->kind != RV_THREAD_GPU || o->device != th->device ||
+                    o->norig == 0)
+                    continue;
+                int32_t j = last_ended_before(g, o, t->meas_start_ns);
+                if (j < 0)
+                    continue;
+                int64_t je = g->tasks[j].meas_start_ns + g->tasks[j].meas_dur_ns;
+                if (je > best_end) {
+                    best_end = je;
+                    best = j;
+                }
+            }
+            /* It must have ended during the wait, just before the start. */
+            if (best >= 0 && best_end >= ready && t->meas_start_ns - best_end <= near) {
+                rc = rv_graph_add_edge(g, best, k, t->meas_start_ns - best_end, RV_EDGE_EVENT, 0);
+                g->inferred_waits++;
+            } else if (k > th->first) {
+                /* Nothing in the trace explains the wait (work of another
+                 * process or rank, an event recorded before the window,
+                 * lost activity records): the stream keeps its measured
+                 * idle time after its previous task. */
+                rc = rv_graph_add_edge(g, k - 1, k, t->meas_start_ns - prev_end, RV_EDGE_OTHER, 0);
+                g->inferred_idle++;
+            }
+        }
+    }
+    free(has_wait);
     return rc;
 }
 
@@ -1131,9 +1280,9 @@ int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **
         goto out;
     /* The passes, in order: each needs what the ones before it found. */
     static int (*const passes[])(builder *) = {
-        find_iterations,       annotate_cpu_threads, link_launches,
-        measure_gpu_constants, add_structural_edges, link_syncs,
-        link_blocking_copies,  link_blocking_calls,  add_handoff_edges,
+        find_iterations,      annotate_cpu_threads, link_launches,      measure_gpu_constants,
+        add_structural_edges, link_syncs,           infer_stream_waits, link_blocking_copies,
+        link_blocking_calls,  add_handoff_edges,
     };
     for (size_t i = 0; i < sizeof(passes) / sizeof(passes[0]); i++)
         if ((rc = passes[i](&b)) != 0)

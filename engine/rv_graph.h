@@ -120,6 +120,9 @@ typedef struct rv_graph {
     int64_t span_ns;       /* measured first start to last end */
     int64_t launch_lat_ns; /* typical launch -> kernel start on an idle stream */
     int64_t gpu_gap_ns;    /* typical gap between queued tasks on a stream */
+    size_t inferred_waits; /* cross-stream waits inferred without event records */
+    size_t inferred_holds; /* GPU tasks without a launch held by their likely launcher */
+    size_t inferred_idle;  /* unexplained stream idle gaps kept as measured */
     size_t ngpu_tasks;
     size_t uncorrelated_gpu; /* GPU tasks without a launching call */
     uint32_t *extra_names;   /* reserved */
