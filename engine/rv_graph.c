@@ -30,7 +30,10 @@
  * allowed (at least; twice the launch latency when that is more) waited
  * for something; a task on another stream that ended at most
  * STREAM_WAIT_NEAR_NS (or four queue gaps) before it is what it waited for. */
-#define STREAM_WAIT_MIN_NS  10000
+#define STREAM_WAIT_MIN_NS 10000
+/* Fewer idle-stream launches than this measure nothing: the default
+ * launch latency is assumed (and the answer says so). */
+#define MIN_LAUNCH_SAMPLES  5
 #define STREAM_WAIT_NEAR_NS 5000
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -748,6 +751,29 @@ static int link_launches(builder *b)
 
 /* Typical launch latency (kernel start after the call's start, stream idle)
  * and queued gap (between back-to-back tasks on a stream). */
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v after Tukey's fences (1.5 IQR) drop the outliers.
+ * Sorts v. */
+static int64_t robust_median(int64_t *v, size_t n, int64_t dflt)
+{
+    if (n == 0)
+        return dflt;
+    qsort(v, n, sizeof(*v), cmp_i64);
+    int64_t q1 = v[n / 4], q3 = v[(3 * n) / 4], iqr = q3 - q1;
+    int64_t lo = q1 - iqr * 3 / 2, hi = q3 + iqr * 3 / 2;
+    size_t a = 0, b = n;
+    while (a < n && v[a] < lo)
+        a++;
+    while (b > a && v[b - 1] > hi)
+        b--;
+    return b > a ? v[a + (b - a) / 2] : v[n / 2];
+}
+
 static int measure_gpu_constants(builder *b)
 {
     rv_graph *g = b->g;
@@ -779,7 +805,17 @@ static int measure_gpu_constants(builder *b)
             }
         }
     }
-    g->launch_lat_ns = median_i64(lat, nl, DEFAULT_LAUNCH_LAT_NS);
+    /* A handful of idle-stream samples (a CUDA graph replay, a trace cut
+     * mid-run) is no measurement: one 7.8 ms sample once became every
+     * launch's latency. With too few, the latency is the documented
+     * default, or what the samples say when that is less (a stray sample
+     * can only make launches look slow); enough samples lose their
+     * outliers first. */
+    g->launch_lat_samples = nl;
+    g->launch_lat_assumed = nl < MIN_LAUNCH_SAMPLES;
+    g->launch_lat_ns = robust_median(lat, nl, DEFAULT_LAUNCH_LAT_NS);
+    if (g->launch_lat_assumed && g->launch_lat_ns > DEFAULT_LAUNCH_LAT_NS)
+        g->launch_lat_ns = DEFAULT_LAUNCH_LAT_NS;
     g->gpu_gap_ns = median_i64(gap, ng, DEFAULT_GPU_GAP_NS);
     free(lat);
     free(gap);

@@ -116,13 +116,15 @@ typedef struct rv_graph {
     size_t nthreads, cap_threads;
     rv_iter *iters;
     size_t niters;
-    int64_t origin_ns;     /* absolute time of graph time 0 */
-    int64_t span_ns;       /* measured first start to last end */
-    int64_t launch_lat_ns; /* typical launch -> kernel start on an idle stream */
-    int64_t gpu_gap_ns;    /* typical gap between queued tasks on a stream */
-    size_t inferred_waits; /* cross-stream waits inferred without event records */
-    size_t inferred_holds; /* GPU tasks without a launch held by their likely launcher */
-    size_t inferred_idle;  /* unexplained stream idle gaps kept as measured */
+    int64_t origin_ns;         /* absolute time of graph time 0 */
+    int64_t span_ns;           /* measured first start to last end */
+    int64_t launch_lat_ns;     /* typical launch -> kernel start on an idle stream */
+    int64_t gpu_gap_ns;        /* typical gap between queued tasks on a stream */
+    size_t launch_lat_samples; /* idle-stream launches launch_lat_ns was measured on */
+    int launch_lat_assumed;    /* too few: launch_lat_ns is the documented default */
+    size_t inferred_waits;     /* cross-stream waits inferred without event records */
+    size_t inferred_holds;     /* GPU tasks without a launch held by their likely launcher */
+    size_t inferred_idle;      /* unexplained stream idle gaps kept as measured */
     size_t ngpu_tasks;
     size_t uncorrelated_gpu; /* GPU tasks without a launching call */
     uint32_t *extra_names;   /* reserved */

@@ -30,6 +30,38 @@ static double median(double *v, size_t n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* A trace of one step often ends the step's annotation before the GPU work
+ * launched inside it (a trailing synchronize after the step, or none at
+ * all): the step is then its annotation and that GPU work, measured and
+ * simulated alike. With several steps the steady-state span (step_done)
+ * already covers it. */
+static int64_t gpu_tail_end(const rv_graph *g, const rv_sim *s, size_t k, int64_t end)
+{
+    if (g->niters != 1)
+        return end;
+    for (size_t i = 0; i < g->ntasks; i++) {
+        const rv_task *t = &g->tasks[i];
+        if (t->kind == RV_TASK_CPU || t->kind == RV_TASK_DATA || t->iteration != (int32_t)k ||
+            (t->flags & RV_TF_REMOVED))
+            continue;
+        int64_t e = s ? s->end_ns[i]
+                      : (t->meas_start_ns >= 0 ? t->meas_start_ns + t->meas_dur_ns : INT64_MIN);
+        if (e > end)
+            end = e;
+    }
+    return end;
+}
+
+/* Measured and simulated duration of step k. */
+static void step_figures(const rv_graph *g, const rv_sim *s, size_t k, double *meas, double *sim)
+{
+    const rv_iter *it = &g->iters[k];
+    int64_t a = rv_sim_map_time(g, s, it->thread, it->start_ns);
+    int64_t b = rv_sim_map_time(g, s, it->thread, it->end_ns);
+    *meas = us(gpu_tail_end(g, NULL, k, it->end_ns) - it->start_ns);
+    *sim = us(gpu_tail_end(g, s, k, b) - a);
+}
+
 int rv_report_iteration(const rv_graph *g, const rv_sim *s, int64_t iteration, rv_iter_figures *out,
                         rv_error *err)
 {
@@ -45,8 +77,7 @@ int rv_report_iteration(const rv_graph *g, const rv_sim *s, int64_t iteration, r
             if (g->iters[i].step != iteration)
                 continue;
             out->iter = (int32_t)i;
-            out->measured_us = us(g->iters[i].end_ns - g->iters[i].start_ns);
-            out->simulated_us = us(rv_sim_iter_ns(g, s, i));
+            step_figures(g, s, i, &out->measured_us, &out->simulated_us);
             return 0;
         }
         return rv_error_set(err, RV_ERR_NOTFOUND, -1, -1,
@@ -60,10 +91,8 @@ int rv_report_iteration(const rv_graph *g, const rv_sim *s, int64_t iteration, r
         free(v);
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
     }
-    for (size_t i = 0; i < g->niters; i++) {
-        m[i] = us(g->iters[i].end_ns - g->iters[i].start_ns);
-        v[i] = us(rv_sim_iter_ns(g, s, i));
-    }
+    for (size_t i = 0; i < g->niters; i++)
+        step_figures(g, s, i, &m[i], &v[i]);
     out->measured_us = median(m, g->niters);
     out->simulated_us = median(v, g->niters);
     free(m);
@@ -149,11 +178,12 @@ void rv_report_trace_figures(const rv_trace *t, rv_trace_figures *out)
 json_t *rv_report_iterations(const rv_graph *g, const rv_sim *s)
 {
     json_t *arr = json_array();
-    for (size_t i = 0; i < g->niters; i++) {
-        const rv_iter *it = &g->iters[i];
-        json_array_append_new(arr, json_pack("{s:I, s:f, s:f}", "step", (json_int_t)it->step,
-                                             "measured_us", us(it->end_ns - it->start_ns),
-                                             "simulated_us", us(rv_sim_iter_ns(g, s, i))));
+    for (size_t i = 0; arr && i < g->niters; i++) {
+        double m, v;
+        step_figures(g, s, i, &m, &v);
+        json_array_append_new(arr,
+                              json_pack("{s:I, s:f, s:f}", "step", (json_int_t)g->iters[i].step,
+                                        "measured_us", m, "simulated_us", v));
     }
     return arr;
 }
@@ -181,7 +211,7 @@ rv_window rv_report_window(const rv_graph *g, const rv_sim *s, int32_t iter_inde
     size_t a = iter_index >= 0 ? (size_t)iter_index : 0;
     size_t b = iter_index >= 0 ? (size_t)iter_index : g->niters - 1;
     w.t0_ns = rv_sim_map_time(g, s, g->iters[a].thread, g->iters[a].start_ns);
-    w.t1_ns = rv_sim_map_time(g, s, g->iters[b].thread, g->iters[b].end_ns);
+    w.t1_ns = gpu_tail_end(g, s, b, rv_sim_map_time(g, s, g->iters[b].thread, g->iters[b].end_ns));
     w.end_thread = g->iters[b].thread;
     w.per = iter_index >= 0 ? 1 : (double)g->niters;
     return w;

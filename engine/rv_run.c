@@ -207,6 +207,11 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
                     "gpu %s changes the hardware the energy and precision models use; kernel "
                     "times are the trace's, not rescaled to that GPU",
                     over);
+    if (g->launch_lat_assumed)
+        rv_run_warn(r, "launch_latency_assumed",
+                    "only %zu launches met an idle stream, too few to measure the launch "
+                    "latency: %.1f us is assumed",
+                    g->launch_lat_samples, (double)g->launch_lat_ns / 1e3);
     if (g->niters == 0)
         rv_run_warn(r, "no_steps",
                     "the trace has no step markers (ProfilerStep#N or optimizer steps): the "

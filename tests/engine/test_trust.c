@@ -1,0 +1,187 @@
+/* Answers you can trust, on real public traces: each case is a class of
+ * trace that got a confident wrong answer before, run through the one
+ * pipeline (rv_run) the CLI and the API use. Skips (77) without
+ * RV_SHARED_TRACES. */
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rv_graph.h"
+#include "rv_kineto.h"
+#include "rv_run.h"
+#include "rv_sim.h"
+#include "rv_whatif.h"
+#include "common/rv_test_util.h"
+
+static const char *traces;
+
+typedef struct loaded {
+    rv_trace *tr;
+    rv_graph *g;
+    rv_sim *s;
+} loaded;
+
+static int load(const char *rel, loaded *l)
+{
+    char path[1024];
+    rv_error err;
+    memset(l, 0, sizeof(*l));
+    snprintf(path, sizeof(path), "%s/%s", traces, rel);
+    if (rv_kineto_read_file(path, NULL, &l->tr, &err) != 0 ||
+        rv_graph_build(l->tr, NULL, &l->g, &err) != 0 ||
+        rv_sim_run(l->g, RV_SCHED_EARLIEST_START, &l->s, &err) != 0) {
+        fprintf(stderr, "%s: %s\n", path, err.message);
+        return -1;
+    }
+    return 0;
+}
+
+static void unload(loaded *l)
+{
+    rv_sim_free(l->s);
+    rv_graph_free(l->g);
+    rv_trace_free(l->tr);
+}
+
+/* The answer to doc on l (new; NULL with the error printed). */
+static rv_run_result *run(const loaded *l, const char *doc)
+{
+    rv_whatif *w = NULL;
+    rv_run_result *r = NULL;
+    rv_run_opts o = {.iteration = RV_ITER_MEDIAN};
+    rv_error err;
+    rv_error_clear(&err);
+    if (rv_whatif_parse_text(doc, &w, &err) != 0 || rv_run(l->g, l->s, w, &o, &r, &err) != 0)
+        fprintf(stderr, "\n  %s: %s\n", doc, err.message);
+    rv_whatif_free(w);
+    return r;
+}
+
+static int has_warning(const rv_run_result *r, const char *code)
+{
+    for (size_t i = 0; i < r->nwarnings; i++)
+        if (strcmp(r->warnings[i].code, code) == 0)
+            return 1;
+    return 0;
+}
+
+/* Item 4: a one-step trace whose GPU work runs past the step's annotation.
+ * Before, communication 5.8 -> 64 ms left the step unchanged (1.00x). */
+static void test_gpu_work_past_step_end(void)
+{
+    loaded l;
+    CU_ASSERT_EQUAL_FATAL(load("param/dlrm-8rank/worker0.kineto.json.gz", &l), 0);
+    rv_run_result *r = run(&l, "{\"optimizations\":[{\"kind\":\"scale\",\"select\":{\"kind\":"
+                               "\"comm\"},\"factor\":11}]}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    printf("\n    dlrm rank 0, communication x11: %.1f -> %.1f ms (%.2fx)",
+           r->sum.baseline_us / 1e3, r->sum.predicted_us / 1e3, r->sum.speedup);
+    CU_ASSERT(r->sum.speedup < 0.5);
+    CU_ASSERT(r->sum.replay_error < 0.02);
+    rv_run_result_free(r);
+    unload(&l);
+}
+
+/* Item 6: gpus, energy and power count the devices that ran work; the job
+ * (x world size) is reported apart. Before: a rank of a 16-GPU job said 16
+ * GPUs and sixteen times the power. */
+static void test_gpu_count(void)
+{
+    loaded l;
+    CU_ASSERT_EQUAL_FATAL(load("hta/a100-rank0-of-16-five-streams.json.gz", &l), 0);
+    rv_run_result *r = run(&l, "{}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    printf("\n    rank 0 of 16: %d GPU, %.0f W; job %d GPUs, %.0f W", r->base_energy.ngpus,
+           r->base_energy.avg_power_w, r->base_energy.job_gpus, r->base_energy.job_avg_power_w);
+    CU_ASSERT_EQUAL(r->base_energy.ngpus, 1);
+    CU_ASSERT_EQUAL(r->base_energy.job_gpus, 16);
+    CU_ASSERT(r->base_energy.avg_power_w > 50 && r->base_energy.avg_power_w <= 400);
+    CU_ASSERT_DOUBLE_EQUAL(r->base_energy.job_energy_j, 16 * r->base_energy.energy_j,
+                           1e-6 * r->base_energy.job_energy_j);
+    rv_run_result_free(r);
+    unload(&l);
+}
+
+/* Item 12: bimodal steps (150-173 ms and 280-830 ms on this trace): the
+ * median matches no real step, so the answer says so; a steady trace does
+ * not get the warning. */
+static void test_bimodal_steps(void)
+{
+    loaded l;
+    CU_ASSERT_EQUAL_FATAL(load("param/resnet-2080ti.kineto.json.gz", &l), 0);
+    rv_run_result *r = run(&l, "{}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    printf("\n    resnet 2080 Ti: %zu steps, %zu near %.0f ms and %zu near %.0f ms", r->steps.count,
+           r->steps.low_count, r->steps.low_median_us / 1e3, r->steps.high_count,
+           r->steps.high_median_us / 1e3);
+    CU_ASSERT(r->steps.bimodal);
+    CU_ASSERT(has_warning(r, "bimodal_steps"));
+    rv_run_result_free(r);
+    unload(&l);
+    CU_ASSERT_EQUAL_FATAL(load("kineto/resnet50-v100-workers0.pt.trace.json.gz", &l), 0);
+    r = run(&l, "{}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_FALSE(r->steps.bimodal);
+    CU_ASSERT_FALSE(has_warning(r, "bimodal_steps"));
+    rv_run_result_free(r);
+    unload(&l);
+}
+
+/* Warnings: an optimization that matched nothing (the fused optimizer on
+ * an inference trace returned 1.00x and nothing else), a GPU the hardware
+ * table does not know, a single-step window. */
+static void test_warnings(void)
+{
+    loaded l;
+    CU_ASSERT_EQUAL_FATAL(load("tracelens/h100-bert-small-forward.json.gz", &l), 0);
+    rv_run_result *r = run(&l, "{\"optimizations\":[{\"kind\":\"fused_optimizer\"}]}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT(has_warning(r, "no_match"));
+    CU_ASSERT(has_warning(r, "single_step"));
+    CU_ASSERT_FALSE(has_warning(r, "gpu_unknown"));
+    rv_run_result_free(r);
+    unload(&l);
+    CU_ASSERT_EQUAL_FATAL(load("hta/edge/amd-mi250-rocm62.json.gz", &l), 0);
+    r = run(&l, "{}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT(has_warning(r, "gpu_unknown"));
+    rv_run_result_free(r);
+    unload(&l);
+}
+
+/* Item 3: a launch latency from too few idle-stream samples (45 us from a
+ * handful of Triton driver launches here) is not a measurement. */
+static void test_launch_latency_samples(void)
+{
+    loaded l;
+    CU_ASSERT_EQUAL_FATAL(load("hta/edge/triton-driver-launch.json.gz", &l), 0);
+    printf("\n    triton launches: %zu idle-stream samples, %.1f us", l.g->launch_lat_samples,
+           (double)l.g->launch_lat_ns / 1e3);
+    CU_ASSERT(l.g->launch_lat_assumed);
+    CU_ASSERT(l.g->launch_lat_ns <= 5000);
+    rv_run_result *r = run(&l, "{}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT(has_warning(r, "launch_latency_assumed"));
+    rv_run_result_free(r);
+    unload(&l);
+}
+
+int main(void)
+{
+    traces = rv_test_shared_traces("param/dlrm-8rank/worker0.kineto.json.gz");
+    if (!traces) {
+        printf("skipped: RV_SHARED_TRACES not set or without the public traces\n");
+        return 77;
+    }
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s = CU_add_suite("trust", NULL, NULL);
+    CU_add_test(s, "GPU work past the step's end", test_gpu_work_past_step_end);
+    CU_add_test(s, "GPU count of a rank apart from the job", test_gpu_count);
+    CU_add_test(s, "bimodal steps", test_bimodal_steps);
+    CU_add_test(s, "warnings say what the answer rests on", test_warnings);
+    CU_add_test(s, "launch latency needs samples", test_launch_latency_samples);
+    return rv_test_run() ? 1 : 0;
+}
