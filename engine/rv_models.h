@@ -122,6 +122,11 @@ void rv_models__remove(rv_graph *g, int32_t i, int keep_gap);
 int rv_models__insert_after(rv_graph *g, int32_t anchor, const int32_t *next, int64_t dur_ns,
                             int sel_kind, int32_t *side_of_thread);
 
+/* Adds {code, message} to the "warnings" array of a model's applied entry
+ * (obj, borrowed); rv_run lifts them into the answer's warnings. */
+void rv_models__warn(json_t *obj, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Models. Each returns 0 or a negative rv_err and adds one object to
  * applied (borrowed array). */
 int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied,

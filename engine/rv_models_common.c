@@ -2,6 +2,8 @@
  * thread order, the typical launch cost, and removing a task. Kept apart
  * from rv_whatif.c so the models depend on this module and the request
  * document depends on the models, never the other way round. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "rv_models.h"
@@ -67,4 +69,22 @@ void rv_models__remove(rv_graph *g, int32_t i, int keep_gap)
         g->tasks[i].gap_ns = gap;
         g->tasks[i].gap_dl_ns = dl;
     }
+}
+
+void rv_models__warn(json_t *obj, const char *code, const char *fmt, ...)
+{
+    char msg[240];
+    va_list ap;
+    if (!json_is_object(obj))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    json_t *arr = json_object_get(obj, "warnings");
+    if (!arr) {
+        arr = json_array();
+        if (!arr || json_object_set_new(obj, "warnings", arr) != 0)
+            return;
+    }
+    json_array_append_new(arr, json_pack("{s:s,s:s}", "code", code, "message", msg));
 }

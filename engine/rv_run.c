@@ -178,6 +178,17 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
     json_t *a;
     json_array_foreach(r->applied, i, a)
     {
+        /* A model says what its figures rest on in its applied entry's
+         * "warnings" ([{code, message}]); the answer carries them. */
+        size_t k;
+        json_t *mw;
+        json_array_foreach(json_object_get(a, "warnings"), k, mw)
+        {
+            const char *code = json_string_value(json_object_get(mw, "code"));
+            const char *msg = json_string_value(json_object_get(mw, "message"));
+            if (code && msg)
+                rv_run_warn(r, code, "%s", msg);
+        }
         if (!json_is_false(json_object_get(a, "changed")))
             continue;
         const char *model = json_string_value(json_object_get(a, "model"));
