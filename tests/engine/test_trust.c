@@ -168,6 +168,46 @@ static void test_launch_latency_samples(void)
     unload(&l);
 }
 
+/* Item 7: collectives are communication whatever library ran them. The
+ * fixture is the DLRM rank with its NCCL kernels renamed as PyTorch
+ * symmetric-memory and MSCCL kernels (tests/data/collectives/README.md). */
+static void test_collectives_by_any_name(void)
+{
+    loaded a, b;
+    CU_ASSERT_EQUAL_FATAL(load("param/dlrm-8rank/worker0.kineto.json.gz", &a), 0);
+    rv_error err;
+    memset(&b, 0, sizeof(b));
+    CU_ASSERT_EQUAL_FATAL(
+        rv_kineto_read_file("tests/data/collectives/dlrm-worker0-other-collectives.json.gz", NULL,
+                            &b.tr, &err),
+        0);
+    CU_ASSERT_EQUAL_FATAL(rv_graph_build(b.tr, NULL, &b.g, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_sim_run(b.g, RV_SCHED_EARLIEST_START, &b.s, &err), 0);
+    size_t comm_a = 0, comm_b = 0;
+    for (size_t i = 0; i < a.g->ntasks; i++)
+        comm_a += (a.g->tasks[i].flags & RV_TF_NCCL) != 0;
+    for (size_t i = 0; i < b.g->ntasks; i++)
+        comm_b += (b.g->tasks[i].flags & RV_TF_NCCL) != 0;
+    printf("\n    collectives: %zu under NCCL names, %zu under multimem/MSCCL names", comm_a,
+           comm_b);
+    CU_ASSERT(comm_a > 0);
+    CU_ASSERT_EQUAL(comm_a, comm_b);
+    rv_run_result *ra = run(&a, "{}"), *rb = run(&b, "{}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ra);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rb);
+    json_t *ga = json_object_get(ra->breakdown_base, "gpu");
+    json_t *gb = json_object_get(rb->breakdown_base, "gpu");
+    CU_ASSERT(json_number_value(json_object_get(ga, "communication_us")) > 1000);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(ga, "communication_us")),
+                           json_number_value(json_object_get(gb, "communication_us")), 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(ga, "compute_us")),
+                           json_number_value(json_object_get(gb, "compute_us")), 1e-6);
+    rv_run_result_free(ra);
+    rv_run_result_free(rb);
+    unload(&a);
+    unload(&b);
+}
+
 int main(void)
 {
     traces = rv_test_shared_traces("param/dlrm-8rank/worker0.kineto.json.gz");
@@ -183,5 +223,6 @@ int main(void)
     CU_add_test(s, "bimodal steps", test_bimodal_steps);
     CU_add_test(s, "warnings say what the answer rests on", test_warnings);
     CU_add_test(s, "launch latency needs samples", test_launch_latency_samples);
+    CU_add_test(s, "collectives by any library's name", test_collectives_by_any_name);
     return rv_test_run() ? 1 : 0;
 }
