@@ -494,114 +494,200 @@ static const char *resource_kind(const rv_graph *g, const rv_task *t)
     return g->threads[t->thread].kind == RV_THREAD_CPU ? "cpu" : "gpu";
 }
 
-json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_window *w,
+/* The window of one representative step for a window of several: the
+ * steady step whose simulated duration is the median. A path is a chain
+ * through one step; over several steps its stretches would not add up to
+ * a per-step length. */
+static rv_window path_window(const rv_graph *g, const rv_sim *s, const rv_window *w)
+{
+    if (w->per <= 1 || g->niters < 2 || w->iter >= 0)
+        return *w;
+    size_t first = g->niters >= 3 ? 1 : 0, n = g->niters - first;
+    double *d = malloc(n * sizeof(double));
+    if (!d)
+        return *w;
+    for (size_t i = 0; i < n; i++)
+        d[i] = (double)rv_sim_iter_ns(g, s, first + i);
+    double *sorted = malloc(n * sizeof(double));
+    size_t pick = first + n / 2;
+    if (sorted) {
+        memcpy(sorted, d, n * sizeof(double));
+        qsort(sorted, n, sizeof(double), cmp_double);
+        double med = sorted[n / 2], best = -1;
+        for (size_t i = 0; i < n; i++)
+            if (best < 0 || fabs(d[i] - med) < best) {
+                best = fabs(d[i] - med);
+                pick = first + i;
+            }
+        free(sorted);
+    }
+    free(d);
+    return rv_report_window(g, s, (int32_t)pick);
+}
+
+/* One stretch of the path: [a, b) on a resource. */
+static int add_stretch(json_t *arr, size_t *n, const char *resource, const char *kind,
+                       int32_t thread, int64_t a, int64_t b, int64_t t0, size_t tasks,
+                       const char *first)
+{
+    json_t *last = *n ? json_array_get(arr, *n - 1) : NULL;
+    if (last && json_integer_value(json_object_get(last, "thread")) == thread &&
+        strcmp(json_string_value(json_object_get(last, "kind")), kind) == 0) {
+        json_object_set_new(last, "end_us", json_real(us(b - t0)));
+        json_object_set_new(
+            last, "tasks",
+            json_integer(json_integer_value(json_object_get(last, "tasks")) + (json_int_t)tasks));
+        return 0;
+    }
+    json_t *st = json_pack("{s:s, s:s, s:i, s:f, s:f, s:I, s:s}", "resource", resource, "kind",
+                           kind, "thread", thread, "start_us", us(a - t0), "end_us", us(b - t0),
+                           "tasks", (json_int_t)tasks, "first_task", first);
+    if (!st || json_array_append_new(arr, st) != 0)
+        return RV_ERR_NOMEM;
+    (*n)++;
+    return 0;
+}
+
+json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_window *win,
                                 int max_stretches)
 {
-    /* Walk back from the sink along binders, then emit stretches of
-     * consecutive path tasks on one thread, oldest first. */
+    /* Walk back from the sink along binders, then cut the time from the
+     * window's start to the sink's end into stretches, oldest first: each
+     * task's busy time on its resource, and the time before it (its
+     * thread's gap, data loading, or a wait on another resource). The
+     * stretches tile [window start, path end), so they add up to
+     * length_us. */
+    rv_window w = path_window(g, s, win);
     int32_t *path = malloc((g->ntasks + 1) * sizeof(int32_t));
-    json_t *out = json_object();
-    if (!path)
-        return out;
-    size_t n = 0;
     uint8_t *seen = calloc(g->ntasks + 1, 1);
-    if (!seen) {
+    json_t *out = json_object(), *stretches = json_array();
+    size_t n = 0, nstretch = 0;
+    if (!path || !seen || !out || !stretches) {
         free(path);
+        free(seen);
+        json_decref(stretches);
         return out;
     }
-    for (int32_t u = window_sink(g, s, w); u >= 0 && n < g->ntasks; u = s->binder[u]) {
-        if (s->end_ns[u] < w->t0_ns || seen[u])
+    for (int32_t u = window_sink(g, s, &w); u >= 0 && n < g->ntasks; u = s->binder[u]) {
+        if (s->end_ns[u] <= w.t0_ns || seen[u])
             break;
         seen[u] = 1;
         path[n++] = u;
     }
     free(seen);
     double busy[3] = {0, 0, 0}; /* cpu, gpu, comm */
-    double cpu_gap = 0, waits = 0;
-    json_t *stretches = json_array();
-    size_t nstretch = 0;
+    double cpu_gap = 0, data = 0, waits = 0;
+    int64_t cursor = w.t0_ns;
     for (size_t i = n; i-- > 0;) {
         int32_t u = path[i];
         const rv_task *t = &g->tasks[u];
         const char *rk = resource_kind(g, t);
-        int ri = rk[0] == 'c' && rk[1] == 'p' ? 0 : (rk[0] == 'g' ? 1 : 2);
-        int64_t a = s->start_ns[u] > w->t0_ns ? s->start_ns[u] : w->t0_ns;
-        int64_t b = s->end_ns[u];
-        busy[ri] += b > a ? (double)(b - a) : 0;
-        /* What separates this task from the next one on the path. */
-        if (i > 0) {
-            int32_t nx = path[i - 1];
-            int64_t d = s->start_ns[nx] - s->end_ns[u];
-            if (g->tasks[nx].thread == t->thread && ri == 0)
-                cpu_gap += d > 0 ? (double)d : 0;
-            else
-                waits += d > 0 ? (double)d : 0;
-        }
-        int new_stretch = 1;
-        if (nstretch > 0) {
-            json_t *last = json_array_get(stretches, nstretch - 1);
-            if (json_integer_value(json_object_get(last, "thread")) == t->thread) {
-                new_stretch = 0;
-                json_object_set_new(last, "end_us", json_real(us(s->end_ns[u] - w->t0_ns)));
-                json_object_set_new(
-                    last, "tasks",
-                    json_integer(json_integer_value(json_object_get(last, "tasks")) + 1));
+        int ri = strcmp(rk, "cpu") == 0 ? 0 : (strcmp(rk, "gpu") == 0 ? 1 : 2);
+        int64_t a = s->start_ns[u] > cursor ? s->start_ns[u] : cursor;
+        int64_t b = s->end_ns[u] > a ? s->end_ns[u] : a;
+        if (a > cursor) {
+            /* Before the task: the untraced CPU work of its thread (the
+             * gap after its thread predecessor: Python, data loading),
+             * then a wait (a latency, a dependency, an idle stream). */
+            const rv_thread *th = &g->threads[t->thread];
+            int64_t gap_end = cursor;
+            int loading = 0;
+            if (th->kind == RV_THREAD_CPU && u > th->first) {
+                const rv_task *p = &g->tasks[u - 1];
+                int64_t pe = s->end_ns[u - 1] + p->gap_ns;
+                gap_end = pe < a ? pe : a;
+                loading = p->gap_dl_ns > 0 && p->gap_dl_ns * 2 >= p->gap_ns;
+            }
+            if (gap_end > cursor) {
+                double d = (double)(gap_end - cursor);
+                if (loading)
+                    data += d;
+                else
+                    cpu_gap += d;
+                if (add_stretch(stretches, &nstretch,
+                                loading ? "data loading" : rv_trace_str(g->trace, th->label),
+                                loading ? "data" : "cpu", t->thread, cursor, gap_end, w.t0_ns, 0,
+                                rv_trace_str(g->trace, t->name)) != 0)
+                    break;
+                cursor = gap_end;
+            }
+            if (a > cursor) {
+                waits += (double)(a - cursor);
+                /* A queue gap between two tasks of one thread stays in its
+                 * stretch; a real wait is a stretch of its own. */
+                json_t *last = nstretch ? json_array_get(stretches, nstretch - 1) : NULL;
+                int fold = last && a - cursor <= 4 * g->gpu_gap_ns + 1000 &&
+                           json_integer_value(json_object_get(last, "thread")) == t->thread;
+                if (fold)
+                    json_object_set_new(last, "end_us", json_real(us(a - w.t0_ns)));
+                else if (add_stretch(stretches, &nstretch, rv_trace_str(g->trace, th->label),
+                                     "wait", t->thread, cursor, a, w.t0_ns, 0,
+                                     rv_trace_str(g->trace, t->name)) != 0)
+                    break;
             }
         }
-        if (new_stretch) {
-            json_array_append_new(
-                stretches, json_pack("{s:s, s:s, s:i, s:f, s:f, s:i, s:s}", "resource",
-                                     rv_trace_str(g->trace, g->threads[t->thread].label), "kind",
-                                     rk, "thread", t->thread, "start_us", us(a - w->t0_ns),
-                                     "end_us", us(s->end_ns[u] - w->t0_ns), "tasks", 1,
-                                     "first_task", rv_trace_str(g->trace, t->name)));
-            nstretch++;
-        }
+        busy[ri] += (double)(b - a);
+        if (add_stretch(stretches, &nstretch, rv_trace_str(g->trace, g->threads[t->thread].label),
+                        rk, t->thread, a, b, w.t0_ns, 1, rv_trace_str(g->trace, t->name)) != 0)
+            break;
+        cursor = b;
     }
     free(path);
-    /* Keep the output bounded: the longest stretches, in time order. */
+    /* Keep the output bounded: the longest stretches, in time order; the
+     * rest is counted, so the listed ones plus omitted_us still add up to
+     * length_us. */
+    double omitted_us = 0;
+    size_t omitted = 0;
     if (max_stretches > 0 && nstretch > (size_t)max_stretches) {
         double *lens = malloc(nstretch * sizeof(double));
-        if (lens) {
+        double *sorted = malloc(nstretch * sizeof(double));
+        json_t *kept = json_array();
+        if (lens && sorted && kept) {
             for (size_t i = 0; i < nstretch; i++) {
                 json_t *st = json_array_get(stretches, i);
                 lens[i] = json_real_value(json_object_get(st, "end_us")) -
                           json_real_value(json_object_get(st, "start_us"));
             }
-            double *sorted = malloc(nstretch * sizeof(double));
-            if (sorted) {
-                memcpy(sorted, lens, nstretch * sizeof(double));
-                qsort(sorted, nstretch, sizeof(double), cmp_double);
-                double cut = sorted[nstretch - (size_t)max_stretches];
-                json_t *kept = json_array();
-                size_t nk = 0;
-                for (size_t i = 0; i < nstretch && nk < (size_t)max_stretches; i++)
-                    if (lens[i] >= cut) {
-                        json_array_append(kept, json_array_get(stretches, i));
-                        nk++;
-                    }
-                json_decref(stretches);
-                stretches = kept;
-                free(sorted);
-            }
-            free(lens);
+            memcpy(sorted, lens, nstretch * sizeof(double));
+            qsort(sorted, nstretch, sizeof(double), cmp_double);
+            double cut = sorted[nstretch - (size_t)max_stretches];
+            size_t nk = 0;
+            for (size_t i = 0; i < nstretch; i++)
+                if (lens[i] >= cut && nk < (size_t)max_stretches) {
+                    json_array_append(kept, json_array_get(stretches, i));
+                    nk++;
+                } else {
+                    omitted_us += lens[i];
+                    omitted++;
+                }
+            json_decref(stretches);
+            stretches = kept;
+            kept = NULL;
         }
+        json_decref(kept);
+        free(sorted);
+        free(lens);
     }
-    double total = busy[0] + busy[1] + busy[2] + cpu_gap + waits;
+    double total = busy[0] + busy[1] + busy[2] + cpu_gap + data + waits;
     const char *bound = "cpu";
-    if (busy[1] >= busy[0] + cpu_gap && busy[1] >= busy[2])
+    if (busy[1] >= busy[0] + cpu_gap + data && busy[1] >= busy[2])
         bound = "gpu";
-    else if (busy[2] > busy[0] + cpu_gap && busy[2] > busy[1])
+    else if (busy[2] > busy[0] + cpu_gap + data && busy[2] > busy[1])
         bound = "comm";
-    double per = w->per > 0 ? w->per : 1;
+    else if (data > busy[0] + cpu_gap && data > busy[1] && data > busy[2])
+        bound = "data";
     json_object_set_new(out, "tasks", json_integer((json_int_t)n));
-    json_object_set_new(out, "length_us", json_real(total / 1000.0 / per));
-    json_object_set_new(out, "cpu_us", json_real(busy[0] / 1000.0 / per));
-    json_object_set_new(out, "cpu_gap_us", json_real(cpu_gap / 1000.0 / per));
-    json_object_set_new(out, "gpu_us", json_real(busy[1] / 1000.0 / per));
-    json_object_set_new(out, "comm_us", json_real(busy[2] / 1000.0 / per));
-    json_object_set_new(out, "wait_us", json_real(waits / 1000.0 / per));
+    json_object_set_new(out, "window_start_us", json_real(us(w.t0_ns)));
+    json_object_set_new(out, "length_us", json_real(total / 1000.0));
+    json_object_set_new(out, "cpu_us", json_real(busy[0] / 1000.0));
+    json_object_set_new(out, "cpu_gap_us", json_real(cpu_gap / 1000.0));
+    json_object_set_new(out, "data_us", json_real(data / 1000.0));
+    json_object_set_new(out, "gpu_us", json_real(busy[1] / 1000.0));
+    json_object_set_new(out, "comm_us", json_real(busy[2] / 1000.0));
+    json_object_set_new(out, "wait_us", json_real(waits / 1000.0));
     json_object_set_new(out, "bound_by", json_string(bound));
+    json_object_set_new(out, "omitted_stretches", json_integer((json_int_t)omitted));
+    json_object_set_new(out, "omitted_us", json_real(omitted_us));
     json_object_set_new(out, "stretches", stretches);
     return out;
 }

@@ -208,6 +208,55 @@ static void test_collectives_by_any_name(void)
     unload(&b);
 }
 
+/* Item 11: the critical path lies inside one step, its stretches tile it
+ * and add up to length_us, and data loading that bounds the step is on it.
+ * Before, the stretches of a 143 ms path summed to the whole trace. */
+static void check_path(const char *rel, double *data_us)
+{
+    loaded l;
+    CU_ASSERT_EQUAL_FATAL(load(rel, &l), 0);
+    rv_run_result *r = run(&l, "{}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    json_t *cp = r->critical_path;
+    double len = json_number_value(json_object_get(cp, "length_us"));
+    double sum = json_number_value(json_object_get(cp, "omitted_us")), prev_end = 0;
+    size_t i;
+    json_t *st;
+    int inside = 1, ordered = 1;
+    json_array_foreach(json_object_get(cp, "stretches"), i, st)
+    {
+        double a = json_number_value(json_object_get(st, "start_us"));
+        double b = json_number_value(json_object_get(st, "end_us"));
+        sum += b - a;
+        inside &= a >= -1e-6 && b <= len + 1e-3 && b >= a;
+        ordered &= a >= prev_end - 1e-3;
+        prev_end = b;
+    }
+    printf("\n    %s: path %.1f ms (step %.1f ms), stretches add up to %.1f ms, bound by %s", rel,
+           len / 1e3, r->sum.measured_us / 1e3, sum / 1e3,
+           json_string_value(json_object_get(cp, "bound_by")));
+    CU_ASSERT(inside);
+    CU_ASSERT(ordered);
+    CU_ASSERT_DOUBLE_EQUAL(sum, len, 1e-6 * len + 1e-3);
+    CU_ASSERT(len <= 1.05 * r->sum.measured_us && len >= 0.5 * r->sum.measured_us);
+    *data_us = json_number_value(json_object_get(cp, "data_us"));
+    rv_run_result_free(r);
+    unload(&l);
+}
+
+static void test_critical_path(void)
+{
+    double data0 = 0, data4 = 0, other = 0;
+    check_path("kineto/resnet50-v100-workers0.pt.trace.json.gz", &data0);
+    check_path("kineto/resnet50-v100-workers4.pt.trace.json.gz", &data4);
+    check_path("hta/a100-rank0-of-16-five-streams.json.gz", &other);
+    check_path("hta/v100-1rank-ns-resolution.json.gz", &other);
+    /* Loading on the main thread (~69 ms a step) bounds the workers-0 step;
+     * with four loader processes it is off the path. */
+    CU_ASSERT(data0 > 50e3);
+    CU_ASSERT(data4 < 5e3);
+}
+
 int main(void)
 {
     traces = rv_test_shared_traces("param/dlrm-8rank/worker0.kineto.json.gz");
@@ -224,5 +273,6 @@ int main(void)
     CU_add_test(s, "warnings say what the answer rests on", test_warnings);
     CU_add_test(s, "launch latency needs samples", test_launch_latency_samples);
     CU_add_test(s, "collectives by any library's name", test_collectives_by_any_name);
+    CU_add_test(s, "critical path of one step", test_critical_path);
     return rv_test_run() ? 1 : 0;
 }
