@@ -189,6 +189,11 @@ test('trace page: cards, timeline, breakdowns, kernels, overheads, Perfetto expo
   near(await attr('[data-metric="exposed_comm"]', 'data-us'), w.breakdown.baseline.gpu.exposed_communication_us, 'exposed comm');
   const cards = await page.textContent('#summary-cards');
   for (const s of [fmtUs(w.measured_us), fmtUs(w.baseline_us), fmtPct(w.replay_error, 2), fmtPct(w.breakdown.baseline.gpu_utilization)]) assert.ok(cards.includes(s), `cards show ${s}`);
+  // The answer's warnings are on the page, one item each, with their codes.
+  await page.waitForSelector('#trace-warnings');
+  assert.equal(Number(await attr('#trace-warnings', 'data-warnings')), w.warnings.length, 'trace page shows every warning');
+  const codes = await page.$$eval('#trace-warnings li', (els) => els.map((e) => e.getAttribute('data-code')));
+  assert.deepEqual(codes, w.warnings.map((x) => x.code), 'warning codes on the trace page');
   // Top kernels: the first row is the API's first kernel.
   await page.waitForSelector('#top-kernels tbody tr');
   const first = await page.textContent('#top-kernels tbody tr:first-child');
@@ -289,6 +294,8 @@ test('what-if page: form from the kinds, run, numbers equal the API, error, swee
   near(await attr('[data-metric="baseline"]', 'data-us'), w.baseline_us, 'baseline');
   near(await attr('[data-metric="predicted"]', 'data-us'), w.predicted_us, 'predicted');
   near(await attr('[data-metric="speedup"]', 'data-value'), w.speedup, 'speedup');
+  await page.waitForSelector('#whatif-warnings');
+  assert.equal(Number(await attr('#whatif-warnings', 'data-warnings')), w.warnings.length, 'what-if page shows every warning');
   const cards = await page.textContent('#whatif-cards');
   for (const s of [fmtUs(w.baseline_us), fmtUs(w.predicted_us), fmtX(w.speedup)]) assert.ok(cards.includes(s), `cards show ${s}`);
   assert.ok(w.speedup > 1.05, 'the data-loader what-if speeds the ResNet-50 trace up');

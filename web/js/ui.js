@@ -180,3 +180,12 @@ export function shortName(s, n = 90) {
   if (!s) return '';
   return s.length > n ? s.slice(0, n - 1) + '…' : s;
 }
+
+// What an answer rests on: its warnings ({code, message}), the replay error
+// in red. An answer with nothing to say shows a quiet line.
+export function warningsBox(warnings, id) {
+  const list = warnings || [];
+  if (!list.length) return h('p', { class: 'sub', id, 'data-warnings': '0' }, 'No warnings: nothing assumed beyond the models.');
+  return h('ul', { class: 'warnings', id, 'data-warnings': String(list.length), 'aria-label': 'Warnings' },
+    list.map((w) => h('li', { class: w.code === 'replay_error' ? 'bad' : 'warn', 'data-code': w.code }, h('strong', {}, w.code), ' ', w.message)));
+}

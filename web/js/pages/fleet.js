@@ -161,6 +161,7 @@ export function fleetPage({ main }) {
           { key: 'predicted_us', label: 'Predicted', num: true, fmt: (r) => h('span', { 'data-us': String(r.predicted_us) }, fmtUs(r.predicted_us)) },
           { key: 'speedup', label: 'Speedup', num: true, fmt: (r) => (r.error ? '–' : fmtX(r.speedup)) },
           { key: 'replay_error', label: 'Replay error', num: true, fmt: (r) => fmtPct(r.replay_error, 2) },
+          { key: 'warning_count', label: 'Warnings', num: true, fmt: (r) => (r.error ? '–' : String(r.warning_count || 0)) },
           { key: 'energy', label: 'Energy before → after', num: true, value: (r) => (r.energy_j ? r.energy_j.predicted : null), fmt: (r) => (r.energy_j ? `${fmtJ(r.energy_j.baseline)} → ${fmtJ(r.energy_j.predicted)}` : '–') },
           { key: 'error', label: 'Error', fmt: (r) => (r.error ? h('span', { class: 'bad' }, r.error) : '') },
         ], s.rows, { sortKey: 'speedup', desc: true })) : empty('No rows.'))));

@@ -2,7 +2,7 @@
 // top kernels, critical path, platform overheads T1..T5, Perfetto export.
 
 import { api, request } from '../api.js';
-import { h, clear, loading, empty, errorBox, sortableTable, fmtUs, fmtPct, fmtDate, fmtBytes, fmtJ, download, toast, shortName } from '../ui.js';
+import { h, clear, loading, empty, errorBox, sortableTable, fmtUs, fmtPct, fmtDate, fmtBytes, fmtJ, download, toast, shortName, warningsBox } from '../ui.js';
 import { stacked, grouped } from '../charts.js';
 import { Timeline } from '../timeline.js';
 import { loadTrack } from '../tldata.js';
@@ -170,6 +170,7 @@ export function tracePage({ main, arg }) {
         card('GPU utilization', b ? fmtPct(b.gpu_utilization) : '–', 'busy share of the iteration', { 'data-metric': 'gpu_utilization', 'data-value': String(b ? b.gpu_utilization : '') }),
         card('Exposed communication', b ? fmtUs(b.gpu.exposed_communication_us) : '–', b ? `of ${fmtUs(b.gpu.communication_us)} communication` : '', { 'data-metric': 'exposed_comm', 'data-us': String(b ? b.gpu.exposed_communication_us : '') }),
         card('Energy / iteration', fmtJ(w.energy_j && w.energy_j.baseline), w.avg_power_w && w.avg_power_w.baseline ? `${w.avg_power_w.baseline.toFixed(0)} W average` : 'GPU unknown', { 'data-metric': 'energy' }));
+      cards.after(warningsBox(w.warnings, 'trace-warnings'));
       clear(bdBox, b ? breakdownCharts(b) : empty('No breakdown.'));
       clear(tkBox, topKernelsTable(w.top_kernels));
       clear(cpBox, criticalPathBox(w.critical_path));

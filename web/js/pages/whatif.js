@@ -3,7 +3,7 @@
 // sweeps drawn as curves with the knee marked, and the request as curl.
 
 import { api, origin } from '../api.js';
-import { h, clear, loading, empty, errorBox, fmtUs, fmtPct, fmtSignedPct, fmtX, fmtJ, copyText, toast, shortName } from '../ui.js';
+import { h, clear, loading, empty, errorBox, fmtUs, fmtPct, fmtSignedPct, fmtX, fmtJ, copyText, toast, shortName, warningsBox } from '../ui.js';
 import { normalizeKinds } from '../kinds.js';
 import { Timeline } from '../timeline.js';
 import { loadTrack, loadPredicted } from '../tldata.js';
@@ -270,9 +270,10 @@ export function whatifPage({ main, arg }) {
         card('Replay error', fmtPct(w.replay_error, 2), 'of the unmodified graph', { 'data-metric': 'replay_error', 'data-value': String(w.replay_error) }),
         card('Energy / iteration', `${fmtJ(eB)} → ${fmtJ(eP)}`, eB > 0 && eP > 0 ? fmtSignedPct(eP / eB - 1) : 'GPU unknown', { 'data-metric': 'energy', 'data-value': String(eP) }),
         card('Average power', w.avg_power_w ? `${(w.avg_power_w.baseline || 0).toFixed(0)} → ${(w.avg_power_w.predicted || 0).toFixed(0)} W` : '–', w.power_limit_w ? `cap ${(w.power_limit_w.predicted || 0).toFixed(0)} W` : '')),
+      warningsBox(w.warnings, 'whatif-warnings'),
       h('h3', {}, 'What each model changed'),
       w.applied && w.applied.length ? h('ul', { id: 'applied' }, w.applied.map((a) => h('li', {}, h('strong', {}, a.model), ' ', h('span', { class: 'mono sub' },
-        shortName(Object.entries(a).filter(([k]) => k !== 'model' && k !== 'index').map(([k, v]) => `${k}=${typeof v === 'number' ? +v.toFixed(4) : JSON.stringify(v)}`).join(' '), 300))))) : h('p', { class: 'sub' }, 'Nothing changed: the prediction is the replay.'),
+        shortName(Object.entries(a).filter(([k]) => k !== 'model' && k !== 'index' && k !== 'warnings').map(([k, v]) => `${k}=${typeof v === 'number' ? +v.toFixed(4) : JSON.stringify(v)}`).join(' '), 300))))) : h('p', { class: 'sub' }, 'Nothing changed: the prediction is the replay.'),
       h('h3', {}, 'Baseline and predicted timelines (one time axis)'), tlBox,
       bb && pb ? h('div', {}, h('h3', {}, 'Breakdown deltas (per iteration)'), deltaTable(bb, pb), h('div', { style: 'height:12px' }), breakdownCharts(bb, pb)) : null,
       h('h3', {}, 'Top kernels after the change'), topKernelsTable(w.top_kernels));
