@@ -313,6 +313,7 @@ static json_t *fleet_aggregate(const json_t *rows)
     size_t n = json_array_size(rows), ok = 0;
     double *sp = calloc(n ? n : 1, sizeof(double));
     double before_us = 0, after_us = 0, e_before = 0, e_after = 0;
+    size_t warned = 0;
     json_t *gainers = json_array();
 
     for (size_t i = 0; i < n && sp; i++) {
@@ -322,6 +323,7 @@ static json_t *fleet_aggregate(const json_t *rows)
             continue;
         double speed = json_number_value(s);
         sp[ok++] = speed;
+        warned += json_integer_value(json_object_get(row, "warning_count")) > 0;
         before_us += json_number_value(json_object_get(row, "baseline_us"));
         after_us += json_number_value(json_object_get(row, "predicted_us"));
         const json_t *en = json_object_get(row, "energy_j");
@@ -345,6 +347,9 @@ static json_t *fleet_aggregate(const json_t *rows)
         "gpu_time_after_s", after_us / 1e6, "gpu_time_saved_s", (before_us - after_us) / 1e6,
         "energy_before_j", e_before, "energy_after_j", e_after, "gain_over_10pct", gainers,
         "gain_over_10pct_count", (json_int_t)json_array_size(gainers));
+    /* How many answers rest on something the rows' warnings name. */
+    if (agg)
+        json_object_set_new(agg, "with_warnings", json_integer((json_int_t)warned));
     free(sp);
     return agg;
 }
