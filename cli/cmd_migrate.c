@@ -48,9 +48,10 @@ int rv_cmd_migrate(int argc, char **argv)
             dir = v;
             i++;
         } else if (v && !strcmp(a, "--down")) {
-            char *end;
-            down = !strcmp(v, "all") ? -1 : (int)strtol(v, &end, 10);
-            if (down == 0 || (strcmp(v, "all") && (*end || down < 0))) {
+            char *end = NULL;
+            int all = strcmp(v, "all") == 0;
+            down = all ? -1 : (int)strtol(v, &end, 10);
+            if (down == 0 || (!all && (!end || *end || down < 0))) {
                 fprintf(stderr, "reverie migrate: --down wants a positive count or 'all'\n");
                 return 2;
             }

@@ -7,6 +7,7 @@
  * "optimizations[0].factor"); VALUES is "start:stop:step" or a comma list
  * (numbers or words, e.g. "ring,tree"). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,7 @@ static int set_path(json_t *doc, const char *path, json_t *v)
         json_decref(v);
         return -1;
     }
-    strcpy(buf, path);
+    memcpy(buf, path, strlen(path) + 1);
     json_t *cur = doc;
     char *save = NULL;
     char *tok = strtok_r(buf, ".", &save);
@@ -115,8 +116,12 @@ static json_t *expand(const char *spec)
             return NULL;
         }
         int ints = a == (long long)a && st == (long long)st;
-        for (double x = a; x <= b + st * 1e-9; x += st)
+        /* Points by index, so rounding cannot add or drop one. */
+        long npts = (long)floor((b - a) / st + 1e-9) + 1;
+        for (long k = 0; k < npts; k++) {
+            double x = a + (double)k * st;
             json_array_append_new(out, ints ? json_integer((long long)x) : json_real(x));
+        }
         return out;
     }
     char *copy = strdup(spec), *save = NULL;

@@ -128,7 +128,8 @@ int rv_cmd_token(int argc, char **argv)
         rv_db_token_list_free(rows, n);
         rc = 0;
     } else {
-        if (rv_db_token_revoke(db, atoll(id_s), &e) != 0) {
+        /* id_s was checked (a positive id) before the database was opened. */
+        if (!id_s || rv_db_token_revoke(db, atoll(id_s), &e) != 0) {
             fprintf(stderr, "reverie token revoke: %s\n", e.message);
             goto out;
         }

@@ -59,13 +59,13 @@ int rv_cmd_upload(int argc, char **argv)
             job = val;
             i++;
         } else if (strcmp(a, "--rank") == 0) {
-            rank = atoi(val);
+            rank = atoi(val ? val : "-1");
             i++;
         } else if (strcmp(a, "--spool") == 0) {
             spool = val;
             i++;
         } else if (strcmp(a, "--attempts") == 0) {
-            o.max_attempts = atoi(val);
+            o.max_attempts = atoi(val ? val : "0");
             i++;
         } else if (a[0] == '-' && a[1] == '-') {
             fprintf(stderr, "reverie upload: unknown option %s\n", a);

@@ -84,7 +84,6 @@ static int other_thread_busy(const rv_trace *t, const uint32_t *ops, size_t nops
     size_t i = 0;
     while (i < nops) {
         const rv_event *first = &t->events[ops[i]];
-        size_t end = i;
         /* The run of this thread's ops: [i, end). */
         size_t lo = i, hi = nops;
         while (lo < hi) {
@@ -94,7 +93,7 @@ static int other_thread_busy(const rv_trace *t, const uint32_t *ops, size_t nops
             else
                 hi = mid;
         }
-        end = lo;
+        size_t end = lo;
         if (first->pid == op->pid && first->tid != op->tid) {
             size_t l = i, h = end;
             while (l < h) {

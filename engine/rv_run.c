@@ -137,9 +137,10 @@ static void step_stats(rv_run_result *r)
     for (size_t i = 0; i < n; i++)
         d[i] = g->iters[first + i].end_ns - g->iters[first + i].start_ns;
     qsort(d, n, sizeof(*d), cmp_i64);
+    size_t mid = n / 2;
     st->count = n;
     st->min_us = (double)d[0] / 1e3;
-    st->median_us = (double)d[n / 2] / 1e3;
+    st->median_us = (double)d[mid] / 1e3;
     st->max_us = (double)d[n - 1] / 1e3;
     /* The widest relative gap between neighbours splits the steps in two;
      * both groups must hold a real share of the steps. */
@@ -155,9 +156,10 @@ static void step_stats(rv_run_result *r)
     if (widest >= 1.5 && cut >= need && n - cut >= need) {
         st->bimodal = 1;
         st->low_count = cut;
-        st->low_median_us = (double)d[cut / 2] / 1e3;
+        size_t low_mid = cut / 2, high_mid = cut + (n - cut) / 2;
+        st->low_median_us = (double)d[low_mid] / 1e3;
         st->high_count = n - cut;
-        st->high_median_us = (double)d[cut + (n - cut) / 2] / 1e3;
+        st->high_median_us = (double)d[high_mid] / 1e3;
     }
     free(d);
 }

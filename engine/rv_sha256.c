@@ -22,8 +22,8 @@ static void block(rv_sha256 *c, const uint8_t *p)
 {
     uint32_t w[64];
     for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
+        w[i] = (uint32_t)p[4 * (size_t)i] << 24 | (uint32_t)p[4 * (size_t)i + 1] << 16 |
+               (uint32_t)p[4 * (size_t)i + 2] << 8 | (uint32_t)p[4 * (size_t)i + 3];
     for (int i = 16; i < 64; i++) {
         uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
         uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
@@ -98,7 +98,7 @@ void rv_sha256_final(rv_sha256 *c, uint8_t out[RV_SHA256_LEN])
         c->buf[56 + i] = (uint8_t)(bits >> (56 - 8 * i));
     block(c, c->buf);
     for (int i = 0; i < 8; i++) {
-        out[4 * i] = (uint8_t)(c->h[i] >> 24);
+        out[4 * (size_t)i] = (uint8_t)(c->h[i] >> 24);
         out[4 * i + 1] = (uint8_t)(c->h[i] >> 16);
         out[4 * i + 2] = (uint8_t)(c->h[i] >> 8);
         out[4 * i + 3] = (uint8_t)c->h[i];
@@ -109,7 +109,7 @@ void rv_sha256_to_hex(const uint8_t digest[RV_SHA256_LEN], char out[RV_SHA256_HE
 {
     static const char hex[] = "0123456789abcdef";
     for (int i = 0; i < RV_SHA256_LEN; i++) {
-        out[2 * i] = hex[digest[i] >> 4];
+        out[2 * (size_t)i] = hex[digest[i] >> 4];
         out[2 * i + 1] = hex[digest[i] & 15];
     }
     out[RV_SHA256_HEX_LEN] = '\0';

@@ -63,7 +63,6 @@ uint32_t rv_strtab_intern(rv_strtab *st, const char *s, size_t len)
     }
     if (rv_map_add(&st->index, h, st->count) != 0)
         return UINT32_MAX;
-    st->nslots = (uint32_t)st->index.cap;
     id = st->count++;
     st->offsets[id] = (uint32_t)st->len;
     if (len)

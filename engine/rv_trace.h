@@ -78,9 +78,6 @@ typedef struct rv_strtab {
     uint32_t *offsets; /* id -> offset in data */
     uint32_t count, offsets_cap;
     rv_map index; /* hash of the text -> id */
-    /* index.cap, kept for server/rv_gcache.c's byte count; goes once that
-     * counts with rv_strtab_bytes. */
-    uint32_t nslots;
 } rv_strtab;
 
 typedef struct rv_trace {

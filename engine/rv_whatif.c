@@ -14,7 +14,7 @@
 #include "rv_whatif_spec.h"
 
 #define RV_WHATIF_MAX_OPTS 256
-#define RV_WHATIF_MAX_TEXT (16u * 1024u * 1024u)
+#define RV_WHATIF_MAX_TEXT ((size_t)16 * 1024 * 1024)
 
 /* distributed.<key>: [[bytes, us], ...], 1..RV_COLL_TABLE_MAX points with
  * sizes and times > 0 and sizes increasing. Absent keeps *out empty. */
@@ -210,7 +210,7 @@ int rv_whatif_parse_text(const char *text, rv_whatif **out, rv_error *err)
         doc = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
         fclose(f);
     } else {
-        if (strlen(text) > RV_WHATIF_MAX_TEXT)
+        if (strlen(text) > (size_t)RV_WHATIF_MAX_TEXT)
             return rv_error_field(err, RV_ERR_LIMIT, "", "what-if document too large");
         doc = json_loads(text, JSON_REJECT_DUPLICATES, &je);
     }

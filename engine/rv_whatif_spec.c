@@ -20,25 +20,34 @@
 #define NONE RV_SPEC_NONE
 
 /* Field constructors: name, destination, range or values, default, doc. */
-#define NUM(n, off, lo, hi, excl, dflt, req, doc)                                                  \
+#define NUM(n, o, lo, hi, excl, d, req, text)                                                      \
     {                                                                                              \
-        n, RV_F_NUM, lo, hi, excl, dflt, NULL, NULL, req, doc, off, NONE                           \
+        .name = (n), .type = RV_F_NUM, .min = (lo), .max = (hi), .min_exclusive = (excl),          \
+        .dflt = (d), .required = (req), .doc = (text), .off = (o), .flag_off = NONE                \
     }
-#define INT(n, off, lo, hi, dflt, req, doc)                                                        \
+#define INT(n, o, lo, hi, d, req, text)                                                            \
     {                                                                                              \
-        n, RV_F_INT, lo, hi, 0, dflt, NULL, NULL, req, doc, off, NONE                              \
+        .name = (n), .type = RV_F_INT, .min = (lo), .max = (hi), .dflt = (d), .required = (req),   \
+        .doc = (text), .off = (o), .flag_off = NONE                                                \
     }
-#define BOOL(n, off, dflt, doc)                                                                    \
+#define BOOL(n, o, d, text)                                                                        \
     {                                                                                              \
-        n, RV_F_BOOL, 0, 0, 0, dflt, NULL, NULL, 0, doc, off, NONE                                 \
+        .name = (n), .type = RV_F_BOOL, .dflt = (d), .doc = (text), .off = (o), .flag_off = NONE   \
     }
-#define ENUM(n, off, vals, codes, dflt, doc)                                                       \
+#define ENUM(n, o, vals, cds, d, text)                                                             \
     {                                                                                              \
-        n, RV_F_ENUM, 0, 0, 0, dflt, vals, codes, 0, doc, off, NONE                                \
+        .name = (n), .type = RV_F_ENUM, .dflt = (d), .values = (vals), .codes = (cds),             \
+        .doc = (text), .off = (o), .flag_off = NONE                                                \
     }
-#define SELECT(n, req, dflt, doc)                                                                  \
+#define SELECT(n, req, d, text)                                                                    \
     {                                                                                              \
-        n, RV_F_SELECT, 0, 0, 0, dflt, NULL, NULL, req, doc, O(sel), O(has_sel)                    \
+        .name = (n), .type = RV_F_SELECT, .dflt = (d), .required = (req), .doc = (text),           \
+        .off = O(sel), .flag_off = O(has_sel)                                                      \
+    }
+/* Checked by the caller, documented here. */
+#define OTHER(n, t, text)                                                                          \
+    {                                                                                              \
+        .name = (n), .type = (t), .doc = (text), .off = NONE, .flag_off = NONE                     \
     }
 
 static const int dtype_codes[] = {RV_DT_FP16, RV_DT_BF16, RV_DT_FP8};
@@ -182,10 +191,8 @@ const size_t rv_spec_nkinds = sizeof(rv_spec_kinds) / sizeof(rv_spec_kinds[0]);
  * documented here, parsed there. */
 const rv_field_spec rv_spec_select[] = {
     ENUM("kind", NONE, "kernel,cpu,memcpy,comm,data", NULL, NULL, "kind of task"),
-    {"name", RV_F_STRING, 0, 0, 0, NULL, NULL, NULL, 0, "POSIX extended regex on the task name",
-     NONE, NONE},
-    {"layer", RV_F_STRING, 0, 0, 0, NULL, NULL, NULL, 0, "POSIX extended regex on the layer (op)",
-     NONE, NONE},
+    OTHER("name", RV_F_STRING, "POSIX extended regex on the task name"),
+    OTHER("layer", RV_F_STRING, "POSIX extended regex on the layer (op)"),
     ENUM("phase", NONE, "forward,backward,optimizer,dataloader,unknown", NULL, NULL,
          "training phase"),
     INT("stream", NONE, 0, INT32_MAX, NULL, 0, "GPU stream id"),
@@ -218,10 +225,10 @@ const rv_field_spec rv_spec_dist[] = {
     NUM("gradient_mb", D(gradient_mb), 0, 1e7, 1, NULL, 0,
         "gradient size (default: from the trace)"),
     INT("ps_servers", D(ps_servers), 0, 1 << 20, "0", 0, "parameter servers (0 = workers)"),
-    {"allreduce_table", RV_F_TABLE, 0, 0, 0, NULL, NULL, NULL, 0,
-     "measured all-reduce times at this worker count: [[bytes, us], ...] with sizes increasing "
-     "(replaces the alpha-beta model; log-log interpolation)",
-     NONE, NONE},
+    OTHER(
+        "allreduce_table", RV_F_TABLE,
+        "measured all-reduce times at this worker count: [[bytes, us], ...] with sizes increasing "
+        "(replaces the alpha-beta model; log-log interpolation)"),
 };
 const size_t rv_spec_ndist = sizeof(rv_spec_dist) / sizeof(rv_spec_dist[0]);
 
@@ -229,8 +236,8 @@ const rv_field_spec rv_spec_top[] = {
     NUM("power_limit_w", W(power_limit_w), 0, 5000, 1, NULL, 0, "GPU power limit to model"),
     ENUM("schedule", W(schedule), "earliest_start,fifo,priority", sched_codes, "\"earliest_start\"",
          "simulator schedule policy"),
-    {"gpu", RV_F_STRING, 0, 0, 0, NULL, NULL, NULL, 0,
-     "hardware override, a name from GET /v1/hardware (default: the trace's GPU)", NONE, NONE},
+    OTHER("gpu", RV_F_STRING,
+          "hardware override, a name from GET /v1/hardware (default: the trace's GPU)"),
     INT("batch_size", W(batch_size), 1, 1 << 24, NULL, 0,
         "samples per step, for samples per joule"),
     ENUM("host_overheads", W(platform_overheads), "trace,platform", NULL, "\"trace\"",

@@ -25,16 +25,16 @@ typedef enum rv_ftype {
 
 typedef struct rv_field_spec {
     const char *name;
-    rv_ftype type;
-    double min, max;    /* numbers: inclusive bounds */
-    int min_exclusive;  /* numbers: min itself is rejected */
+    const char *doc;
     const char *dflt;   /* JSON text of the default; NULL: none or derived by the model */
     const char *values; /* enums: comma-separated */
     const int *codes;   /* enums: the stored code of each value; NULL: its index */
+    double min, max;    /* numbers: inclusive bounds */
+    size_t off;         /* where the value goes in the destination; RV_SPEC_NONE: caller */
+    size_t flag_off;    /* int set to 1 when given or defaulted; RV_SPEC_NONE: none */
+    rv_ftype type;
+    int min_exclusive; /* numbers: min itself is rejected */
     int required;
-    const char *doc;
-    size_t off;      /* where the value goes in the destination; RV_SPEC_NONE: caller */
-    size_t flag_off; /* int set to 1 when given or defaulted; RV_SPEC_NONE: none */
 } rv_field_spec;
 
 #define RV_SPEC_MAX_FIELDS 8

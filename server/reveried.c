@@ -248,7 +248,7 @@ int main(int argc, char **argv)
     sc.http_threads = (unsigned)num_setting("http threads", f_hthreads, "REVERIE_HTTP_THREADS",
                                             (unsigned long long)ncpu, 256);
     sc.workers = (unsigned)num_setting("workers", f_workers, "REVERIE_WORKERS",
-                                       (unsigned long long)(2 * ncpu), 1024);
+                                       2ULL * (unsigned long long)ncpu, 1024);
     sc.queue = (unsigned)num_setting("queue", f_queue, "REVERIE_QUEUE", 256, 1000000);
     sc.whatif_budget_ms = (unsigned)num_setting("what-if budget", f_budget,
                                                 "REVERIE_WHATIF_BUDGET_MS", 10000, 3600000);

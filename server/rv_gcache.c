@@ -15,8 +15,7 @@ struct rv_gcache {
 
 static size_t entry_bytes(const rv_trace *t, const rv_graph *g)
 {
-    return sizeof(rv_gentry) + t->cap_events * sizeof(rv_event) + t->strings.cap +
-           (size_t)t->strings.offsets_cap * 4 + (size_t)t->strings.nslots * 4 +
+    return sizeof(rv_gentry) + t->cap_events * sizeof(rv_event) + rv_strtab_bytes(&t->strings) +
            g->cap_tasks * sizeof(rv_task) + g->cap_edges * sizeof(rv_edge) +
            g->cap_threads * sizeof(rv_thread) + g->ntasks * (2 * sizeof(int64_t) + 4);
 }
@@ -33,11 +32,13 @@ static void unlink_entry(rv_gcache *c, rv_gentry *e)
 {
     if (e->prev)
         e->prev->next = e->next;
-    else
-        c->head = e->next;
     if (e->next)
         e->next->prev = e->prev;
-    else
+    /* By identity, not by a missing neighbour: the same for a consistent
+     * list, and what lets the analyzer see the ends move. */
+    if (c->head == e)
+        c->head = e->next;
+    if (c->tail == e)
         c->tail = e->prev;
     e->prev = e->next = NULL;
     c->bytes -= e->bytes;
@@ -176,8 +177,7 @@ void rv_gcache_forget(rv_gcache *c, int64_t id)
     pthread_mutex_unlock(&c->mu);
 }
 
-void rv_gcache_stats(rv_gcache *c, uint64_t *hits, uint64_t *misses, size_t *bytes,
-                     size_t *entries)
+void rv_gcache_stats(rv_gcache *c, uint64_t *hits, uint64_t *misses, size_t *bytes, size_t *entries)
 {
     if (!c) {
         *hits = *misses = 0;
