@@ -15,13 +15,6 @@
  * and fleet rows print the very same values. */
 #define RV_RUN_JSON_FLAGS JSON_COMPACT
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static double ratio(double num, double den)
 {
     return den > 0 ? num / den : 0.0;
@@ -90,8 +83,9 @@ static void *base_reports(void *arg)
     return NULL;
 }
 
-/* Applies w to a clone of g and simulates it. */
-static int predict(rv_run_result *r, const rv_whatif *w, const rv_run_opts *o, double t0,
+/* Applies w to a clone of g and simulates it, both stopping when stop
+ * says so. */
+static int predict(rv_run_result *r, const rv_whatif *w, const rv_run_opts *o, const rv_stop *stop,
                    rv_error *err)
 {
     r->pred_graph = rv_graph_clone(r->graph);
@@ -99,13 +93,15 @@ static int predict(rv_run_result *r, const rv_whatif *w, const rv_run_opts *o, d
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory cloning the graph");
     json_decref(r->applied);
     r->applied = NULL;
-    int rc = rv_whatif_apply(w, r->pred_graph, &r->applied, err);
+    int rc = rv_whatif_apply_stop(w, r->pred_graph, stop, &r->applied, err);
+    if (rc == 0)
+        rc = rv_stop_check(stop, err);
     if (rc != 0)
         return rc;
-    if (o->budget_ms && now_ms() - t0 > o->budget_ms)
-        return rv_error_set(err, RV_ERR_BUDGET, -1, -1,
-                            "the what-if ran past its time budget of %u ms", o->budget_ms);
-    rc = rv_sim_run(r->pred_graph, (rv_schedule)rv_whatif_schedule(w), &r->pred_sim, err);
+    rv_sim_opts so = {.policy = rv_whatif_schedule(w), .stop = stop};
+    rc = rv_sim_run_opts(r->pred_graph, &so, &r->pred_sim, err);
+    if (rc == 0)
+        rc = rv_stop_check(stop, err);
     if (rc != 0)
         return rc;
     return rv_report_compare(r->graph, r->base, r->pred_graph, r->pred_sim, o->iteration,
@@ -249,7 +245,18 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     base_job job = {r, 0};
     pthread_t th;
     int threaded = 0, rc;
-    double t0 = now_ms();
+    /* The budget and the caller's deadline: the earlier one counts. */
+    rv_stop stop = {.deadline_ms = o.deadline_ms,
+                    .cancel = o.cancel,
+                    .cancel_fn = o.cancel_fn,
+                    .cancel_arg = o.cancel_arg};
+    if (o.budget_ms) {
+        int64_t d = rv_stop_now_ms() + (int64_t)o.budget_ms;
+        if (stop.deadline_ms <= 0 || d < stop.deadline_ms) {
+            stop.deadline_ms = d;
+            stop.budget_ms = o.budget_ms;
+        }
+    }
 
     *out = NULL;
     if (!r)
@@ -279,7 +286,7 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
         base_reports(&job);
 
     if (w && !rv_whatif_is_empty(w)) {
-        rc = predict(r, w, &o, t0, err);
+        rc = predict(r, w, &o, &stop, err);
         if (rc != 0)
             goto out;
     } else {
@@ -293,7 +300,11 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     int pred_energy =
         rv_power_energy(pg, ps, &p, r->pred_win.t0_ns, r->pred_win.t1_ns, &r->pred_energy) == 0;
     r->top_kernels = rv_report_top_kernels(pg, ps, &r->pred_win, o.top_kernels);
+    if ((rc = rv_stop_check(&stop, err)) != 0)
+        goto out;
     r->critical_path = rv_report_critical_path(pg, ps, &r->pred_win, o.critical_max);
+    if ((rc = rv_stop_check(&stop, err)) != 0)
+        goto out;
     if (threaded) {
         pthread_join(th, NULL);
         threaded = 0;
@@ -305,11 +316,8 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory writing the reports");
         goto out;
     }
-    if (o.budget_ms && now_ms() - t0 > o.budget_ms) {
-        rc = rv_error_set(err, RV_ERR_BUDGET, -1, -1,
-                          "the what-if ran past its time budget of %u ms", o.budget_ms);
+    if ((rc = rv_stop_check(&stop, err)) != 0)
         goto out;
-    }
 
     rv_run_summary *s = &r->sum;
     s->measured_us = r->base_fig.measured_us;

@@ -28,6 +28,14 @@ typedef struct rv_run_opts {
     int top_kernels;    /* 0: RV_RUN_TOP_KERNELS */
     int critical_max;   /* 0: RV_RUN_CRITICAL_MAX */
     unsigned budget_ms; /* 0: none; past it the run fails with RV_ERR_BUDGET */
+    /* Stopping a run in progress (rv_stop.h): checked between models,
+     * every RV_STOP_EVERY simulated tasks and between reports; a run past
+     * either or cancelled fails with RV_ERR_BUDGET. */
+    int64_t deadline_ms;         /* absolute CLOCK_MONOTONIC ms; 0: none; the earlier of it
+                                    and budget_ms counts */
+    const volatile int *cancel;  /* borrowed; non-zero: stop (e.g. the server drains) */
+    int (*cancel_fn)(void *arg); /* non-zero: stop (e.g. the client went away); NULL: none */
+    void *cancel_arg;
     int keep_predicted; /* keep the predicted graph and simulation (timelines) */
 } rv_run_opts;
 
@@ -83,7 +91,8 @@ typedef struct rv_run_result {
  * baseline simulation base (both borrowed; must outlive *out). w's
  * overhead table, when it asks for one, is set by the caller.
  * Returns 0 and *out (new; rv_run_result_free), or a negative rv_err:
- * RV_ERR_BUDGET when opts->budget_ms ran out, RV_ERR_NOTFOUND for a step
+ * RV_ERR_BUDGET when opts->budget_ms or deadline_ms ran out or the run was
+ * cancelled, RV_ERR_NOTFOUND for a step
  * the trace lacks, the model's own code otherwise. */
 int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_run_opts *opts,
            rv_run_result **out, rv_error *err);

@@ -2,34 +2,237 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include "rv_hw.h"
 
 static const char *const sel_kind_names[] = {"kernel", "cpu", "memcpy", "comm", "data"};
 
-/* Longest pattern we compile; regcomp on hostile input is the caller's
- * risk otherwise. */
-#define RV_SELECT_MAX_PATTERN 512
+/* Match cache states, one byte per string id. */
+enum { RE_UNKNOWN = 0, RE_YES, RE_NO };
 
-static int compile(const json_t *v, const char *field, const char *member, regex_t *re,
-                   rv_error *err)
+/* One compiled pattern, its allocator's account and its match cache. */
+struct rv_select_re {
+    /* PCRE2 allocates through alloc_cb/free_cb below, counted against cap:
+     * RV_SELECT_COMPILE_BYTES while compiling, then the compiled pattern
+     * plus one match's heap. */
+    size_t live, cap;
+    pcre2_general_context *gctx;
+    pcre2_code *code;
+    pcre2_match_data *md;
+    pcre2_match_context *mctx;
+    char field[64]; /* "optimizations[2].select.name" */
+    /* The cache: state[id] for string ids of the table it was filled on. */
+    const rv_strtab *tab;
+    const char *tab_data;
+    const uint32_t *tab_offsets;
+    uint8_t *state;
+    size_t nstate;
+    size_t matched; /* pcre2_match calls since the last rv_select_finish */
+    const rv_stop *stop;
+    int failed;           /* 0, or the rv_err that makes every match fail */
+    char failed_name[48]; /* the start of the name that hit a limit */
+};
+
+/* Size header before each block, so that frees can be counted. */
+#define HDR 16
+
+static void *alloc_cb(size_t n, void *ud)
+{
+    struct rv_select_re *re = ud;
+    if (n > re->cap || re->live > re->cap - n)
+        return NULL;
+    unsigned char *p = malloc(n + HDR);
+    if (!p)
+        return NULL;
+    memcpy(p, &n, sizeof(n));
+    re->live += n;
+    return p + HDR;
+}
+
+static void free_cb(void *ptr, void *ud)
+{
+    struct rv_select_re *re = ud;
+    size_t n;
+    if (!ptr)
+        return;
+    unsigned char *p = (unsigned char *)ptr - HDR;
+    memcpy(&n, p, sizeof(n));
+    re->live -= n;
+    free(p);
+}
+
+static void re_free(struct rv_select_re *re)
+{
+    if (!re)
+        return;
+    pcre2_match_data_free(re->md);
+    pcre2_match_context_free(re->mctx);
+    pcre2_code_free(re->code);
+    pcre2_general_context_free(re->gctx);
+    free(re->state);
+    free(re);
+}
+
+static int compile(const json_t *v, const char *field, const char *member,
+                   struct rv_select_re **out, rv_error *err)
 {
     char f[64];
+    int rc = 0, ec = 0;
+    PCRE2_SIZE eoff = 0;
+    pcre2_compile_context *cctx = NULL;
+    struct rv_select_re *re = NULL;
+
+    *out = NULL;
     snprintf(f, sizeof(f), "%s.%s", field, member);
     if (!json_is_string(v))
         return rv_error_field(err, RV_ERR_INVALID, f, "%s must be a string (a regex)", f);
     const char *pat = json_string_value(v);
-    if (strlen(pat) > RV_SELECT_MAX_PATTERN)
+    size_t len = json_string_length(v);
+    if (len > RV_SELECT_MAX_PATTERN)
         return rv_error_field(err, RV_ERR_INVALID, f, "%s is longer than %d characters", f,
                               RV_SELECT_MAX_PATTERN);
-    int rc = regcomp(re, pat, REG_EXTENDED | REG_NOSUB);
-    if (rc != 0) {
-        char msg[128];
-        regerror(rc, re, msg, sizeof(msg));
-        return rv_error_field(err, RV_ERR_INVALID, f, "%s: bad regular expression: %s", f, msg);
+    if (memchr(pat, '\0', len))
+        return rv_error_field(err, RV_ERR_INVALID, f, "%s contains a NUL character", f);
+    re = calloc(1, sizeof(*re));
+    if (!re)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory compiling %s", f);
+    snprintf(re->field, sizeof(re->field), "%s", f);
+    re->cap = RV_SELECT_COMPILE_BYTES;
+    re->gctx = pcre2_general_context_create(alloc_cb, free_cb, re);
+    cctx = re->gctx ? pcre2_compile_context_create(re->gctx) : NULL;
+    if (!cctx) {
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory compiling %s", f);
+        goto out;
     }
-    return 0;
+    pcre2_set_max_pattern_length(cctx, RV_SELECT_MAX_PATTERN);
+    pcre2_set_parens_nest_limit(cctx, RV_SELECT_MAX_NEST);
+    /* Bytes, not UTF-8: names may hold any byte, and (*UTF) in a pattern
+     * would make every name that is not UTF-8 an error. */
+    re->code =
+        pcre2_compile((PCRE2_SPTR)pat, len, PCRE2_NEVER_UTF | PCRE2_NEVER_UCP, &ec, &eoff, cctx);
+    if (!re->code) {
+        PCRE2_UCHAR msg[128];
+        if (pcre2_get_error_message(ec, msg, sizeof(msg)) < 0)
+            snprintf((char *)msg, sizeof(msg), "error %d", ec);
+        if (ec == PCRE2_ERROR_HEAP_FAILED)
+            rc = rv_error_field(err, RV_ERR_INVALID, f,
+                                "%s: the regular expression needs more than %zu bytes to compile",
+                                f, RV_SELECT_COMPILE_BYTES);
+        else
+            rc = rv_error_field(err, RV_ERR_INVALID, f,
+                                "%s: bad regular expression at character %zu: %s", f, (size_t)eoff,
+                                (const char *)msg);
+        goto out;
+    }
+    uint32_t backrefs = 0;
+    if (pcre2_pattern_info(re->code, PCRE2_INFO_BACKREFMAX, &backrefs) != 0 || backrefs > 0) {
+        rc = rv_error_field(err, RV_ERR_INVALID, f,
+                            "%s: back-references (\\1, \\k<name>) are not allowed in "
+                            "selector patterns",
+                            f);
+        goto out;
+    }
+    /* From here on: the pattern, plus what one match may use. */
+    re->cap = re->live + (size_t)RV_SELECT_HEAP_KIB * 1024 + ((size_t)64 << 10);
+    re->mctx = pcre2_match_context_create(re->gctx);
+    re->md = pcre2_match_data_create(1, re->gctx);
+    if (!re->mctx || !re->md) {
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory compiling %s", f);
+        goto out;
+    }
+    pcre2_set_match_limit(re->mctx, RV_SELECT_MATCH_LIMIT);
+    pcre2_set_depth_limit(re->mctx, RV_SELECT_DEPTH_LIMIT);
+    pcre2_set_heap_limit(re->mctx, RV_SELECT_HEAP_KIB);
+    *out = re;
+    re = NULL;
+out:
+    pcre2_compile_context_free(cctx);
+    re_free(re);
+    return rc;
+}
+
+/* One match of text (its string id in tab, for the cache). */
+static int re_match(struct rv_select_re *re, const rv_strtab *tab, uint32_t id)
+{
+    const char *text = rv_strtab_get(tab, id);
+
+    if (re->failed)
+        return 0;
+    if (re->tab != tab || re->tab_data != tab->data || re->tab_offsets != tab->offsets ||
+        re->nstate < tab->count) {
+        /* Another table, or this one grew or moved: start the cache over. */
+        free(re->state);
+        re->state = calloc(tab->count ? tab->count : 1, 1);
+        re->nstate = re->state ? tab->count : 0;
+        re->tab = tab;
+        re->tab_data = tab->data;
+        re->tab_offsets = tab->offsets;
+    }
+    if (id < re->nstate && re->state[id] != RE_UNKNOWN)
+        return re->state[id] == RE_YES;
+    if (re->stop && ++re->matched % RV_STOP_EVERY == 0 && rv_stop_check(re->stop, NULL) != 0) {
+        re->failed = RV_ERR_BUDGET;
+        return 0;
+    }
+    int rc = pcre2_match(re->code, (PCRE2_SPTR)text, strlen(text), 0, 0, re->md, re->mctx);
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+        /* Match, depth or heap limit, or no memory: the what-if fails. */
+        re->failed = rc == PCRE2_ERROR_NOMEMORY ? RV_ERR_NOMEM : RV_ERR_LIMIT;
+        snprintf(re->failed_name, sizeof(re->failed_name), "%s", text);
+        return 0;
+    }
+    if (id < re->nstate)
+        re->state[id] = rc >= 0 ? RE_YES : RE_NO;
+    return rc >= 0;
+}
+
+static int re_finish(struct rv_select_re *re, rv_error *err)
+{
+    int rc = 0;
+
+    if (!re)
+        return 0;
+    if (re->failed == RV_ERR_LIMIT)
+        rc = rv_error_field(err, RV_ERR_LIMIT, re->field,
+                            "%s needs more than the match limit (%u steps, %u KiB) on the name "
+                            "'%s%s': simplify the pattern (nested repeats like (a+)+ backtrack "
+                            "exponentially)",
+                            re->field, RV_SELECT_MATCH_LIMIT, RV_SELECT_HEAP_KIB, re->failed_name,
+                            strlen(re->failed_name) + 1 >= sizeof(re->failed_name) ? "..." : "");
+    else if (re->failed == RV_ERR_BUDGET)
+        rc = rv_stop_check(re->stop, err) != 0
+                 ? RV_ERR_BUDGET
+                 : rv_error_set(err, RV_ERR_BUDGET, -1, -1, "the what-if was stopped");
+    else if (re->failed)
+        rc = rv_error_set(err, re->failed, -1, -1, "out of memory matching %s", re->field);
+    re->failed = 0;
+    re->matched = 0;
+    re->stop = NULL;
+    free(re->state);
+    re->state = NULL;
+    re->nstate = 0;
+    re->tab = NULL;
+    return rc;
+}
+
+void rv_select_set_stop(const rv_select *s, const rv_stop *stop)
+{
+    if (s->name_re)
+        s->name_re->stop = stop;
+    if (s->layer_re)
+        s->layer_re->stop = stop;
+}
+
+int rv_select_finish(const rv_select *s, rv_error *err)
+{
+    int a = re_finish(s->name_re, err);
+    int b = re_finish(s->layer_re, a ? NULL : err);
+    return a ? a : b;
 }
 
 int rv_select_parse(const json_t *obj, const char *field, rv_select *out, rv_error *err)
@@ -103,10 +306,9 @@ void rv_select_clear(rv_select *s)
 {
     if (!s)
         return;
-    if (s->has_name)
-        regfree(&s->name_re);
-    if (s->has_layer)
-        regfree(&s->layer_re);
+    re_free(s->name_re);
+    re_free(s->layer_re);
+    s->name_re = s->layer_re = NULL;
     s->has_name = s->has_layer = 0;
 }
 
@@ -140,11 +342,12 @@ int rv_select_match(const rv_select *s, const rv_graph *g, size_t i)
         if (th->kind != RV_THREAD_GPU || th->stream != s->stream)
             return 0;
     }
-    if (s->has_name && regexec(&s->name_re, rv_task_name(g, i), 0, NULL, 0) != 0)
-        return 0;
-    if (s->has_layer) {
-        const char *l = g->trace ? rv_trace_str(g->trace, t->layer) : "";
-        if (regexec(&s->layer_re, l, 0, NULL, 0) != 0)
+    if (s->has_name || s->has_layer) {
+        static const rv_strtab empty = {0};
+        const rv_strtab *tab = g->trace ? &g->trace->strings : &empty;
+        if (s->has_name && !re_match(s->name_re, tab, g->trace ? t->name : 0))
+            return 0;
+        if (s->has_layer && !re_match(s->layer_re, tab, g->trace ? t->layer : 0))
             return 0;
     }
     return 1;

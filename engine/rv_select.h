@@ -2,18 +2,37 @@
  *
  * A selector is the JSON object {"kind", "name", "layer", "phase", "stream"}
  * that what-if optimizations take: every present field must match. name and
- * layer are POSIX extended regular expressions searched anywhere in the task
- * name and the task's layer (outermost framework op) name. */
+ * layer are PCRE2 regular expressions (POSIX-ERE-like) searched anywhere in
+ * the task name and the task's layer (outermost framework op) name.
+ *
+ * Patterns come from the network, so time and memory are bounded:
+ * back-references are refused at parse time; compiling may use at most
+ * RV_SELECT_COMPILE_BYTES; one match at most RV_SELECT_MATCH_LIMIT
+ * backtracking steps and RV_SELECT_HEAP_KIB of heap. A match past a limit
+ * is an error of the what-if (RV_ERR_LIMIT naming the field, from
+ * rv_select_finish), never a silent "no match". Each pattern is matched
+ * once per distinct string (the result is cached per string id), so a
+ * selector over 100k tasks costs one match per distinct name.
+ *
+ * A selector is used by one thread at a time (the cache is not locked). */
 #ifndef RV_SELECT_H
 #define RV_SELECT_H
 
-#include <regex.h>
 #include <stdint.h>
 
 #include <jansson.h>
 
 #include "rv_error.h"
 #include "rv_graph.h"
+#include "rv_stop.h"
+
+/* Limits of the name and layer patterns (docs/whatif.md "Selectors"). */
+#define RV_SELECT_MAX_PATTERN   512               /* characters */
+#define RV_SELECT_MAX_NEST      32                /* nested parentheses */
+#define RV_SELECT_COMPILE_BYTES ((size_t)1 << 20) /* memory to compile one */
+#define RV_SELECT_MATCH_LIMIT   100000u           /* backtracking steps per match */
+#define RV_SELECT_DEPTH_LIMIT   100000u           /* nested backtracking depth */
+#define RV_SELECT_HEAP_KIB      4096u             /* heap of one match */
 
 typedef enum rv_sel_kind {
     RV_SEL_ANY = -1,
@@ -29,7 +48,7 @@ typedef struct rv_select {
     int phase;      /* rv_phase, -1 = any */
     int64_t stream; /* GPU stream id, -1 = any */
     int has_name, has_layer;
-    regex_t name_re, layer_re;
+    struct rv_select_re *name_re, *layer_re; /* owned; compiled pattern + match cache */
 } rv_select;
 
 /* Parses a selector object (borrowed). field names the object in errors
@@ -40,8 +59,22 @@ int rv_select_parse(const json_t *obj, const char *field, rv_select *out, rv_err
 /* Frees the compiled patterns. NULL-safe; idempotent. */
 void rv_select_clear(rv_select *s);
 
-/* True when task i of g matches. */
+/* True when task i of g matches. A pattern that hits a match limit, or a
+ * stop (below) that says stop, gives "no match" here and an error from
+ * rv_select_finish. */
 int rv_select_match(const rv_select *s, const rv_graph *g, size_t i);
+
+/* The deadline and cancellation (borrowed, may be NULL) matching checks
+ * every RV_STOP_EVERY distinct names; changes only the selector's
+ * patterns, so it takes the selector as it is kept (const). */
+void rv_select_set_stop(const rv_select *s, const rv_stop *stop);
+
+/* Ends a pass of rv_select_match calls (one model): frees the match cache,
+ * forgets the stop and returns 0, or the error that made matches fail: RV_ERR_LIMIT naming
+ * the field ("optimizations[2].select.name") when a pattern hit a match
+ * limit, RV_ERR_BUDGET when the stop said stop, RV_ERR_NOMEM. The error
+ * is cleared, so the selector can be used again. */
+int rv_select_finish(const rv_select *s, rv_error *err);
 
 /* What a GPU kernel computes, from its name (cuDNN/cuBLAS/CUTLASS/ATen
  * conventions). Drives AMP, the power model and fusion. */

@@ -105,7 +105,15 @@ void rv_sim_free(rv_sim *s)
 
 int rv_sim_run(const rv_graph *g, rv_schedule policy, rv_sim **out, rv_error *err)
 {
-    size_t n = g->ntasks;
+    rv_sim_opts o = {.policy = policy};
+    return rv_sim_run_opts(g, &o, out, err);
+}
+
+int rv_sim_run_opts(const rv_graph *g, const rv_sim_opts *o, rv_sim **out, rv_error *err)
+{
+    rv_schedule policy = o ? (rv_schedule)o->policy : RV_SCHED_EARLIEST_START;
+    const rv_stop *stop = o ? o->stop : NULL;
+    size_t n = g->ntasks, steps = 0;
     int rc = 0;
     rv_sim *s = calloc(1, sizeof(*s));
     int32_t *head = NULL, *next = NULL, *indeg = NULL, *last_on = NULL, *fifo = NULL;
@@ -171,6 +179,8 @@ int rv_sim_run(const rv_graph *g, rv_schedule policy, rv_sim **out, rv_error *er
     int64_t first = INT64_MAX, last = INT64_MIN;
     while (fifo ? fhead < ftail : h.n > 0) {
         int32_t u;
+        if (stop && ++steps % RV_STOP_EVERY == 0 && (rc = rv_stop_check(stop, err)) != 0)
+            goto out;
         if (fifo) {
             u = fifo[fhead++];
         } else {

@@ -10,6 +10,7 @@
 
 #include "rv_error.h"
 #include "rv_graph.h"
+#include "rv_stop.h"
 
 typedef enum rv_schedule {
     RV_SCHED_EARLIEST_START = 0, /* the ready task that can start first */
@@ -29,6 +30,16 @@ typedef struct rv_sim {
 /* Simulates g. Returns 0 and *out (new; rv_sim_free), or RV_ERR_INVALID with
  * a message when the graph has a cycle (some tasks never become ready). */
 int rv_sim_run(const rv_graph *g, rv_schedule policy, rv_sim **out, rv_error *err);
+
+/* How rv_sim_run_opts simulates. */
+typedef struct rv_sim_opts {
+    int policy;          /* rv_schedule */
+    const rv_stop *stop; /* borrowed, may be NULL: checked every RV_STOP_EVERY tasks */
+} rv_sim_opts;
+
+/* rv_sim_run with options (NULL: earliest start, never stops). Also returns
+ * RV_ERR_BUDGET (and nothing in *out) when o->stop says stop. */
+int rv_sim_run_opts(const rv_graph *g, const rv_sim_opts *o, rv_sim **out, rv_error *err);
 
 void rv_sim_free(rv_sim *s);
 

@@ -284,6 +284,12 @@ static void mark_changed(json_t *arr, int changed)
 
 int rv_whatif_apply(const rv_whatif *w, rv_graph *g, json_t **applied, rv_error *err)
 {
+    return rv_whatif_apply_stop(w, g, NULL, applied, err);
+}
+
+int rv_whatif_apply_stop(const rv_whatif *w, rv_graph *g, const rv_stop *stop, json_t **applied,
+                         rv_error *err)
+{
     int rc = 0;
     json_t *arr = json_array();
     if (applied)
@@ -308,12 +314,16 @@ int rv_whatif_apply(const rv_whatif *w, rv_graph *g, json_t **applied, rv_error 
     }
     for (int stage = RV_STAGE_PRECISION; stage <= RV_STAGE_DATALOADER; stage++) {
         if (stage == RV_STAGE_DISTRIBUTED && w->has_dist) {
+            if ((rc = rv_stop_check(stop, err)) != 0)
+                goto fail;
             uint64_t before = graph_print(g);
             if ((rc = rv_models__distributed(w, g, arr, err)) != 0)
                 goto fail;
             mark_changed(arr, before != graph_print(g));
         }
         if (stage == RV_STAGE_POWER && w->power_limit_w > 0) {
+            if ((rc = rv_stop_check(stop, err)) != 0)
+                goto fail;
             uint64_t before = graph_print(g);
             if ((rc = rv_models__power(w, g, arr, err)) != 0)
                 goto fail;
@@ -322,8 +332,17 @@ int rv_whatif_apply(const rv_whatif *w, rv_graph *g, json_t **applied, rv_error 
         for (size_t i = 0; i < w->nopts; i++) {
             if (w->opts[i].stage != stage)
                 continue;
+            if ((rc = rv_stop_check(stop, err)) != 0)
+                goto fail;
+            /* Selectors match under the same stop; a pattern past its
+             * match limit fails the model (rv_select_finish). */
+            rv_select_set_stop(&w->opts[i].sel, stop);
             uint64_t before = graph_print(g);
-            if ((rc = run_opt(w, &w->opts[i], g, arr, err)) != 0)
+            rc = run_opt(w, &w->opts[i], g, arr, err);
+            int src = rv_select_finish(&w->opts[i].sel, rc ? NULL : err);
+            if (rc == 0)
+                rc = src;
+            if (rc != 0)
                 goto fail;
             mark_changed(arr, before != graph_print(g));
         }

@@ -34,6 +34,11 @@ int rv_whatif_is_empty(const rv_whatif *w);
  * removed, inserted, its parameters, and "changed": false when the model
  * left the graph as it was (it matched no task). */
 int rv_whatif_apply(const rv_whatif *w, rv_graph *g, json_t **applied, rv_error *err);
+/* rv_whatif_apply that stops (borrowed, may be NULL) when stop says so:
+ * checked before each model and while selectors match; then returns
+ * RV_ERR_BUDGET and the graph is half-rewritten (throw it away). */
+int rv_whatif_apply_stop(const rv_whatif *w, rv_graph *g, const rv_stop *stop, json_t **applied,
+                         rv_error *err);
 
 /* Host-overhead statistics of the trace's platform (borrowed; must outlive
  * rv_whatif_apply), used when the document says "host_overheads":

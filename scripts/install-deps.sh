@@ -4,7 +4,7 @@
 # Usage: scripts/install-deps.sh [build|test]
 set -eu
 mode=${1:-build}
-pkgs="build-essential cmake pkg-config zlib1g-dev libjansson-dev libmicrohttpd-dev
+pkgs="build-essential cmake pkg-config zlib1g-dev libjansson-dev libmicrohttpd-dev libpcre2-dev
 libpq-dev libcurl4-openssl-dev libcunit1-dev postgresql"
 if [ "$mode" = test ]; then
     # clang's runtime for the sanitizer build and fuzzers; clang-format and
