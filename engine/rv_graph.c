@@ -736,6 +736,19 @@ static int link_launches(builder *b)
         t->iteration = lt->iteration >= 0 ? lt->iteration : iteration_at(g, t->meas_start_ns);
         b->launch_ts[i] = lt->meas_start_ns;
     }
+    /* GPU work at the start of a stream with no launch record was queued
+     * before profiling began: it counts as launched before every call, so
+     * a sync that waited for it is linked to it (GPU-bound time, not CPU
+     * work). */
+    for (size_t ti = 0; ti < g->nthreads; ti++) {
+        const rv_thread *th = &g->threads[ti];
+        if (th->kind != RV_THREAD_GPU)
+            continue;
+        for (int32_t k = th->first; k < th->first + th->norig && g->tasks[k].launch < 0; k++) {
+            b->launch_ts[k] = INT64_MIN;
+            g->prewindow_gpu++;
+        }
+    }
     /* Several CPU threads may feed one stream and their calls overlap, so
      * launch times along a stream need not be sorted. A running maximum
      * makes "launched before t" a prefix and never admits a task launched

@@ -221,25 +221,13 @@ static int32_t last_ended_before(const rv_graph *g, const rv_thread *th, int64_t
     return lo > th->first ? lo - 1 : -1;
 }
 
-/* The CPU thread that most likely launched GPU work whose launch call is
- * missing: the thread of the steps, else the first CPU thread with tasks. */
-static int32_t default_launcher(const rv_graph *g)
-{
-    if (g->niters > 0)
-        return g->iters[0].thread;
-    for (size_t i = 0; i < g->nthreads; i++)
-        if (g->threads[i].kind == RV_THREAD_CPU && g->threads[i].norig > 0)
-            return (int32_t)i;
-    return -1;
-}
-
 /* A GPU task whose launch call the trace lost (launched from a thread the
  * profiler missed, a driver-API launcher, a graph replay) was still held
  * by its launch: without an edge it would run as early as its stream
  * allows, far ahead of the CPU that fed it. Its launcher is taken to be
- * the CPU thread that launched the stream's previous task; the last task
- * of that thread that ended a launch latency before it started holds it,
- * at its measured distance. */
+ * the CPU thread that launched the stream's previous launched task; the
+ * last task of that thread that ended a launch latency before it started
+ * holds it, at its measured distance. */
 static int hold_for_lost_launch(rv_graph *g, const rv_thread *cpu, int32_t k)
 {
     const rv_task *t = &g->tasks[k];
@@ -280,7 +268,10 @@ int rv_graph__infer_stream_waits(builder *b)
         const rv_thread *th = &g->threads[ti];
         if (th->kind != RV_THREAD_GPU)
             continue;
-        int32_t launcher = default_launcher(g);
+        /* Until the stream's first launched task, its work was queued
+         * before profiling began: no CPU call holds it (rule 3 keeps its
+         * idle gaps). After it, a task without a launch lost its record. */
+        int32_t launcher = -1;
         for (int32_t k = th->first; k < th->first + th->norig && rc == 0; k++) {
             const rv_task *t = &g->tasks[k];
             if (t->launch >= 0)

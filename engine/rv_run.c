@@ -442,12 +442,13 @@ static json_t *render(const rv_run_result *r, const char *label, int64_t trace_i
     bad |= put(o, "top_kernels", json_incref(r->top_kernels));
     bad |= put(o, "critical_path", json_incref(r->critical_path));
     bad |= put(o, "model",
-               json_pack("{s:f,s:f,s:I,s:I,s:I,s:I}", "launch_latency_us", r->launch_latency_us,
+               json_pack("{s:f,s:f,s:I,s:I,s:I,s:I,s:I}", "launch_latency_us", r->launch_latency_us,
                          "gpu_queue_gap_us", r->gpu_queue_gap_us, "uncorrelated_gpu_tasks",
                          (json_int_t)r->uncorrelated_gpu, "inferred_stream_waits",
                          (json_int_t)r->graph->inferred_waits, "inferred_launch_holds",
                          (json_int_t)r->graph->inferred_holds, "kept_stream_idle",
-                         (json_int_t)r->graph->inferred_idle));
+                         (json_int_t)r->graph->inferred_idle, "queued_before_window",
+                         (json_int_t)r->graph->prewindow_gpu));
     if (bad) {
         json_decref(o);
         return NULL;

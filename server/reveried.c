@@ -48,6 +48,9 @@ static void usage(FILE *out)
         "                                                  (default ./web when it exists)\n"
         "      --upload-cap MIB    REVERIE_UPLOAD_CAP_MB   max trace upload as sent (default 512)\n"
         "      --max-trace MIB     REVERIE_MAX_TRACE_MB    max decompressed trace (default 4096)\n"
+        "      --max-events N      REVERIE_MAX_EVENTS      max events one trace keeps (default\n"
+        "                                                  5000000; bounds ingest and what-if\n"
+        "                                                  memory)\n"
         "      --json-cap KIB      REVERIE_JSON_CAP_KB     max JSON request body (default 1024)\n"
         "      --timeout S         REVERIE_TIMEOUT_S       idle connection timeout (default 30)\n"
         "      --per-ip N          REVERIE_PER_IP_LIMIT    connections per client IP (default 64)\n"
@@ -133,6 +136,7 @@ int main(int argc, char **argv)
         O_WEB = 256,
         O_UPLOAD,
         O_MAXTRACE,
+        O_MAXEVENTS,
         O_JSON,
         O_TIMEOUT,
         O_PERIP,
@@ -157,6 +161,7 @@ int main(int argc, char **argv)
         {"web", required_argument, NULL, O_WEB},
         {"upload-cap", required_argument, NULL, O_UPLOAD},
         {"max-trace", required_argument, NULL, O_MAXTRACE},
+        {"max-events", required_argument, NULL, O_MAXEVENTS},
         {"json-cap", required_argument, NULL, O_JSON},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"per-ip", required_argument, NULL, O_PERIP},
@@ -179,7 +184,7 @@ int main(int argc, char **argv)
     const char *f_upload = NULL, *f_maxtrace = NULL, *f_json = NULL, *f_timeout = NULL;
     const char *f_perip = NULL, *f_maxconn = NULL, *f_hthreads = NULL, *f_workers = NULL;
     const char *f_queue = NULL, *f_budget = NULL, *f_finline = NULL, *f_fworkers = NULL;
-    const char *f_gcache = NULL;
+    const char *f_gcache = NULL, *f_maxevents = NULL;
     int require_auth = truthy("REVERIE_REQUIRE_AUTH");
     int no_auth = truthy("REVERIE_INSECURE_NO_AUTH");
     int migrate_only = 0;
@@ -194,6 +199,7 @@ int main(int argc, char **argv)
         case O_WEB: f_web = optarg; break;
         case O_UPLOAD: f_upload = optarg; break;
         case O_MAXTRACE: f_maxtrace = optarg; break;
+        case O_MAXEVENTS: f_maxevents = optarg; break;
         case O_JSON: f_json = optarg; break;
         case O_TIMEOUT: f_timeout = optarg; break;
         case O_PERIP: f_perip = optarg; break;
@@ -238,6 +244,8 @@ int main(int argc, char **argv)
     sc.upload_cap = num_setting("upload cap", f_upload, "REVERIE_UPLOAD_CAP_MB", 512, 65536) << 20;
     sc.max_trace_bytes = num_setting("max trace", f_maxtrace, "REVERIE_MAX_TRACE_MB", 4096, 1 << 20)
                          << 20;
+    sc.max_events =
+        num_setting("max events", f_maxevents, "REVERIE_MAX_EVENTS", 5000000, 64ULL * 1024 * 1024);
     sc.json_body_cap = (size_t)num_setting("json cap", f_json, "REVERIE_JSON_CAP_KB", 1024, 1 << 20)
                        << 10;
     sc.conn_timeout_s = (unsigned)num_setting("timeout", f_timeout, "REVERIE_TIMEOUT_S", 30, 86400);

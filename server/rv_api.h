@@ -20,6 +20,7 @@ typedef struct rv_app_config {
     const char *spool_dir;       /* home/spool */
     uint64_t upload_cap;         /* bytes as sent */
     uint64_t max_trace_bytes;    /* decompressed JSON cap for the reader */
+    uint64_t max_events;         /* events one trace may keep (ingest) */
     unsigned whatif_budget_ms;   /* wall-time budget of one what-if */
     unsigned fleet_inline_max;   /* traces x scenarios answered inline */
     unsigned timeline_max_tasks; /* cap on max_tasks of a timeline */

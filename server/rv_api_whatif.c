@@ -119,13 +119,31 @@ int rv_api_platform_table(rv_app *a, int64_t trace_id, rv_oh_table **out, char *
     return rc;
 }
 
+/* rv_run_opts.cancel_fn for a request: its client went away. */
+static int client_gone(void *r)
+{
+    return rv_req_client_gone(r);
+}
+
 int rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc, const rv_oh_table *oh,
                       int keep_predicted, rv_run_result **out, rv_error *err)
 {
+    return rv_api_whatif_run_req(a, NULL, l, doc, oh, keep_predicted, out, err);
+}
+
+int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l, const json_t *doc,
+                          const rv_oh_table *oh, int keep_predicted, rv_run_result **out,
+                          rv_error *err)
+{
     rv_whatif *w = NULL;
+    /* The budget always; for a request also its client and the server's
+     * drain (a fleet job is neither: it is requeued if the server dies). */
     rv_run_opts opts = {.iteration = RV_ITER_MEDIAN,
                         .budget_ms = a->cfg.whatif_budget_ms,
-                        .keep_predicted = keep_predicted};
+                        .keep_predicted = keep_predicted,
+                        .cancel = r ? &a->draining : NULL,
+                        .cancel_fn = r ? client_gone : NULL,
+                        .cancel_arg = r};
     int rc;
 
     *out = NULL;
@@ -250,6 +268,13 @@ void rv_api_trace_whatif(rv_req *r, void *app)
         rv_error_clear(&e);
     }
     rv_metrics_add(a->metrics, RV_M_CACHE_MISSES, 1);
+    /* A bad document (a refused pattern, say) costs no load of the trace. */
+    rv_whatif *check = NULL;
+    if (rv_whatif_parse(doc, &check, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    rv_whatif_free(check);
     if (rv_api_load(a, id, &l, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
@@ -262,7 +287,7 @@ void rv_api_trace_whatif(rv_req *r, void *app)
         /* The statistics may have changed since the lookup: key by those used. */
         rv_api_request_hash(doc, version, hash);
     }
-    if (rv_api_whatif_run(a, &l, doc, oh, with_tl, &res, &e) != 0) {
+    if (rv_api_whatif_run_req(a, r, &l, doc, oh, with_tl, &res, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
     }
@@ -531,7 +556,7 @@ void rv_api_trace_timeline(rv_req *r, void *app)
     const rv_graph *g = l.graph;
     const rv_sim *s = l.base;
     if (doc) {
-        if (rv_api_whatif_run(a, &l, doc, oh, 1, &res, &e) != 0) {
+        if (rv_api_whatif_run_req(a, r, &l, doc, oh, 1, &res, &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;
         }

@@ -280,3 +280,4 @@ out:
         fprintf(stderr, "reveried: stopped\n");
     return rc;
 }
+    app.cfg.max_events = c->max_events;

@@ -15,6 +15,7 @@ typedef struct rv_server_config {
     const char *web_root; /* NULL: no dashboard */
     uint64_t upload_cap;
     uint64_t max_trace_bytes;
+    uint64_t max_events; /* events one trace may keep; 0 = the reader's cap */
     size_t json_body_cap;
     unsigned conn_timeout_s, per_ip_limit, conn_limit;
     unsigned http_threads, workers, queue;

@@ -310,6 +310,27 @@ int rv_db_ingest(rv_db *db, const rv_trace *t, const void *orig, size_t len,
     return ingest_hashed(db, t, orig, len, meta, sha, res, err);
 }
 
+/* A reader limit that is one of the caps in meta names it in err->field,
+ * so that the API can answer 413 naming the limit. */
+static void name_reader_limit(const rv_db_ingest_meta *meta, rv_error *err)
+{
+    char why[128];
+
+    if (!err || !meta)
+        return;
+    snprintf(why, sizeof(why), "%.120s", err->message);
+    if (meta->max_trace_bytes && strstr(why, "-byte cap"))
+        rv_error_field(err, RV_ERR_LIMIT, "max_trace_bytes",
+                       "the trace is over this server's limit of %zu bytes decompressed "
+                       "(max_trace_bytes): %s",
+                       meta->max_trace_bytes, why);
+    else if (meta->max_events && strstr(why, " events"))
+        rv_error_field(err, RV_ERR_LIMIT, "max_events",
+                       "the trace has more than %zu events, this server's limit "
+                       "(max_events): %s",
+                       meta->max_events, why);
+}
+
 int rv_db_ingest_buffer(rv_db *db, const void *orig, size_t len, const rv_db_ingest_meta *meta,
                         rv_db_ingest_result *res, rv_error *err)
 {
@@ -328,7 +349,11 @@ int rv_db_ingest_buffer(rv_db *db, const void *orig, size_t len, const rv_db_ing
     char sha[65];
     memcpy(sha, res->sha256, sizeof(sha));
     rv_trace *t = NULL;
-    rc = rv_kineto_read_buffer(orig, len, NULL, &t, err);
+    rv_kineto_opts ko = {.max_input_bytes = meta ? meta->max_trace_bytes : 0,
+                         .max_events = meta ? meta->max_events : 0};
+    rc = rv_kineto_read_buffer(orig, len, &ko, &t, err);
+    if (rc == RV_ERR_LIMIT)
+        name_reader_limit(meta, err);
     if (rc)
         return rc;
     rc = ingest_hashed(db, t, orig, len, meta, sha, res, err);

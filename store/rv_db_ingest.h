@@ -33,6 +33,11 @@ typedef struct rv_db_ingest_meta {
     size_t ntags;
     rv_db_platform platform; /* NULL fields = from the trace */
     size_t max_bytes;        /* cap on the original; 0 = 512 MiB */
+    /* Caps on the parsed trace, which bound what it costs to load and
+     * simulate later: past one the ingest fails with RV_ERR_LIMIT and
+     * err->field "max_trace_bytes" or "max_events". */
+    size_t max_trace_bytes; /* decompressed JSON; 0 = the reader's (16 GiB) */
+    size_t max_events;      /* events kept; 0 = the reader's (RV_TRACE_MAX_EVENTS) */
 } rv_db_ingest_meta;
 
 typedef struct rv_db_ingest_result {

@@ -1,0 +1,350 @@
+/* reveried under hostile what-ifs and uploads: budgets that stop work.
+ *
+ * One real server (embedded PostgreSQL under a temporary REVERIE_HOME)
+ * with four workers, a 5 ms what-if budget and an event cap:
+ *   - four what-ifs with a back-reference selector at once get 400 at
+ *     once, and a request that needs a worker still answers within 1 s;
+ *   - an upload with more events than --max-events gets 413 naming the
+ *     limit;
+ *   - a what-if that would run for seconds stops at its budget: 503
+ *     budget_exceeded well before it would have finished.
+ * Every request has a client timeout and the server is killed if it does
+ * not stop, so the whole test stays within about a minute. Skips (77)
+ * when reveried, the public traces or PostgreSQL are not available. */
+#include <CUnit/Basic.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "common/rv_test_server.h"
+#include "common/rv_test_util.h"
+
+#define BUDGET_MS  "5"
+#define MAX_EVENTS 200000
+#define BACKREF    "^(.*)(.*)(.*)(.*)(.*)\\\\5\\\\4\\\\3\\\\2\\\\1$"
+
+static rv_testsrv g_srv;
+static pid_t g_pid = -1;
+static int g_port;
+static char g_resnet[1100];
+static int64_t g_id;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+typedef struct resp {
+    long status; /* 0: no answer (timeout, connection error) */
+    char *body;
+    size_t len;
+    double ms;
+} resp;
+
+static size_t on_data(char *p, size_t sz, size_t n, void *ud)
+{
+    resp *r = ud;
+    char *nb = realloc(r->body, r->len + sz * n + 1);
+    if (!nb)
+        return 0;
+    memcpy(nb + r->len, p, sz * n);
+    r->body = nb;
+    r->len += sz * n;
+    r->body[r->len] = '\0';
+    return sz * n;
+}
+
+/* One request to the server with a client timeout; *out (free body). A
+ * POST sends body, or the file at path file. */
+static long http(const char *method, const char *path, const char *ctype, const char *body,
+                 const char *file, long timeout_ms, resp *out)
+{
+    char url[512], ct[128];
+    struct curl_slist *h = NULL;
+    FILE *f = NULL;
+    CURL *c = curl_easy_init();
+
+    memset(out, 0, sizeof(*out));
+    if (!c)
+        return 0;
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", g_port, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    h = curl_slist_append(h, "Expect:");
+    if (ctype) {
+        snprintf(ct, sizeof(ct), "Content-Type: %s", ctype);
+        h = curl_slist_append(h, ct);
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    if (file) {
+        f = fopen(file, "rb");
+        if (f) {
+            fseek(f, 0, SEEK_END);
+            long sz = ftell(f);
+            fseek(f, 0, SEEK_SET);
+            curl_easy_setopt(c, CURLOPT_POST, 1L);
+            curl_easy_setopt(c, CURLOPT_READDATA, f);
+            curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)sz);
+        }
+    } else if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    }
+    if (method)
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    double t0 = now_ms();
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
+    out->ms = now_ms() - t0;
+    if (!out->body)
+        out->body = calloc(1, 1);
+    if (f)
+        fclose(f);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return out->status;
+}
+
+/* error.code and error.field of an error answer, "" when absent. */
+static void error_of(const resp *r, char *code, char *field, size_t cap)
+{
+    json_t *j = json_loads(r->body ? r->body : "", 0, NULL);
+    json_t *e = json_object_get(j, "error");
+    const char *c = json_string_value(json_object_get(e, "code"));
+    const char *f = json_string_value(json_object_get(e, "field"));
+    snprintf(code, cap, "%s", c ? c : "");
+    snprintf(field, cap, "%s", f ? f : "");
+    json_decref(j);
+}
+
+/* SIGTERM, then SIGKILL when the server has not stopped in 10 s (a worker
+ * stuck in a what-if keeps a graceful stop waiting). */
+static void stop_server(void)
+{
+    int st;
+    if (g_pid <= 0)
+        return;
+    kill(g_pid, SIGTERM);
+    for (int i = 0; i < 100; i++) {
+        if (waitpid(g_pid, &st, WNOHANG) == g_pid) {
+            g_pid = -1;
+            return;
+        }
+        usleep(100 * 1000);
+    }
+    fprintf(stderr, "reveried did not stop in 10 s: killed\n");
+    kill(g_pid, SIGKILL);
+    waitpid(g_pid, &st, 0);
+    g_pid = -1;
+}
+
+/* A gzip Kineto trace of n kernels at path. 0 or -1. */
+static int write_trace(const char *path, size_t n)
+{
+    gzFile z = gzopen(path, "wb1");
+    if (!z)
+        return -1;
+    int bad = gzprintf(z, "{\"traceEvents\":[") <= 0;
+    for (size_t i = 0; i < n && !bad; i++)
+        bad = gzprintf(z,
+                       "%s{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k%zu\",\"pid\":0,"
+                       "\"tid\":\"stream 7\",\"ts\":%zu,\"dur\":1,\"args\":{\"stream\":7,"
+                       "\"device\":0}}",
+                       i ? "," : "", i % 64, 1000 + 2 * i) <= 0;
+    bad |= gzprintf(z, "]}") <= 0;
+    return gzclose(z) == Z_OK && !bad ? 0 : -1;
+}
+
+static int suite_init(void)
+{
+    const char *t = rv_test_shared_traces("kineto/resnet50-v100-workers0.pt.trace.json.gz");
+    if (!t) {
+        fprintf(stderr, "skip: the public traces (RV_SHARED_TRACES) are missing\n");
+        return 77;
+    }
+    snprintf(g_resnet, sizeof(g_resnet), "%s/kineto/resnet50-v100-workers0.pt.trace.json.gz", t);
+    int rc = rv_testsrv_setup(&g_srv, "rv_budget_test");
+    if (rc != 0)
+        return rc;
+    char maxev[32];
+    snprintf(maxev, sizeof(maxev), "%d", MAX_EVENTS);
+    const char *args[] = {"--workers",
+                          "4",
+                          "--http-threads",
+                          "2",
+                          "--whatif-budget",
+                          BUDGET_MS,
+                          "--max-events",
+                          maxev,
+                          "--graph-cache",
+                          "256",
+                          NULL};
+    g_port = rv_testsrv_free_port();
+    g_pid = rv_testsrv_spawn(&g_srv, g_port, args);
+    if (rv_testsrv_wait(g_port, "/readyz", NULL, 200, 60, &g_pid) != 0) {
+        if (g_pid < 0) {
+            fprintf(stderr, "reveried exited at start (an unknown flag?); log in %s\n", g_srv.home);
+            return 1;
+        }
+        fprintf(stderr, "skip: reveried did not get ready (no PostgreSQL?)\n");
+        return 77;
+    }
+    resp r;
+    long st = http("POST", "/v1/traces?job=budget", "application/gzip", NULL, g_resnet, 60000, &r);
+    json_t *j = json_loads(r.body, 0, NULL);
+    g_id = (int64_t)json_integer_value(json_object_get(j, "id"));
+    json_decref(j);
+    if (st != 201 || g_id <= 0) {
+        fprintf(stderr, "upload: %ld %s\n", st, r.body);
+        free(r.body);
+        return 1;
+    }
+    free(r.body);
+    return 0;
+}
+
+typedef struct job {
+    char path[128];
+    const char *doc;
+    resp r;
+} job;
+
+static void *post_job(void *arg)
+{
+    job *j = arg;
+    http("POST", j->path, "application/json", j->doc, NULL, 3000, &j->r);
+    return NULL;
+}
+
+/* Four back-reference what-ifs at once take no worker for long: each is
+ * refused (400, naming the field) and a request that needs a worker
+ * still answers within a second. */
+static void test_backrefs_refused_quickly(void)
+{
+    static const char doc[] =
+        "{\"optimizations\":[{\"kind\":\"scale\",\"select\":{\"name\":\"" BACKREF
+        "\"},\"factor\":0.5}]}";
+    job jobs[4];
+    pthread_t th[4];
+    int started[4] = {0};
+
+    for (int i = 0; i < 4; i++) {
+        memset(&jobs[i], 0, sizeof(jobs[i]));
+        snprintf(jobs[i].path, sizeof(jobs[i].path), "/v1/traces/%lld/whatif", (long long)g_id);
+        jobs[i].doc = doc;
+        started[i] = pthread_create(&th[i], NULL, post_job, &jobs[i]) == 0;
+    }
+    usleep(300 * 1000);
+    char p[64];
+    resp g, hz;
+    snprintf(p, sizeof(p), "/v1/traces/%lld", (long long)g_id);
+    http("GET", p, NULL, NULL, NULL, 2000, &g);
+    http("GET", "/healthz", NULL, NULL, NULL, 2000, &hz);
+    printf("\n    GET trace while four back-reference what-ifs ran: %ld in %.0f ms; /healthz %ld "
+           "in %.0f ms",
+           g.status, g.ms, hz.status, hz.ms);
+    CU_ASSERT_EQUAL(g.status, 200);
+    CU_ASSERT(g.ms < 1000);
+    CU_ASSERT_EQUAL(hz.status, 200);
+    CU_ASSERT(hz.ms < 1000);
+    free(g.body);
+    free(hz.body);
+    for (int i = 0; i < 4; i++) {
+        if (!started[i])
+            continue;
+        pthread_join(th[i], NULL);
+        char code[64], field[64];
+        error_of(&jobs[i].r, code, field, sizeof(code));
+        printf("\n    back-reference what-if %d: %ld %s %s in %.0f ms", i, jobs[i].r.status, code,
+               field, jobs[i].r.ms);
+        CU_ASSERT_EQUAL(jobs[i].r.status, 400);
+        CU_ASSERT_STRING_EQUAL(field, "optimizations[0].select.name");
+        CU_ASSERT(jobs[i].r.ms < 2000);
+        free(jobs[i].r.body);
+    }
+}
+
+/* More events than --max-events: 413 naming the limit. */
+static void test_upload_over_max_events(void)
+{
+    char path[1300], code[64], field[64];
+    resp r;
+
+    snprintf(path, sizeof(path), "%s/many-events.json.gz", g_srv.home);
+    CU_ASSERT_EQUAL_FATAL(write_trace(path, MAX_EVENTS + 1000), 0);
+    http("POST", "/v1/traces?job=too-many", "application/gzip", NULL, path, 30000, &r);
+    error_of(&r, code, field, sizeof(code));
+    printf("\n    upload of %d events: %ld %s %s", MAX_EVENTS + 1000, r.status, code, field);
+    CU_ASSERT_EQUAL(r.status, 413);
+    CU_ASSERT_STRING_EQUAL(code, "limit_exceeded");
+    CU_ASSERT_STRING_EQUAL(field, "max_events");
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "200000"));
+    free(r.body);
+    unlink(path);
+}
+
+/* A what-if of seconds (256 pattern-selected scalings, then 2M inserted
+ * communication tasks to simulate and report on) stops at the 5 ms
+ * budget: 503 budget_exceeded, well before it would have finished. */
+static void test_budget_stops_a_long_whatif(void)
+{
+    char path[64], code[64], field[64];
+    resp r;
+    json_t *ops = json_array();
+
+    for (int i = 0; i < 256; i++)
+        json_array_append_new(
+            ops, json_pack("{s:s,s:{s:s},s:f}", "kind", "scale", "select", "name",
+                           "(gemm|conv|relu|bn|elementwise|cudnn).*(kernel|fwd|bwd|nchw)[a-z_]*x",
+                           "factor", 0.99));
+    json_t *doc = json_pack("{s:o,s:{s:i,s:f}}", "optimizations", ops, "distributed", "workers", 8,
+                            "tensor_partition_mb", 0.0003);
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    snprintf(path, sizeof(path), "/v1/traces/%lld/whatif", (long long)g_id);
+    http("POST", path, "application/json", text, NULL, 20000, &r);
+    free(text);
+    error_of(&r, code, field, sizeof(code));
+    printf("\n    a what-if of seconds under a " BUDGET_MS " ms budget: %ld %s in %.0f ms",
+           r.status, code, r.ms);
+    CU_ASSERT_EQUAL(r.status, 503);
+    CU_ASSERT_STRING_EQUAL(code, "budget_exceeded");
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "time budget of " BUDGET_MS " ms"));
+    CU_ASSERT(r.ms < 1000);
+    free(r.body);
+}
+
+int main(void)
+{
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    int rc = suite_init();
+    if (rc != 0) {
+        if (rc != 77)
+            fprintf(stderr, "setup failed; logs in %s\n", g_srv.home);
+        stop_server();
+        rv_testsrv_teardown(&g_srv);
+        return rc == 77 ? 77 : 1;
+    }
+    CU_pSuite s = CU_add_suite("budget", NULL, NULL);
+    CU_add_test(s, "back-reference what-ifs are refused quickly", test_backrefs_refused_quickly);
+    CU_add_test(s, "an upload over --max-events gets 413", test_upload_over_max_events);
+    CU_add_test(s, "the budget stops a long what-if", test_budget_stops_a_long_whatif);
+    unsigned failures = rv_test_run();
+    stop_server();
+    rv_testsrv_teardown(&g_srv);
+    return failures ? 1 : 0;
+}
