@@ -159,6 +159,18 @@ int rv_cmd_simulate(int argc, char **argv)
         print_error(err.code == RV_ERR_NOTFOUND ? path : "what-if failed", &err);
         goto out;
     }
+    /* Statistics pooled from traces of another GPU are another platform's. */
+    for (int i = 0; i < n_oh; i++) {
+        const char *a = rv_trace_str(tr, tr->platform_gpu);
+        const char *b = rv_trace_str(oh_traces[i], oh_traces[i]->platform_gpu);
+        if (strcmp(a, b) != 0) {
+            rv_run_warn(res, "platform_pooled",
+                        "--overheads-from %s ran on %s, this trace on %s: the pooled host "
+                        "overheads mix hardware",
+                        oh_paths[i], b[0] ? b : "an unknown GPU", a[0] ? a : "an unknown GPU");
+            break;
+        }
+    }
     out = rv_run_render(res, path);
     if (!out) {
         fprintf(stderr, "reverie: out of memory\n");

@@ -210,6 +210,18 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
                     "the trace does not record its GPU power limit: the %s default of %.0f W "
                     "is assumed",
                     bp->hw->name, bp->cap_w);
+    if (rv_whatif_uses_platform_overheads(w) && tr) {
+        const char *missing = !tr->platform_gpu      ? "GPU"
+                              : !tr->platform_cpu    ? "CPU model"
+                              : !tr->platform_driver ? "driver version"
+                              : !tr->platform_cuda   ? "CUDA version"
+                                                     : NULL;
+        if (missing)
+            rv_run_warn(r, "platform_pooled",
+                        "host_overheads platform: the trace does not record its %s, so its "
+                        "platform's statistics may pool traces of different hardware",
+                        missing);
+    }
     const char *over = rv_whatif_gpu_override(w);
     if (over)
         rv_run_warn(r, "gpu_not_rescaled",

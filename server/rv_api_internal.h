@@ -61,13 +61,13 @@ struct rv_run_result;
 int rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc,
                       const struct rv_oh_table *oh, int keep_predicted, struct rv_run_result **out,
                       rv_error *err);
-
 /* rv_api_whatif_run for request r (borrowed, may be NULL): the run also
  * stops, with RV_ERR_BUDGET, when r's client goes away or the server
  * drains (rv_run_opts.cancel, cancel_fn). */
 int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l, const json_t *doc,
                           const struct rv_oh_table *oh, int keep_predicted,
                           struct rv_run_result **out, rv_error *err);
+
 /* 1 when the document (borrowed) asks for "host_overheads": "platform". */
 int rv_api_doc_uses_platform(const json_t *doc);
 

@@ -86,10 +86,18 @@ void rv_api_trace_upload(rv_req *r, void *app)
         meta.tags = tags;
     }
     meta.max_bytes = (size_t)a->cfg.upload_cap;
+    meta.max_trace_bytes = (size_t)a->cfg.max_trace_bytes;
+    meta.max_events = (size_t)a->cfg.max_events;
     if (rv_db_ingest_file(a->db, spool, &meta, &res, &e) != 0) {
         if (e.code == RV_ERR_IO) {
             rv_req_error_rv(r, &e);
             return;
+        }
+        /* Over one of the server's caps: 413 naming the limit. */
+        if (e.code == RV_ERR_LIMIT &&
+            (strcmp(e.field, "max_events") == 0 || strcmp(e.field, "max_trace_bytes") == 0)) {
+            rv_req_error(r, 413, rv_err_name(e.code), e.field, "%s", e.message);
+            goto rejected;
         }
         /* Everything else is about the input: the reader's message says
          * what and where. */
@@ -114,19 +122,11 @@ rejected:
 /* Keyset paging over the store with the filters it does not know (job
  * globs, since) applied here; scans at most LIST_SCAN_CAP rows per call and
  * hands back a cursor to continue. */
-    meta.max_trace_bytes = (size_t)a->cfg.max_trace_bytes;
-    meta.max_events = (size_t)a->cfg.max_events;
 void rv_api_trace_list(rv_req *r, void *app)
 {
     rv_app *a = app;
     rv_db_trace_filter f = {0};
     const char *job = rv_req_query(r, "job");
-        /* Over one of the server's caps: 413 naming the limit. */
-        if (e.code == RV_ERR_LIMIT &&
-            (strcmp(e.field, "max_events") == 0 || strcmp(e.field, "max_trace_bytes") == 0)) {
-            rv_req_error(r, 413, rv_err_name(e.code), e.field, "%s", e.message);
-            goto rejected;
-        }
     const char *since = rv_req_query(r, "since");
     const char *cursor = rv_req_query(r, "cursor");
     json_t *out = json_array(), *page = NULL;

@@ -846,6 +846,20 @@ const char *rv_req_path(const rv_req *r)
     return r->path;
 }
 
+int rv_req_client_gone(const rv_req *r)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    char c;
+
+    if (!ci)
+        return 0;
+    /* Peeked, never consumed: 0 bytes is the client's FIN (libmicrohttpd
+     * closes on it too), a reset an error; EAGAIN or data is a live one. */
+    ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 const char *rv_req_param(const rv_req *r, const char *name)
 {
     for (int i = 0; i < r->match.nparams; i++)
@@ -1076,17 +1090,3 @@ int rv_http_path_safe(const char *path)
     }
     return 1;
 }
-int rv_req_client_gone(const rv_req *r)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    char c;
-
-    if (!ci)
-        return 0;
-    /* Peeked, never consumed: 0 bytes is the client's FIN (libmicrohttpd
-     * closes on it too), a reset an error; EAGAIN or data is a live one. */
-    ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-

@@ -101,6 +101,10 @@ void rv_http_stop(rv_http *h, unsigned grace_ms);
 /* ---- inside a handler ---- */
 
 const char *rv_req_path(const rv_req *r);
+/* 1 when the client has closed or reset its connection (one non-blocking
+ * peek at the socket; safe on the worker thread while the handler runs),
+ * so long work can stop: rv_run_opts.cancel_fn. */
+int rv_req_client_gone(const rv_req *r);
 /* A path parameter by name ({id}); NULL when the route has none. Borrowed. */
 const char *rv_req_param(const rv_req *r, const char *name);
 /* A query parameter (decoded); NULL when absent. Borrowed. */
@@ -116,10 +120,6 @@ json_t *rv_req_json(rv_req *r);
  * The file is deleted after the response. */
 const char *rv_req_spool(const rv_req *r, uint64_t *size);
 
-/* 1 when the client has closed or reset its connection (one non-blocking
- * peek at the socket; safe on the worker thread while the handler runs),
- * so long work can stop: rv_run_opts.cancel_fn. */
-int rv_req_client_gone(const rv_req *r);
 /* Responses. Each replaces any earlier one. */
 /* Takes body (a json_t reference; NULL means an empty object). */
 void rv_req_respond_json(rv_req *r, int status, json_t *body);

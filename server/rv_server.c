@@ -194,6 +194,7 @@ int rv_server_main(const rv_server_config *c)
     app.cfg.spool_dir = spool;
     app.cfg.upload_cap = c->upload_cap;
     app.cfg.max_trace_bytes = c->max_trace_bytes;
+    app.cfg.max_events = c->max_events;
     app.cfg.whatif_budget_ms = c->whatif_budget_ms;
     app.cfg.fleet_inline_max = c->fleet_inline_max;
     app.cfg.timeline_max_tasks = 200000;
@@ -280,4 +281,3 @@ out:
         fprintf(stderr, "reveried: stopped\n");
     return rc;
 }
-    app.cfg.max_events = c->max_events;

@@ -156,6 +156,16 @@ int rv_db__ingest_validate(const rv_trace *t, const void *orig, size_t len,
     if (len > cap)
         return rv_error_set(err, RV_ERR_LIMIT, -1, -1,
                             "the upload is %zu bytes, over the %zu-byte cap", len, cap);
+    if (meta->max_events && t->nevents > meta->max_events)
+        return rv_error_field(err, RV_ERR_LIMIT, "max_events",
+                              "the trace has %zu events, over this server's limit of %zu "
+                              "(max_events)",
+                              t->nevents, meta->max_events);
+    if (meta->max_trace_bytes && t->input_bytes > meta->max_trace_bytes)
+        return rv_error_field(err, RV_ERR_LIMIT, "max_trace_bytes",
+                              "the trace is %zu bytes decompressed, over this server's limit of "
+                              "%zu (max_trace_bytes)",
+                              t->input_bytes, meta->max_trace_bytes);
     return 0;
 }
 
@@ -195,16 +205,6 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
     p->already_gzip = len >= 2 && ob[0] == 0x1f && ob[1] == 0x8b;
     p->stored = orig;
     p->stored_len = len;
-    if (meta->max_events && t->nevents > meta->max_events)
-        return rv_error_field(err, RV_ERR_LIMIT, "max_events",
-                              "the trace has %zu events, over this server's limit of %zu "
-                              "(max_events)",
-                              t->nevents, meta->max_events);
-    if (meta->max_trace_bytes && t->input_bytes > meta->max_trace_bytes)
-        return rv_error_field(err, RV_ERR_LIMIT, "max_trace_bytes",
-                              "the trace is %zu bytes decompressed, over this server's limit of "
-                              "%zu (max_trace_bytes)",
-                              t->input_bytes, meta->max_trace_bytes);
     if (!p->already_gzip) {
         size_t gz_len = 0;
         rc = gzip_bytes(orig, len, &p->gz, &gz_len, err);

@@ -10,6 +10,7 @@
 
 #include "rv_graph.h"
 #include "rv_kineto.h"
+#include "rv_retime.h"
 #include "rv_run.h"
 #include "rv_sim.h"
 #include "rv_whatif.h"
@@ -257,6 +258,30 @@ static void test_critical_path(void)
     CU_ASSERT(data4 < 5e3);
 }
 
+/* Platform statistics from a trace that does not say what it ran on may
+ * pool different hardware: the answer says so. */
+static void test_platform_pooled(void)
+{
+    loaded l;
+    rv_error err;
+    rv_oh_table *tab = NULL;
+    rv_whatif *w = NULL;
+    rv_run_result *r = NULL;
+    rv_run_opts o = {.iteration = RV_ITER_MEDIAN};
+    CU_ASSERT_EQUAL_FATAL(load("kineto/resnet50-v100-workers0.pt.trace.json.gz", &l), 0);
+    const rv_trace *pool[1] = {l.tr};
+    CU_ASSERT_EQUAL_FATAL(rv_oh_table_from_traces(pool, 1, &tab, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_whatif_parse_text("{\"host_overheads\":\"platform\"}", &w, &err), 0);
+    rv_whatif_set_overheads(w, tab);
+    CU_ASSERT_EQUAL_FATAL(rv_run(l.g, l.s, w, &o, &r, &err), 0);
+    CU_ASSERT_EQUAL(l.tr->platform_cpu, 0);
+    CU_ASSERT(has_warning(r, "platform_pooled"));
+    rv_run_result_free(r);
+    rv_whatif_free(w);
+    rv_oh_table_free(tab);
+    unload(&l);
+}
+
 int main(void)
 {
     traces = rv_test_shared_traces("param/dlrm-8rank/worker0.kineto.json.gz");
@@ -274,5 +299,6 @@ int main(void)
     CU_add_test(s, "launch latency needs samples", test_launch_latency_samples);
     CU_add_test(s, "collectives by any library's name", test_collectives_by_any_name);
     CU_add_test(s, "critical path of one step", test_critical_path);
+    CU_add_test(s, "platform statistics that may pool hardware", test_platform_pooled);
     return rv_test_run() ? 1 : 0;
 }
