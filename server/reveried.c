@@ -53,8 +53,22 @@ static void usage(FILE *out)
         "                                                  memory)\n"
         "      --json-cap KIB      REVERIE_JSON_CAP_KB     max JSON request body (default 1024)\n"
         "      --timeout S         REVERIE_TIMEOUT_S       idle connection timeout (default 30)\n"
+        "      --header-timeout-s S  REVERIE_HEADER_TIMEOUT_S  time a connection gets to send a\n"
+        "                                                  whole request head, from opening or\n"
+        "                                                  its previous answer (default 10)\n"
+        "      --min-body-rate B   REVERIE_MIN_BODY_RATE   bytes/s a request body must average\n"
+        "                                                  once header-timeout-s have passed\n"
+        "                                                  (default 1024)\n"
         "      --per-ip N          REVERIE_PER_IP_LIMIT    connections per client IP (default 64)\n"
-        "      --max-conn N        REVERIE_MAX_CONNECTIONS connections in all (default 1000)\n"
+        "      --max-conn N        REVERIE_MAX_CONNECTIONS connections in all; past it 503\n"
+        "                                                  (default 1000)\n"
+        "      --allowed-host NAME REVERIE_ALLOWED_HOSTS   a Host name requests may use besides\n"
+        "                                                  localhost, loopback and bind addresses\n"
+        "                                                  (repeatable; comma-separated in the\n"
+        "                                                  variable; * = any Host)\n"
+        "      --cors-origin ORIGIN  REVERIE_CORS_ORIGINS  an origin (https://host[:port]) whose\n"
+        "                                                  pages may call the API (repeatable;\n"
+        "                                                  comma-separated; default: none)\n"
         "      --http-threads N    REVERIE_HTTP_THREADS    HTTP event-loop threads (default: "
         "CPUs)\n"
         "      --workers N         REVERIE_WORKERS         worker threads for parsing, database\n"
@@ -124,6 +138,38 @@ static int truthy(const char *env)
     return v && (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0);
 }
 
+#define MAX_NAMES 32
+
+/* A setting that takes several names (flags repeat, variables use commas). */
+typedef struct name_list {
+    const char *v[MAX_NAMES];
+    size_t n;
+} name_list;
+
+/* Adds the comma-separated names in s (copied; they live as long as the
+ * process). Exits with a message past MAX_NAMES or on an empty list. */
+static void list_add(const char *what, name_list *l, const char *s)
+{
+    char *copy = strdup(s), *save = NULL;
+    size_t before = l->n;
+
+    if (!copy) {
+        fprintf(stderr, "reveried: out of memory\n");
+        exit(1);
+    }
+    for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        if (l->n == MAX_NAMES) {
+            fprintf(stderr, "reveried: %s: at most %d names\n", what, MAX_NAMES);
+            exit(2);
+        }
+        l->v[l->n++] = t;
+    }
+    if (l->n == before) {
+        fprintf(stderr, "reveried: %s: no name given\n", what);
+        exit(2);
+    }
+}
+
 static int is_loopback(const char *bind)
 {
     return strcmp(bind, "127.0.0.1") == 0 || strncmp(bind, "127.", 4) == 0 ||
@@ -141,6 +187,10 @@ int main(int argc, char **argv)
         O_TIMEOUT,
         O_PERIP,
         O_MAXCONN,
+        O_HDRTIMEOUT,
+        O_MINRATE,
+        O_ALLOWHOST,
+        O_CORS,
         O_HTHREADS,
         O_WORKERS,
         O_QUEUE,
@@ -166,6 +216,10 @@ int main(int argc, char **argv)
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"per-ip", required_argument, NULL, O_PERIP},
         {"max-conn", required_argument, NULL, O_MAXCONN},
+        {"header-timeout-s", required_argument, NULL, O_HDRTIMEOUT},
+        {"min-body-rate", required_argument, NULL, O_MINRATE},
+        {"allowed-host", required_argument, NULL, O_ALLOWHOST},
+        {"cors-origin", required_argument, NULL, O_CORS},
         {"http-threads", required_argument, NULL, O_HTHREADS},
         {"workers", required_argument, NULL, O_WORKERS},
         {"queue", required_argument, NULL, O_QUEUE},
@@ -185,6 +239,8 @@ int main(int argc, char **argv)
     const char *f_perip = NULL, *f_maxconn = NULL, *f_hthreads = NULL, *f_workers = NULL;
     const char *f_queue = NULL, *f_budget = NULL, *f_finline = NULL, *f_fworkers = NULL;
     const char *f_gcache = NULL, *f_maxevents = NULL;
+    const char *f_hdrtimeout = NULL, *f_minrate = NULL;
+    name_list hosts = {0}, origins = {0};
     int require_auth = truthy("REVERIE_REQUIRE_AUTH");
     int no_auth = truthy("REVERIE_INSECURE_NO_AUTH");
     int migrate_only = 0;
@@ -204,6 +260,10 @@ int main(int argc, char **argv)
         case O_TIMEOUT: f_timeout = optarg; break;
         case O_PERIP: f_perip = optarg; break;
         case O_MAXCONN: f_maxconn = optarg; break;
+        case O_HDRTIMEOUT: f_hdrtimeout = optarg; break;
+        case O_MINRATE: f_minrate = optarg; break;
+        case O_ALLOWHOST: list_add("--allowed-host", &hosts, optarg); break;
+        case O_CORS: list_add("--cors-origin", &origins, optarg); break;
         case O_HTHREADS: f_hthreads = optarg; break;
         case O_WORKERS: f_workers = optarg; break;
         case O_QUEUE: f_queue = optarg; break;
@@ -249,6 +309,18 @@ int main(int argc, char **argv)
     sc.json_body_cap = (size_t)num_setting("json cap", f_json, "REVERIE_JSON_CAP_KB", 1024, 1 << 20)
                        << 10;
     sc.conn_timeout_s = (unsigned)num_setting("timeout", f_timeout, "REVERIE_TIMEOUT_S", 30, 86400);
+    sc.header_timeout_s =
+        (unsigned)num_setting("header timeout", f_hdrtimeout, "REVERIE_HEADER_TIMEOUT_S", 10, 3600);
+    sc.min_body_rate =
+        (unsigned)num_setting("min body rate", f_minrate, "REVERIE_MIN_BODY_RATE", 1024, 1u << 30);
+    if (hosts.n == 0 && getenv("REVERIE_ALLOWED_HOSTS"))
+        list_add("REVERIE_ALLOWED_HOSTS", &hosts, getenv("REVERIE_ALLOWED_HOSTS"));
+    if (origins.n == 0 && getenv("REVERIE_CORS_ORIGINS"))
+        list_add("REVERIE_CORS_ORIGINS", &origins, getenv("REVERIE_CORS_ORIGINS"));
+    sc.allowed_hosts = hosts.v;
+    sc.nallowed_hosts = hosts.n;
+    sc.cors_origins = origins.v;
+    sc.ncors_origins = origins.n;
     sc.per_ip_limit =
         (unsigned)num_setting("per-ip limit", f_perip, "REVERIE_PER_IP_LIMIT", 64, 100000);
     sc.conn_limit = (unsigned)num_setting("max connections", f_maxconn, "REVERIE_MAX_CONNECTIONS",
@@ -267,7 +339,7 @@ int main(int argc, char **argv)
     sc.graph_cache_bytes =
         (size_t)num_setting("graph cache", f_gcache, "REVERIE_GRAPH_CACHE_MB", 1024, 1 << 20) << 20;
     if (sc.http_threads == 0 || sc.workers == 0 || sc.queue == 0 || sc.upload_cap == 0 ||
-        sc.json_body_cap == 0) {
+        sc.json_body_cap == 0 || sc.header_timeout_s == 0 || sc.min_body_rate == 0) {
         fprintf(stderr, "reveried: thread counts, queue and caps must be at least 1\n");
         return 2;
     }

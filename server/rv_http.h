@@ -73,12 +73,27 @@ typedef struct rv_http_config {
     unsigned threads;        /* MHD thread-pool size; 0 = number of CPUs */
     unsigned conn_timeout_s; /* idle connection timeout; 0 means 30 */
     unsigned per_ip_limit;   /* concurrent connections per client IP; 0 means 64 */
-    unsigned conn_limit;     /* total connections; 0 means 1000 */
-    uint64_t upload_cap;     /* bytes per trace upload (compressed as sent) */
-    size_t json_body_cap;    /* bytes per JSON request body */
-    const char *spool_dir;   /* where uploads are streamed; must exist */
-    const char *web_root;    /* static files; NULL = none */
-    const rv_route *routes;  /* borrowed for the daemon's lifetime */
+    unsigned conn_limit;     /* total connections; past it 503 and close; 0 means 1000 */
+    /* A request head (request line and headers) must be complete within
+     * header_timeout_s of the connection opening or of its previous answer;
+     * a body must then average at least min_body_rate bytes/s once
+     * header_timeout_s have passed. 0 means 10 s and 1024 B/s. */
+    unsigned header_timeout_s;
+    unsigned min_body_rate;
+    /* Host names (besides loopback names and addresses, the bind address,
+     * and any IP literal on a wildcard bind) that requests may carry in
+     * Host; "*" turns the check off. Borrowed. */
+    const char *const *allowed_hosts;
+    size_t nallowed_hosts;
+    /* Origins ("https://dash.example") that get CORS headers and preflight
+     * answers; none by default (no Access-Control-* header at all). */
+    const char *const *cors_origins;
+    size_t ncors_origins;
+    uint64_t upload_cap;    /* bytes per trace upload (compressed as sent) */
+    size_t json_body_cap;   /* bytes per JSON request body */
+    const char *spool_dir;  /* where uploads are streamed; must exist */
+    const char *web_root;   /* static files; NULL = none */
+    const rv_route *routes; /* borrowed for the daemon's lifetime */
     size_t nroutes;
     struct rv_workers *workers; /* borrowed: runs non-inline handlers */
     struct rv_metrics *metrics; /* borrowed; may be NULL */

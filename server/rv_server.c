@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -126,6 +127,25 @@ static int mkdir_p(const char *path, mode_t mode)
     return 0;
 }
 
+/* Connections past the open-file limit would wait in the listen backlog
+ * (accept fails) instead of getting the 503 past --max-conn: raise the soft
+ * limit toward the hard one when it is below what the settings need. */
+static void raise_fd_limit(unsigned conn_limit)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)conn_limit + 512; /* database, spool and static files */
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+        return;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        getrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < want)
+        fprintf(stderr,
+                "reveried: open-file limit %llu is below the %llu that --max-conn %u needs\n",
+                (unsigned long long)rl.rlim_cur, (unsigned long long)want, conn_limit);
+}
+
 int rv_server_main(const rv_server_config *c)
 {
     int rc = 1;
@@ -160,6 +180,7 @@ int rv_server_main(const rv_server_config *c)
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
+    raise_fd_limit(c->conn_limit);
     snprintf(spool, sizeof(spool), "%s/spool", c->home);
     if (mkdir_p(c->home, 0755) != 0 || mkdir_p(spool, 0700) != 0) {
         fprintf(stderr, "reveried: cannot create %s: %s\n", spool, strerror(errno));
@@ -227,6 +248,12 @@ int rv_server_main(const rv_server_config *c)
         .conn_timeout_s = c->conn_timeout_s,
         .per_ip_limit = c->per_ip_limit,
         .conn_limit = c->conn_limit,
+        .header_timeout_s = c->header_timeout_s,
+        .min_body_rate = c->min_body_rate,
+        .allowed_hosts = c->allowed_hosts,
+        .nallowed_hosts = c->nallowed_hosts,
+        .cors_origins = c->cors_origins,
+        .ncors_origins = c->ncors_origins,
         .upload_cap = c->upload_cap,
         .json_body_cap = c->json_body_cap,
         .spool_dir = spool,

@@ -18,6 +18,11 @@ typedef struct rv_server_config {
     uint64_t max_events; /* events one trace may keep; 0 = the reader's cap */
     size_t json_body_cap;
     unsigned conn_timeout_s, per_ip_limit, conn_limit;
+    unsigned header_timeout_s, min_body_rate; /* see rv_http_config */
+    const char *const *allowed_hosts;         /* Host names besides loopback; "*" = any */
+    size_t nallowed_hosts;
+    const char *const *cors_origins; /* origins given CORS headers; none = CORS off */
+    size_t ncors_origins;
     unsigned http_threads, workers, queue;
     unsigned whatif_budget_ms, fleet_inline_max, fleet_workers;
     size_t graph_cache_bytes; /* loaded-trace cache; 0 = off */
