@@ -98,6 +98,9 @@ int rv_auth_check(rv_auth *a, const char *authorization, unsigned scope, char *p
     size_t len = strcspn(tok, " \t\r\n");
     if (len != RV_TOKEN_LEN)
         return 401;
+    /* "Bearer TOKEN" and nothing else: trailing words are not ignored. */
+    if (tok[len + strspn(tok + len, " \t")] != '\0')
+        return 401;
     rv_sha256_hex(tok, len, hash);
     pthread_rwlock_rdlock(&a->lock);
     for (size_t i = 0; i < a->ntoks; i++) {

@@ -39,8 +39,9 @@ int rv_auth_set_tokens(rv_auth *a, const rv_auth_token *toks, size_t n);
 
 /* Checks an Authorization header value (may be NULL) against scope bits
  * (any of them suffices; admin satisfies all). Returns 0 and copies the token
- * id into principal, 401 when missing or unknown, 403 when the token lacks
- * the scope. Constant-time comparison of hashes. */
+ * id into principal, 401 when missing, unknown or followed by anything but
+ * spaces ("Bearer TOKEN junk"), 403 when the token lacks the scope.
+ * Constant-time comparison of hashes. */
 int rv_auth_check(rv_auth *a, const char *authorization, unsigned scope, char *principal,
                   size_t principal_len);
 
