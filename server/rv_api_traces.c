@@ -10,6 +10,7 @@
 #include "rv_api_internal.h"
 #include "rv_gcache.h"
 #include "rv_db.h"
+#include "rv_jsonw.h"
 #include "rv_metrics.h"
 
 #define MAX_TAGS      16
@@ -21,6 +22,25 @@ static const char *meta_value(rv_req *r, const char *key, const char *header)
 {
     const char *v = rv_req_query(r, key);
     return v ? v : rv_req_header(r, header);
+}
+
+/* The metadata headers go into text columns: each must be UTF-8 text (query
+ * parameters are checked by the HTTP layer). -1 with a 400 naming the
+ * header when one is not. */
+static int meta_headers_valid(rv_req *r)
+{
+    static const char *const names[] = {"X-Reverie-Job", "X-Reverie-Tags", "X-Reverie-Rank",
+                                        "X-Reverie-World-Size"};
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *v = rv_req_header(r, names[i]);
+        if (v && rv_jsonw_utf8_valid(v, strlen(v)) != strlen(v)) {
+            rv_req_error(r, 400, "invalid_parameter", names[i], "%s is not valid UTF-8 text",
+                         names[i]);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static int parse_small_int(rv_req *r, const char *field, const char *s, int32_t *out)
@@ -59,6 +79,8 @@ void rv_api_trace_upload(rv_req *r, void *app)
         rv_req_error(r, 400, "body_required", NULL, "the request body must be a trace");
         goto rejected;
     }
+    if (meta_headers_valid(r) != 0)
+        goto rejected;
     meta.job = meta_value(r, "job", "X-Reverie-Job");
     if (meta.job && strlen(meta.job) > 256) {
         rv_req_error(r, 400, "invalid_parameter", "job", "job is longer than 256 characters");
@@ -68,6 +90,12 @@ void rv_api_trace_upload(rv_req *r, void *app)
         parse_small_int(r, "world_size", meta_value(r, "world_size", "X-Reverie-World-Size"),
                         &meta.world_size) != 0)
         goto rejected;
+    if (meta.rank != RV_NONE && meta.world_size != RV_NONE && meta.world_size > 0 &&
+        meta.rank >= meta.world_size) {
+        rv_req_error(r, 400, "invalid_parameter", "rank", "rank %d is not below world_size %d",
+                     (int)meta.rank, (int)meta.world_size);
+        goto rejected;
+    }
     const char *tl = meta_value(r, "tags", "X-Reverie-Tags");
     if (tl) {
         snprintf(tagbuf, sizeof(tagbuf), "%s", tl);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "rv_jsonw.h"
 #include "rv_overhead.h"
 #include "rv_report.h"
 #include "rv_snapshot.h"
@@ -134,6 +135,44 @@ static int gzip_bytes(const void *in, size_t len, uint8_t **out, size_t *out_len
     return 0;
 }
 
+static int utf8_ok(const char *s)
+{
+    return !s || rv_jsonw_utf8_valid(s, strlen(s)) == strlen(s);
+}
+
+/* The first string bound for a text column or the summary that is not
+ * UTF-8 text (PostgreSQL refuses it, jansson too), by field name; NULL
+ * when all are. The Kineto reader repairs a trace's own strings; this
+ * catches what a caller passes. */
+static const char *bad_text(const rv_trace *t, const rv_db_ingest_meta *meta)
+{
+    const rv_db_platform *mp = &meta->platform;
+
+    if (!utf8_ok(meta->job) || !utf8_ok(rv_trace_str(t, t->job)))
+        return "job";
+    for (size_t i = 0; i < meta->ntags; i++)
+        if (!utf8_ok(meta->tags[i]))
+            return "tags";
+    if (!utf8_ok(mp->gpu_model) || !utf8_ok(rv_trace_str(t, t->platform_gpu)))
+        return "gpu";
+    if (!utf8_ok(mp->cpu_model) || !utf8_ok(rv_trace_str(t, t->platform_cpu)))
+        return "cpu";
+    if (!utf8_ok(mp->driver) || !utf8_ok(rv_trace_str(t, t->platform_driver)))
+        return "driver";
+    if (!utf8_ok(mp->runtime_version) || !utf8_ok(rv_trace_str(t, t->platform_cuda)))
+        return "cuda";
+    if (!utf8_ok(mp->framework) || !utf8_ok(rv_trace_str(t, t->platform_framework)))
+        return "framework";
+    if (!utf8_ok(meta->source_format) || !utf8_ok(rv_trace_str(t, t->source_format)))
+        return "source_format";
+    if (!utf8_ok(rv_trace_str(t, t->backend)))
+        return "distributedInfo.backend";
+    for (size_t i = 0; i < t->ndevices; i++)
+        if (!utf8_ok(rv_trace_str(t, t->devices[i].name)))
+            return "deviceProperties.name";
+    return NULL;
+}
+
 static const char *first_nonempty(const char *a, const char *b)
 {
     return a && *a ? a : b ? b : "";
@@ -198,6 +237,11 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
         meta = &no_meta;
     if (!p)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "ingest: out of memory");
+    const char *bad = bad_text(t, meta);
+    if (bad) {
+        rc = rv_error_field(err, RV_ERR_INVALID, bad, "%s is not valid UTF-8 text", bad);
+        goto out;
+    }
     p->t = t;
     p->len = len;
     memcpy(p->sha256, sha, sizeof(p->sha256));
@@ -266,6 +310,11 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
     p->rank = meta->rank != RV_NONE ? meta->rank : t->rank;
     p->world_size =
         meta->world_size != RV_NONE && meta->world_size > 0 ? meta->world_size : t->world_size;
+    if (p->rank >= 0 && p->world_size >= 1 && p->rank >= p->world_size) {
+        rc = rv_error_field(err, RV_ERR_INVALID, "rank", "rank %d is not below world_size %d",
+                            (int)p->rank, (int)p->world_size);
+        goto out;
+    }
     *out = p;
     p = NULL;
 out:
