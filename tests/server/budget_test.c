@@ -8,6 +8,9 @@
  *     limit;
  *   - a what-if that would run for seconds stops at its budget: 503
  *     budget_exceeded well before it would have finished.
+ * A second replica on the same database, with one worker and a budget of
+ * a minute, shows that a what-if whose client went away stops: the one
+ * worker is free again at once, not when the what-if would have ended.
  * Every request has a client timeout and the server is killed if it does
  * not stop, so the whole test stays within about a minute. Skips (77)
  * when reveried, the public traces or PostgreSQL are not available. */
@@ -26,14 +29,15 @@
 
 #include "common/rv_test_server.h"
 #include "common/rv_test_util.h"
+#include "rv_pgembed.h"
 
 #define BUDGET_MS  "5"
 #define MAX_EVENTS 200000
 #define BACKREF    "^(.*)(.*)(.*)(.*)(.*)\\\\5\\\\4\\\\3\\\\2\\\\1$"
 
 static rv_testsrv g_srv;
-static pid_t g_pid = -1;
-static int g_port;
+static pid_t g_pid = -1, g_pid_b = -1;
+static int g_port, g_port_a, g_port_b;
 static char g_resnet[1100];
 static int64_t g_id;
 
@@ -131,23 +135,23 @@ static void error_of(const resp *r, char *code, char *field, size_t cap)
 
 /* SIGTERM, then SIGKILL when the server has not stopped in 10 s (a worker
  * stuck in a what-if keeps a graceful stop waiting). */
-static void stop_server(void)
+static void stop_server(pid_t *pid)
 {
     int st;
-    if (g_pid <= 0)
+    if (*pid <= 0)
         return;
-    kill(g_pid, SIGTERM);
+    kill(*pid, SIGTERM);
     for (int i = 0; i < 100; i++) {
-        if (waitpid(g_pid, &st, WNOHANG) == g_pid) {
-            g_pid = -1;
+        if (waitpid(*pid, &st, WNOHANG) == *pid) {
+            *pid = -1;
             return;
         }
         usleep(100 * 1000);
     }
     fprintf(stderr, "reveried did not stop in 10 s: killed\n");
-    kill(g_pid, SIGKILL);
-    waitpid(g_pid, &st, 0);
-    g_pid = -1;
+    kill(*pid, SIGKILL);
+    waitpid(*pid, &st, 0);
+    *pid = -1;
 }
 
 /* A gzip Kineto trace of n kernels at path. 0 or -1. */
@@ -191,7 +195,7 @@ static int suite_init(void)
                           "--graph-cache",
                           "256",
                           NULL};
-    g_port = rv_testsrv_free_port();
+    g_port = g_port_a = rv_testsrv_free_port();
     g_pid = rv_testsrv_spawn(&g_srv, g_port, args);
     if (rv_testsrv_wait(g_port, "/readyz", NULL, 200, 60, &g_pid) != 0) {
         if (g_pid < 0) {
@@ -327,6 +331,59 @@ static void test_budget_stops_a_long_whatif(void)
     free(r.body);
 }
 
+/* A what-if whose client gives up stops (the client-gone check at the
+ * next model, every 4096 simulated tasks, between reports): on a replica
+ * with one worker and a budget of a minute, a request that needs that
+ * worker answers at once instead of after the rest of the what-if. */
+static void test_client_gone_frees_the_worker(void)
+{
+    rv_pgembed *pg = NULL;
+    rv_error e;
+    char conninfo[1024], path[64];
+    resp r, g;
+
+    rv_error_clear(&e);
+    CU_ASSERT_EQUAL_FATAL(rv_pgembed_start(g_srv.home, &pg, &e), 0);
+    snprintf(conninfo, sizeof(conninfo), "%s", rv_pgembed_conninfo(pg));
+    rv_pgembed_detach(pg);
+    const char *args[] = {"--database", conninfo,          "--workers", "1", "--http-threads",
+                          "2",          "--whatif-budget", "60000",     NULL};
+    g_port_b = rv_testsrv_free_port();
+    g_pid_b = rv_testsrv_spawn(&g_srv, g_port_b, args);
+    CU_ASSERT_EQUAL_FATAL(rv_testsrv_wait(g_port_b, "/readyz", NULL, 200, 30, &g_pid_b), 0);
+    g_port = g_port_b;
+    snprintf(path, sizeof(path), "/v1/traces/%lld/whatif", (long long)g_id);
+    /* Loads the trace on this replica. */
+    http("POST", path, "application/json", "{\"schedule\":\"fifo\"}", NULL, 20000, &r);
+    CU_ASSERT_EQUAL(r.status, 200);
+    free(r.body);
+    /* About 3 s of work: 2M inserted tasks (0.5 s in one model), eight
+     * data-loader models of about 0.2 s each (each simulates the graph),
+     * the power model, the simulation and the reports. The client leaves
+     * after 1 s, in the data-loader models. */
+    static const char doc[] =
+        "{\"distributed\":{\"workers\":8,\"tensor_partition_mb\":0.0003},\"power_limit_w\":120,"
+        "\"optimizations\":[{\"kind\":\"dataloader\",\"workers\":2},{\"kind\":\"dataloader\","
+        "\"workers\":3},{\"kind\":\"dataloader\",\"workers\":4},{\"kind\":\"dataloader\","
+        "\"workers\":"
+        "5},{\"kind\":\"dataloader\",\"workers\":6},{\"kind\":\"dataloader\",\"workers\":7},{"
+        "\"kind\":"
+        "\"dataloader\",\"workers\":8},{\"kind\":\"dataloader\",\"workers\":9}]}";
+    http("POST", path, "application/json", doc, NULL, 1000, &r);
+    CU_ASSERT_EQUAL(r.status, 0);
+    free(r.body);
+    char tp[64];
+    snprintf(tp, sizeof(tp), "/v1/traces/%lld", (long long)g_id);
+    http("GET", tp, NULL, NULL, NULL, 5000, &g);
+    printf("\n    GET on the one worker after the what-if's client left: %ld in %.0f ms", g.status,
+           g.ms);
+    CU_ASSERT_EQUAL(g.status, 200);
+    CU_ASSERT(g.ms < 1000);
+    free(g.body);
+    g_port = g_port_a;
+    stop_server(&g_pid_b);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -335,7 +392,8 @@ int main(void)
     if (rc != 0) {
         if (rc != 77)
             fprintf(stderr, "setup failed; logs in %s\n", g_srv.home);
-        stop_server();
+        stop_server(&g_pid_b);
+        stop_server(&g_pid);
         rv_testsrv_teardown(&g_srv);
         return rc == 77 ? 77 : 1;
     }
@@ -343,8 +401,11 @@ int main(void)
     CU_add_test(s, "back-reference what-ifs are refused quickly", test_backrefs_refused_quickly);
     CU_add_test(s, "an upload over --max-events gets 413", test_upload_over_max_events);
     CU_add_test(s, "the budget stops a long what-if", test_budget_stops_a_long_whatif);
+    CU_add_test(s, "a what-if whose client left frees its worker",
+                test_client_gone_frees_the_worker);
     unsigned failures = rv_test_run();
-    stop_server();
+    stop_server(&g_pid_b);
+    stop_server(&g_pid);
     rv_testsrv_teardown(&g_srv);
     return failures ? 1 : 0;
 }
