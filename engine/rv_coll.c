@@ -76,6 +76,27 @@ double rv_coll_time(const rv_net *net, int op, int algo, double bytes)
            rv_coll_busbw_factor(op, n) * bytes / rv_coll_ring_bw(net);
 }
 
+double rv_coll_bytes_for_time(const rv_net *net, int op, int algo, double seconds)
+{
+    if (net->n <= 1 || !(seconds > 0) || rv_coll_time(net, op, algo, 1.0) >= seconds)
+        return 0;
+    /* rv_coll_time is non-decreasing in bytes for every algorithm: bracket,
+     * then halve the bracket down to a byte. 1 PB bounds any message. */
+    double lo = 1.0, hi = 1048576.0;
+    while (hi < 1e15 && rv_coll_time(net, op, algo, hi) < seconds) {
+        lo = hi;
+        hi *= 2;
+    }
+    for (int k = 0; k < 200 && hi - lo > 1.0; k++) {
+        double mid = 0.5 * (lo + hi);
+        if (rv_coll_time(net, op, algo, mid) < seconds)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return hi;
+}
+
 double rv_coll_blueconnect(const rv_net *net, double bytes, double *intra, double *inter)
 {
     int g = net->g < net->n ? net->g : net->n;

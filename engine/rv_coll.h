@@ -45,6 +45,12 @@ double rv_coll_ring_bw(const rv_net *net);
  * allreduce; other ops use the ring. n <= 1 gives 0. */
 double rv_coll_time(const rv_net *net, int op, int algo, double bytes);
 
+/* The message size whose modelled time (rv_coll_time with the same net, op
+ * and algo) is `seconds`: the inverse of rv_coll_time, found by bisection
+ * so that every algorithm inverts the same way. 0 when seconds is at or
+ * below the latency alone (the time of a 1-byte message) or n <= 1. Bytes. */
+double rv_coll_bytes_for_time(const rv_net *net, int op, int algo, double seconds);
+
 /* BlueConnect: reduce-scatter then all-gather per hierarchy level (2 levels:
  * g inside a node, m across nodes); each level's part, seconds. *intra and
  * *inter receive the intra-node (RS + AG) and inter-node (allreduce of S/g)

@@ -45,108 +45,310 @@ static void net_of(const rv_whatif *w, const rv_hw *hw, int n, rv_net *net)
     net->ps_servers = d->ps_servers;
 }
 
-static int coll_op_of(const char *name)
+/* The kind of a collective kernel, by its name. RV_TF_NCCL (rv_graph.c)
+ * says which kernels are collectives, whatever library ran them; the name
+ * only says which kind. *named is 0 when the name says nothing: such a
+ * kernel is costed as an all-reduce, the usual collective of training. */
+static int coll_op_of(const char *name, int *named)
 {
-    if (strstr(name, "ReduceScatter") || strstr(name, "reduce_scatter"))
-        return RV_COLL_REDUCE_SCATTER;
-    if (strstr(name, "AllGather") || strstr(name, "all_gather") || strstr(name, "allgather"))
-        return RV_COLL_ALLGATHER;
-    if (strstr(name, "Broadcast") || strstr(name, "broadcast"))
-        return RV_COLL_BROADCAST;
-    if (strstr(name, "SendRecv") || strstr(name, "AllToAll") || strstr(name, "alltoall"))
-        return RV_COLL_ALLTOALL;
-    if (strstr(name, "AllReduce") || strstr(name, "all_reduce") || strstr(name, "allreduce"))
-        return RV_COLL_ALLREDUCE;
-    return -1;
+    static const struct {
+        const char *mark;
+        int op;
+    } marks[] = {
+        /* Before "reduce" and "allreduce": a reduce-scatter names both. */
+        {"reducescatter", RV_COLL_REDUCE_SCATTER},
+        {"reduce_scatter", RV_COLL_REDUCE_SCATTER},
+        {"allgather", RV_COLL_ALLGATHER},
+        {"all_gather", RV_COLL_ALLGATHER},
+        {"broadcast", RV_COLL_BROADCAST},
+        {"alltoall", RV_COLL_ALLTOALL},
+        {"all_to_all", RV_COLL_ALLTOALL},
+        {"sendrecv", RV_COLL_ALLTOALL}, /* NCCL runs all-to-all as grouped send/recv */
+        {"allreduce", RV_COLL_ALLREDUCE},
+        {"all_reduce", RV_COLL_ALLREDUCE},
+        /* DeepEP's expert-parallel exchange, and plain point-to-point. */
+        {"dispatch", RV_COLL_ALLTOALL},
+        {"combine", RV_COLL_ALLTOALL},
+        {"send", RV_COLL_ALLTOALL},
+        {"recv", RV_COLL_ALLTOALL},
+        /* A reduce to one rank costs what a broadcast from it does. */
+        {"reduce", RV_COLL_BROADCAST},
+    };
+    *named = 1;
+    for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]); k++)
+        if (strcasestr(name, marks[k].mark))
+            return marks[k].op;
+    *named = 0;
+    return RV_COLL_ALLREDUCE;
+}
+
+static const char *coll_op_name(int op)
+{
+    static const char *const names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                        "all_to_all"};
+    return op >= 0 && op <= RV_COLL_ALLTOALL ? names[op] : "collective";
 }
 
 static int32_t opt_anchor(const rv_graph *g, int32_t it);
 
-/* Multi-rank trace: infer each collective's bytes from its measured time
- * under the baseline network (hardware-table links, the trace's world size)
- * and re-time it under the requested one. */
+/* Collectives without a message size in the trace, grouped by kind,
+ * kernel name, stream (each NCCL communicator, so each process group, has
+ * its own) and launch geometry: NCCL gives a small message fewer channels
+ * (the grid) and threads (the block) than a large one (nccl src/enqueue.cc,
+ * getAlgoInfo), so one geometry is one size class. */
+typedef struct coll_group {
+    int op;
+    uint32_t name;
+    int32_t thread;
+    int32_t grid, block;
+    size_t count;
+    int repeated;     /* more than one instance: fastest_s is the group's own */
+    double fastest_s; /* taken as all transfer */
+    double bytes;     /* what the baseline network moves in fastest_s */
+} coll_group;
+
+typedef struct coll_key {
+    int32_t task;
+    int op;
+    int32_t grid, block;
+} coll_key;
+
+static int cmp_coll_key(const void *a, const void *b, void *ctx)
+{
+    const rv_graph *g = ctx;
+    const coll_key *x = a, *y = b;
+    const rv_task *p = &g->tasks[x->task], *q = &g->tasks[y->task];
+    if (x->op != y->op)
+        return x->op < y->op ? -1 : 1;
+    if (p->name != q->name)
+        return p->name < q->name ? -1 : 1;
+    if (p->thread != q->thread)
+        return p->thread < q->thread ? -1 : 1;
+    if (x->grid != y->grid)
+        return x->grid < y->grid ? -1 : 1;
+    if (x->block != y->block)
+        return x->block < y->block ? -1 : 1;
+    return (x->task > y->task) - (x->task < y->task);
+}
+
+static void key_of(const rv_graph *g, int32_t task, int op, coll_key *k)
+{
+    const rv_task *t = &g->tasks[task];
+    const rv_event *e = t->event >= 0 && g->trace ? &g->trace->events[t->event] : NULL;
+    k->task = task;
+    k->op = op;
+    k->grid = e ? e->grid[0] * (e->grid[1] > 0 ? e->grid[1] : 1) : 0;
+    k->block = e ? e->block[0] : 0;
+}
+
+/* Groups the sizeless collectives (keys, nkeys; sorted here) and infers one
+ * message size per group under the baseline network b:
+ * - a geometry seen more than once is the same call repeated (each step
+ *   makes it again): its fastest instance is its transfer;
+ * - one seen once has no repeat to compare with: it takes the fastest
+ *   instance of the same kernel on the same stream, never its own time,
+ *   which may be mostly waiting.
+ * group_of[task] receives the group's index (-1 elsewhere). Returns the
+ * number of groups written to out (at most nkeys). */
+static size_t infer_groups(const rv_graph *g, const rv_net *b, int algo, coll_key *keys,
+                           size_t nkeys, coll_group *out, int32_t *group_of)
+{
+    size_t ng = 0;
+    qsort_r(keys, nkeys, sizeof(*keys), cmp_coll_key, (void *)g);
+    for (size_t k = 0; k < nkeys; k++) {
+        const rv_task *t = &g->tasks[keys[k].task];
+        coll_group *c = ng ? &out[ng - 1] : NULL;
+        if (!c || c->op != keys[k].op || c->name != t->name || c->thread != t->thread ||
+            c->grid != keys[k].grid || c->block != keys[k].block) {
+            c = &out[ng++];
+            c->op = keys[k].op;
+            c->name = t->name;
+            c->thread = t->thread;
+            c->grid = keys[k].grid;
+            c->block = keys[k].block;
+            c->count = 0;
+            c->fastest_s = -1;
+        }
+        double d = (double)t->dur_ns * 1e-9;
+        /* A zero-length record moved nothing; it says nothing either. */
+        if (d > 0 && (c->fastest_s < 0 || d < c->fastest_s))
+            c->fastest_s = d;
+        c->count++;
+        group_of[keys[k].task] = (int32_t)(ng - 1);
+    }
+    /* Groups of one kernel on one stream are contiguous: their fastest. */
+    for (size_t k0 = 0, k1; k0 < ng; k0 = k1) {
+        double fastest = -1;
+        for (k1 = k0; k1 < ng && out[k1].op == out[k0].op && out[k1].name == out[k0].name &&
+                      out[k1].thread == out[k0].thread;
+             k1++)
+            if (out[k1].fastest_s >= 0 && (fastest < 0 || out[k1].fastest_s < fastest))
+                fastest = out[k1].fastest_s;
+        for (size_t k = k0; k < k1; k++) {
+            out[k].repeated = out[k].count > 1;
+            if (!out[k].repeated || out[k].fastest_s < 0)
+                out[k].fastest_s = fastest > 0 ? fastest : 0;
+            out[k].bytes = rv_coll_bytes_for_time(b, out[k].op, algo, out[k].fastest_s);
+        }
+    }
+    return ng;
+}
+
+/* Time of `bytes` under the requested network: the measured table for an
+ * all-reduce when one is given, else alpha-beta. A size of 0 (a transfer
+ * the latency alone explains) is timed as one byte: the latency. */
+static double time_at(const rv_whatif *w, const rv_net *x, int op, double bytes)
+{
+    if (bytes >= 1 && op == RV_COLL_ALLREDUCE && w->dist.allreduce.n > 0)
+        return rv_coll_table_time(&w->dist.allreduce, bytes);
+    return rv_coll_time(x, op, w->dist.algorithm, bytes < 1 ? 1 : bytes);
+}
+
+/* Multi-rank trace: each collective kernel's time is a transfer plus the
+ * wait for the other ranks. Only the transfer is re-timed under the
+ * requested network; the wait stays as measured.
+ * - The trace names the message ("In msg nelems" and "dtype", newer
+ *   Kineto): the transfer is what the baseline network needs for it.
+ * - It does not: the transfer is the fastest instance of the collective's
+ *   group (infer_groups: same kind, kernel name, stream and launch
+ *   geometry); the rest of a slower instance is waiting. The group's size
+ *   is what the baseline network moves in that time; the answer warns
+ *   (message_sizes_inferred) and lists the groups (inferred_sizes).
+ * The baseline network is the trace's world size on 8-GPU nodes: the
+ * hardware table's NVLink (else PCIe) inside a node, 100 Gb/s between
+ * nodes, 5 us per step. */
 static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t *applied)
 {
     int n0 = g->trace && g->trace->world_size > 1 ? g->trace->world_size : 2;
+    int algo = w->dist.algorithm;
     rv_whatif base = *w;
     base.dist.intra_gbps = 0;
     base.dist.inter_gbps = 100;
     base.dist.latency_us = 5;
     base.dist.gpus_per_node = n0 < 8 ? n0 : 8;
+    base.dist.allreduce.n = 0; /* the baseline is alpha-beta, whatever the what-if times */
     rv_net b, x;
     net_of(&base, hw, n0, &b);
     net_of(w, hw, w->dist.workers, &x);
-    size_t n = 0, linked = 0, known = 0;
+    size_t n = 0, linked = 0, known = 0, inferred = 0, ng = 0, nkeys = 0;
+    size_t by_kind[RV_COLL_ALLTOALL + 1] = {0};
     double before = 0, after = 0;
+    int rc = RV_ERR_NOMEM;
     /* Collectives whose completion nothing in the graph waits for (traces
      * without cudaStreamWaitEvent records) would float free of the step:
      * as in DDP, the optimizer's first kernel waits for them. */
     uint8_t *waited = calloc(g->ntasks + 1, 1);
-    if (!waited)
-        return RV_ERR_NOMEM;
+    int32_t *group_of = malloc((g->ntasks + 1) * sizeof(*group_of));
+    coll_key *keys = malloc((g->ntasks + 1) * sizeof(*keys));
+    coll_group *groups = NULL;
+    json_t *r = NULL;
+    if (!waited || !group_of || !keys)
+        goto out;
     for (size_t e = 0; e < g->nedges; e++) {
         const rv_edge *ed = &g->edges[e];
         if (g->tasks[ed->src].thread != g->tasks[ed->dst].thread)
             waited[ed->src] = 1;
     }
     for (size_t i = 0; i < g->ntasks; i++) {
+        const rv_task *t = &g->tasks[i];
+        int named;
+        group_of[i] = -1;
+        if (!(t->flags & RV_TF_NCCL) || (t->flags & RV_TF_REMOVED) || t->bytes > 0)
+            continue;
+        key_of(g, (int32_t)i, coll_op_of(rv_task_name(g, i), &named), &keys[nkeys++]);
+    }
+    if (nkeys) {
+        groups = malloc(nkeys * sizeof(*groups));
+        if (!groups)
+            goto out;
+        ng = infer_groups(g, &b, algo, keys, nkeys, groups, group_of);
+    }
+    for (size_t i = 0; i < g->ntasks; i++) {
         rv_task *t = &g->tasks[i];
         if (!(t->flags & RV_TF_NCCL) || (t->flags & RV_TF_REMOVED))
             continue;
-        int op = coll_op_of(rv_task_name(g, i));
-        if (op < 0)
-            continue;
-        if (!waited[i] && t->iteration >= 0 && op == RV_COLL_ALLREDUCE) {
+        int named;
+        int op = coll_op_of(rv_task_name(g, i), &named);
+        if (named && !waited[i] && t->iteration >= 0 && op == RV_COLL_ALLREDUCE) {
             int32_t a = opt_anchor(g, t->iteration);
             if (a >= 0 && g->tasks[a].meas_start_ns > t->meas_start_ns) {
-                if (rv_graph_add_edge(g, (int32_t)i, a, 0, RV_EDGE_COMM, 0)) {
-                    free(waited);
-                    return RV_ERR_NOMEM;
-                }
+                if (rv_graph_add_edge(g, (int32_t)i, a, 0, RV_EDGE_COMM, 0))
+                    goto out;
                 linked++;
             }
         }
-        double tb = (double)t->dur_ns * 1e-9;
-        int use_table = op == RV_COLL_ALLREDUCE && w->dist.allreduce.n > 0;
-        double tn;
+        double tb = (double)t->dur_ns * 1e-9, s, moved;
         if (t->bytes > 0) {
-            /* The trace names the message (newer Kineto: "In msg nelems" and
-             * "dtype"). What the baseline network explains of the measured
-             * time is re-timed; the rest (waiting for other ranks, skew)
-             * stays. */
-            double s = (double)t->bytes;
-            double mb = rv_coll_time(&b, op, w->dist.algorithm, s);
-            double moved = mb < tb ? mb : tb;
-            double mx = use_table ? rv_coll_table_time(&w->dist.allreduce, s)
-                                  : rv_coll_time(&x, op, w->dist.algorithm, s);
-            tn = x.n <= 1 ? 0 : (tb - moved) + (use_table || mb <= 0 ? mx : moved * mx / mb);
+            /* What the baseline network needs for the named message. */
+            s = (double)t->bytes;
+            moved = rv_coll_time(&b, op, algo, s);
             known++;
         } else {
-            double steps = op == RV_COLL_ALLREDUCE ? 2.0 * (n0 - 1) : (double)(n0 - 1);
-            double f0 = rv_coll_busbw_factor(op, n0);
-            double bytes = tb - steps * b.alpha_s;
-            bytes = bytes > 0 ? bytes * rv_coll_ring_bw(&b) / (f0 > 0 ? f0 : 1) : 0;
-            tn = x.n <= 1    ? 0
-                 : use_table ? rv_coll_table_time(&w->dist.allreduce, bytes)
-                             : rv_coll_time(&x, op, w->dist.algorithm, bytes);
+            const coll_group *c = &groups[group_of[i]];
+            s = c->bytes;
+            moved = c->fastest_s;
+            inferred++;
+            by_kind[op]++;
         }
+        if (moved > tb)
+            moved = tb;
+        /* The wait (tb - moved) stays; the transfer scales by the ratio of
+         * the two networks' times for the message. */
+        double t0 = time_at(&base, &b, op, s), t1 = time_at(w, &x, op, s);
+        double tn = x.n <= 1 ? 0 : (tb - moved) + (t0 > 0 ? moved * t1 / t0 : 0);
         before += tb;
         after += tn;
         t->dur_ns = (int64_t)llround(tn * 1e9);
         n++;
     }
-    free(waited);
-    json_t *r =
-        json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model", "distributed", "mode",
+    r = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model", "distributed", "mode",
                   "rescale_collectives", "baseline_workers", n0, "workers", w->dist.workers,
                   "collectives_rescaled", (json_int_t)n, "waits_added", (json_int_t)linked,
                   "comm_us_before", before * 1e6, "comm_us_after", after * 1e6);
-    if (r) {
-        json_object_set_new(r, "allreduce_model",
-                            json_string(w->dist.allreduce.n > 0 ? "measured_table" : "alpha_beta"));
-        json_object_set_new(r, "sizes_from_trace", json_integer((json_int_t)known));
+    if (!r)
+        goto out;
+    json_object_set_new(r, "allreduce_model",
+                        json_string(w->dist.allreduce.n > 0 ? "measured_table" : "alpha_beta"));
+    json_object_set_new(r, "sizes_from_trace", json_integer((json_int_t)known));
+    json_object_set_new(r, "sizes_inferred", json_integer((json_int_t)inferred));
+    if (inferred) {
+        /* The inferred sizes, one per group (the answer names at most 16). */
+        json_t *arr = json_array();
+        for (size_t k = 0; arr && k < ng && k < 16; k++) {
+            const coll_group *c = &groups[k];
+            json_array_append_new(
+                arr,
+                json_pack("{s:s, s:s, s:i, s:i, s:i, s:b, s:f, s:f}", "kind", coll_op_name(c->op),
+                          "name", rv_trace_str(g->trace, c->name), "grid", c->grid, "block",
+                          c->block, "instances", (json_int_t)c->count, "repeated", c->repeated,
+                          "fastest_us", c->fastest_s * 1e6, "bytes", c->bytes));
+        }
+        json_object_set_new(r, "inferred_sizes", arr ? arr : json_null());
+        char kinds[160] = "";
+        size_t len = 0;
+        for (int op = 0; op <= RV_COLL_ALLTOALL; op++) {
+            if (!by_kind[op] || len >= sizeof(kinds))
+                continue;
+            int m = snprintf(kinds + len, sizeof(kinds) - len, "%s%zu %s", len ? ", " : "",
+                             by_kind[op], coll_op_name(op));
+            len += m > 0 ? (size_t)m : 0;
+        }
+        rv_models__warn(r, "message_sizes_inferred",
+                        "%zu of %zu collectives (%s) carry no message size: inferred from "
+                        "each group's fastest instance at the baseline network; too large if it "
+                        "also waited for other ranks, too small if the job's network was faster",
+                        inferred, n, kinds);
     }
-    return r && json_array_append_new(applied, r) == 0 ? 0 : RV_ERR_NOMEM;
+    if (json_array_append_new(applied, r) == 0)
+        rc = 0;
+    r = NULL;
+out:
+    json_decref(r);
+    free(waited);
+    free(group_of);
+    free(keys);
+    free(groups);
+    return rc;
 }
 
 /* Gradients of one iteration, in ready order. */
