@@ -31,6 +31,20 @@
 #include "common/rv_test_util.h"
 #include "rv_pgembed.h"
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RV_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define RV_SANITIZED 1
+#endif
+#endif
+#ifndef RV_SANITIZED
+#define RV_SANITIZED 0
+#endif
+/* Time limits are for an optimized build; a sanitized server (built with
+ * the test) runs several times slower. */
+#define SLOW (RV_SANITIZED ? 5 : 1)
+
 #define BUDGET_MS  "5"
 #define MAX_EVENTS 200000
 #define BACKREF    "^(.*)(.*)(.*)(.*)(.*)\\\\5\\\\4\\\\3\\\\2\\\\1$"
@@ -216,6 +230,12 @@ static int suite_init(void)
         return 1;
     }
     free(r.body);
+    /* Loads the trace into the graph cache (the answer may be 503 under
+     * the 5 ms budget), so that the cases below time what-ifs, not loads. */
+    char p[64];
+    snprintf(p, sizeof(p), "/v1/traces/%lld/whatif", (long long)g_id);
+    http("POST", p, "application/json", "{\"schedule\":\"fifo\"}", NULL, 60000, &r);
+    free(r.body);
     return 0;
 }
 
@@ -228,7 +248,7 @@ typedef struct job {
 static void *post_job(void *arg)
 {
     job *j = arg;
-    http("POST", j->path, "application/json", j->doc, NULL, 3000, &j->r);
+    http("POST", j->path, "application/json", j->doc, NULL, 3000 * SLOW, &j->r);
     return NULL;
 }
 
@@ -254,15 +274,15 @@ static void test_backrefs_refused_quickly(void)
     char p[64];
     resp g, hz;
     snprintf(p, sizeof(p), "/v1/traces/%lld", (long long)g_id);
-    http("GET", p, NULL, NULL, NULL, 2000, &g);
-    http("GET", "/healthz", NULL, NULL, NULL, 2000, &hz);
+    http("GET", p, NULL, NULL, NULL, 2000 * SLOW, &g);
+    http("GET", "/healthz", NULL, NULL, NULL, 2000 * SLOW, &hz);
     printf("\n    GET trace while four back-reference what-ifs ran: %ld in %.0f ms; /healthz %ld "
            "in %.0f ms",
            g.status, g.ms, hz.status, hz.ms);
     CU_ASSERT_EQUAL(g.status, 200);
-    CU_ASSERT(g.ms < 1000);
+    CU_ASSERT(g.ms < 1000 * SLOW);
     CU_ASSERT_EQUAL(hz.status, 200);
-    CU_ASSERT(hz.ms < 1000);
+    CU_ASSERT(hz.ms < 1000 * SLOW);
     free(g.body);
     free(hz.body);
     for (int i = 0; i < 4; i++) {
@@ -275,7 +295,7 @@ static void test_backrefs_refused_quickly(void)
                field, jobs[i].r.ms);
         CU_ASSERT_EQUAL(jobs[i].r.status, 400);
         CU_ASSERT_STRING_EQUAL(field, "optimizations[0].select.name");
-        CU_ASSERT(jobs[i].r.ms < 2000);
+        CU_ASSERT(jobs[i].r.ms < 2000 * SLOW);
         free(jobs[i].r.body);
     }
 }
@@ -327,7 +347,7 @@ static void test_budget_stops_a_long_whatif(void)
     CU_ASSERT_EQUAL(r.status, 503);
     CU_ASSERT_STRING_EQUAL(code, "budget_exceeded");
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, "time budget of " BUDGET_MS " ms"));
-    CU_ASSERT(r.ms < 1000);
+    CU_ASSERT(r.ms < 1000 * SLOW);
     free(r.body);
 }
 
@@ -342,6 +362,13 @@ static void test_client_gone_frees_the_worker(void)
     char conninfo[1024], path[64];
     resp r, g;
 
+    if (RV_SANITIZED) {
+        /* One model's loop (0.5 s optimized) takes many seconds under a
+         * sanitizer, longer than the client waits; the cancel path itself
+         * is covered by tests/engine/test_run_stop.c there. */
+        printf("\n    skipped under a sanitizer (timings)");
+        return;
+    }
     rv_error_clear(&e);
     CU_ASSERT_EQUAL_FATAL(rv_pgembed_start(g_srv.home, &pg, &e), 0);
     snprintf(conninfo, sizeof(conninfo), "%s", rv_pgembed_conninfo(pg));
@@ -378,7 +405,7 @@ static void test_client_gone_frees_the_worker(void)
     printf("\n    GET on the one worker after the what-if's client left: %ld in %.0f ms", g.status,
            g.ms);
     CU_ASSERT_EQUAL(g.status, 200);
-    CU_ASSERT(g.ms < 1000);
+    CU_ASSERT(g.ms < 1000 * SLOW);
     free(g.body);
     g_port = g_port_a;
     stop_server(&g_pid_b);
