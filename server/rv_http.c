@@ -1136,14 +1136,18 @@ static void work_main(void *arg)
     pthread_mutex_unlock(&h->mu);
 }
 
-static void body_done(rv_req *r)
+/* The last call: answers a body error, or runs the handler here (inline
+ * routes) or hands the request to the worker pool. Returns 1 when a worker
+ * has it: r belongs to that worker until it resumes the connection, so the
+ * caller must not read it (not even r->state). */
+static int body_done(rv_req *r)
 {
     rv_http *h = r->h;
 
     if (r->body_status) {
         rv_req_error(r, r->body_status, r->body_code, NULL, "%s", r->body_msg);
         r->state = ST_DONE;
-        return;
+        return 0;
     }
     if (r->spool_fd >= 0) {
         /* Durability of the bytes is the store's job (it keeps the original);
@@ -1154,7 +1158,7 @@ static void body_done(rv_req *r)
     if (r->route->flags & RV_ROUTE_INLINE || !h->cfg.workers) {
         run_handler(r);
         r->state = ST_DONE;
-        return;
+        return 0;
     }
     r->state = ST_WORK;
     pthread_mutex_lock(&h->mu);
@@ -1170,9 +1174,11 @@ static void body_done(rv_req *r)
         pthread_mutex_lock(&h->mu);
         h->suspended--;
         pthread_mutex_unlock(&h->mu);
+        return 0;
     }
     if (h->cfg.metrics && h->cfg.workers)
         rv_metrics_set_busy(h->cfg.metrics, rv_workers_busy(h->cfg.workers));
+    return 1;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -1242,8 +1248,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     conn_set(h, r->cc, PH_BUSY, 0);
-    if (r->state == ST_BODY)
-        body_done(r);
+    if (r->state == ST_BODY && body_done(r))
+        return MHD_YES; /* a worker has r; it resumes the connection */
     if (r->state == ST_DONE)
         return queue_response(r);
     return MHD_YES;
