@@ -175,7 +175,8 @@ static int re_match(struct rv_select_re *re, const rv_strtab *tab, uint32_t id)
     }
     if (id < re->nstate && re->state[id] != RE_UNKNOWN)
         return re->state[id] == RE_YES;
-    if (re->stop && ++re->matched % RV_STOP_EVERY == 0 && rv_stop_check(re->stop, NULL) != 0) {
+    if (re->stop && ++re->matched % RV_SELECT_STOP_EVERY == 0 &&
+        rv_stop_check(re->stop, NULL) != 0) {
         re->failed = RV_ERR_BUDGET;
         return 0;
     }

@@ -33,6 +33,9 @@
 #define RV_SELECT_MATCH_LIMIT   100000u           /* backtracking steps per match */
 #define RV_SELECT_DEPTH_LIMIT   100000u           /* nested backtracking depth */
 #define RV_SELECT_HEAP_KIB      4096u             /* heap of one match */
+/* Every how many distinct names matching checks the stop: a match may take
+ * about 1 ms at its limit, so about every 64 ms at worst. */
+#define RV_SELECT_STOP_EVERY 64
 
 typedef enum rv_sel_kind {
     RV_SEL_ANY = -1,
@@ -65,7 +68,7 @@ void rv_select_clear(rv_select *s);
 int rv_select_match(const rv_select *s, const rv_graph *g, size_t i);
 
 /* The deadline and cancellation (borrowed, may be NULL) matching checks
- * every RV_STOP_EVERY distinct names; changes only the selector's
+ * every RV_SELECT_STOP_EVERY distinct names; changes only the selector's
  * patterns, so it takes the selector as it is kept (const). */
 void rv_select_set_stop(const rv_select *s, const rv_stop *stop);
 
