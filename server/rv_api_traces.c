@@ -148,7 +148,7 @@ rejected:
 }
 
 /* Keyset paging over the store with the filters it does not know (job
- * globs, since) applied here; scans at most LIST_SCAN_CAP rows per call and
+ * globs) applied here; scans at most LIST_SCAN_CAP rows per call and
  * hands back a cursor to continue. */
 void rv_api_trace_list(rv_req *r, void *app)
 {
@@ -180,15 +180,18 @@ void rv_api_trace_list(rv_req *r, void *app)
         }
         f.before_id = c;
     }
-    if (since && (strlen(since) < 4 || strlen(since) > 40)) {
+    char since_t[RV_DB_TIME_MAX];
+    if (since && rv_db_time_parse(since, since_t, sizeof(since_t)) != 0) {
         rv_req_error(r, 400, "invalid_parameter", "since",
-                     "since must be an ISO 8601 time, e.g. 2024-05-01 or 2024-05-01T12:00:00Z");
+                     "since must be an RFC 3339 / ISO 8601 time, e.g. 2024-05-01 or "
+                     "2024-05-01T12:00:00Z");
         goto out;
     }
     f.platform_id = platform;
     f.job = glob ? NULL : job;
     f.tag = rv_req_query(r, "tag");
-    f.limit = glob || since ? LIST_PAGE : (unsigned)limit + 1;
+    f.since = since; /* compared as a timestamptz by the store */
+    f.limit = glob ? LIST_PAGE : (unsigned)limit + 1;
     for (;;) {
         json_decref(page);
         page = NULL;
@@ -208,13 +211,6 @@ void rv_api_trace_list(rv_req *r, void *app)
             }
             last_id = id;
             scanned++;
-            const char *up = json_string_value(json_object_get(t, "uploaded_at"));
-            /* Newest first: once older than since, everything after is too.
-             * ISO 8601 in UTC compares correctly as text. */
-            if (since && up && strcmp(up, since) < 0) {
-                stop = 1;
-                break;
-            }
             const char *tj = json_string_value(json_object_get(t, "job"));
             if (glob && fnmatch(job, tj ? tj : "", 0) != 0)
                 continue;
@@ -222,7 +218,7 @@ void rv_api_trace_list(rv_req *r, void *app)
         }
         if (stop || n < f.limit)
             break;
-        if (!glob && !since) {
+        if (!glob) {
             more = 1;
             break;
         }

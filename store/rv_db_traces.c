@@ -48,57 +48,192 @@ int rv_db_trace_get(rv_db *db, int64_t id, json_t **out, rv_error *err)
     return rc;
 }
 
-static void filter_params(const rv_db_trace_filter *f, char pl[24], char before[24],
-                          const char *vals[4])
+static int is_digits(const char *s, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+    return 1;
+}
+
+static int num(const char *s, int n)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++)
+        v = v * 10 + (s[i] - '0');
+    return v;
+}
+
+int rv_db_time_parse(const char *s, char *out, size_t cap)
+{
+    static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int hh = 0, mi = 0, ss = 0, usec = 0, tz_sign = 1, tz_h = 0, tz_m = 0;
+
+    if (!s || !out || cap < RV_DB_TIME_MAX)
+        return RV_ERR_INVALID;
+    /* Date: YYYY-MM-DD. */
+    if (strlen(s) < 10 || !is_digits(s, 4) || s[4] != '-' || !is_digits(s + 5, 2) || s[7] != '-' ||
+        !is_digits(s + 8, 2))
+        return RV_ERR_INVALID;
+    int y = num(s, 4), mo = num(s + 5, 2), d = num(s + 8, 2);
+    if (y < 1 || mo < 1 || mo > 12 || d < 1)
+        return RV_ERR_INVALID;
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (d > mdays[mo - 1] + (mo == 2 && leap))
+        return RV_ERR_INVALID;
+    const char *p = s + 10;
+    /* Time: [T t space]HH:MM[:SS[.fraction]]. */
+    if (*p == 'T' || *p == 't' || *p == ' ') {
+        p++;
+        if (!is_digits(p, 2) || p[2] != ':' || !is_digits(p + 3, 2))
+            return RV_ERR_INVALID;
+        hh = num(p, 2);
+        mi = num(p + 3, 2);
+        p += 5;
+        if (*p == ':') {
+            if (!is_digits(p + 1, 2))
+                return RV_ERR_INVALID;
+            ss = num(p + 1, 2);
+            p += 3;
+            if (*p == '.' || *p == ',') {
+                int nd = 0, scale = 100000;
+                for (p++; *p >= '0' && *p <= '9'; p++, nd++) {
+                    usec += (*p - '0') * scale;
+                    scale /= 10;
+                }
+                if (nd < 1 || nd > 9)
+                    return RV_ERR_INVALID;
+            }
+        }
+        /* 60: a leap second, which PostgreSQL rolls into the next minute. */
+        if (hh > 23 || mi > 59 || ss > 60)
+            return RV_ERR_INVALID;
+        /* Zone: Z, +HH:MM, +HHMM or +HH (and -). */
+        if (*p == 'Z' || *p == 'z') {
+            p++;
+        } else if (*p == '+' || *p == '-') {
+            tz_sign = *p == '-' ? -1 : 1;
+            p++;
+            if (!is_digits(p, 2))
+                return RV_ERR_INVALID;
+            tz_h = num(p, 2);
+            p += 2;
+            if (*p == ':')
+                p++;
+            if (is_digits(p, 2)) {
+                tz_m = num(p, 2);
+                p += 2;
+            }
+            /* PostgreSQL takes offsets up to 15:59. */
+            if (tz_h > 15 || tz_m > 59)
+                return RV_ERR_INVALID;
+        }
+    }
+    if (*p)
+        return RV_ERR_INVALID;
+    snprintf(out, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%06d%c%02d:%02d", y, mo, d, hh, mi, ss, usec,
+             tz_sign < 0 ? '-' : '+', tz_h, tz_m);
+    return 0;
+}
+
+/* The filter as text parameters $1..$6 (FILTER_WHERE). *ids_lit is new
+ * (free it) when f has ids. */
+typedef struct filter_text {
+    char pl[24], before[24], since[RV_DB_TIME_MAX];
+    char *ids_lit;
+    const char *vals[7];
+} filter_text;
+
+static int filter_params(const rv_db_trace_filter *f, filter_text *t, rv_error *err)
 {
     static const rv_db_trace_filter none = {0};
     if (!f)
         f = &none;
-    snprintf(pl, 24, "%lld", (long long)f->platform_id);
-    snprintf(before, 24, "%lld", (long long)f->before_id);
-    vals[0] = f->platform_id ? pl : NULL;
-    vals[1] = f->job;
-    vals[2] = f->tag;
-    vals[3] = f->before_id ? before : NULL;
+    memset(t, 0, sizeof(*t));
+    snprintf(t->pl, sizeof(t->pl), "%lld", (long long)f->platform_id);
+    snprintf(t->before, sizeof(t->before), "%lld", (long long)f->before_id);
+    if (f->since && rv_db_time_parse(f->since, t->since, sizeof(t->since)) != 0)
+        return rv_error_field(err, RV_ERR_INVALID, "since",
+                              "since must be an RFC 3339 / ISO 8601 time, e.g. 2024-05-01 or "
+                              "2024-05-01T12:00:00Z");
+    if (f->ids) {
+        size_t cap = f->nids * 21 + 3;
+        t->ids_lit = malloc(cap);
+        if (!t->ids_lit)
+            return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+        size_t k = 0;
+        t->ids_lit[k++] = '{';
+        for (size_t i = 0; i < f->nids; i++)
+            k += (size_t)snprintf(t->ids_lit + k, cap - k, "%s%lld", i ? "," : "",
+                                  (long long)f->ids[i]);
+        t->ids_lit[k++] = '}';
+        t->ids_lit[k] = '\0';
+    }
+    t->vals[0] = f->platform_id ? t->pl : NULL;
+    t->vals[1] = f->job;
+    t->vals[2] = f->tag;
+    t->vals[3] = f->before_id ? t->before : NULL;
+    t->vals[4] = f->since ? t->since : NULL;
+    t->vals[5] = t->ids_lit;
+    return 0;
 }
 
+/* since is a bound timestamptz parameter compared as a time (never as
+ * text); the canonical form carries its offset, so the session's TimeZone
+ * does not matter. */
 #define FILTER_WHERE                                                                               \
     "($1::bigint IS NULL OR t.platform_id = $1) AND ($2::text IS NULL OR t.job = $2) AND "         \
-    "($3::text IS NULL OR t.tags @> ARRAY[$3::text]) AND ($4::bigint IS NULL OR t.id < $4)"
+    "($3::text IS NULL OR t.tags @> ARRAY[$3::text]) AND ($4::bigint IS NULL OR t.id < $4) AND "   \
+    "($5::timestamptz IS NULL OR t.uploaded_at >= $5::timestamptz) AND ($6::bigint[] IS NULL OR "  \
+    "t.id = ANY($6::bigint[]))"
 
 int rv_db_trace_list(rv_db *db, const rv_db_trace_filter *f, json_t **out, rv_error *err)
 {
-    char pl[24], before[24], lim[16];
-    const char *vals[5];
-    filter_params(f, pl, before, vals);
+    char lim[16];
+    filter_text t;
+    *out = NULL;
+    if (filter_params(f, &t, err) != 0) {
+        free(t.ids_lit);
+        return err ? err->code : RV_ERR_INVALID;
+    }
     unsigned limit = f && f->limit ? f->limit : 100;
     if (limit > 1000)
         limit = 1000;
     snprintf(lim, sizeof(lim), "%u", limit);
-    vals[4] = lim;
-    return rv_db__query_json(
+    t.vals[6] = lim;
+    int rc = rv_db__query_json(
         db, "trace list",
         "SELECT coalesce(json_agg(x.j ORDER BY x.id DESC), '[]')::text FROM (SELECT "
         "t.id, " TRACE_JSON " AS j FROM traces t JOIN platforms p ON p.id = "
-        "t.platform_id WHERE " FILTER_WHERE " ORDER BY t.id DESC LIMIT $5) x",
-        5, vals, out, err);
+        "t.platform_id WHERE " FILTER_WHERE " ORDER BY t.id DESC LIMIT $7) x",
+        7, t.vals, out, err);
+    free(t.ids_lit);
+    return rc;
 }
 
 int rv_db_trace_ids(rv_db *db, const rv_db_trace_filter *f, int64_t **ids, size_t *n, rv_error *err)
 {
-    char pl[24], before[24];
-    const char *vals[4];
+    char lim[24];
+    filter_text t;
     *ids = NULL;
     *n = 0;
-    filter_params(f, pl, before, vals);
+    if (filter_params(f, &t, err) != 0) {
+        free(t.ids_lit);
+        return err ? err->code : RV_ERR_INVALID;
+    }
+    snprintf(lim, sizeof(lim), "%u", f && f->limit ? f->limit : 1000000u);
+    t.vals[6] = lim;
     rv_db__conn *pc = rv_db__acquire(db, err);
-    if (!pc)
+    if (!pc) {
+        free(t.ids_lit);
         return RV_ERR_IO;
+    }
     int rc = 0;
-    PGresult *r = rv_db__q(pc, "trace ids",
-                           "SELECT t.id FROM traces t WHERE " FILTER_WHERE
-                           " ORDER BY t.id DESC LIMIT 1000000",
-                           4, vals, PGRES_TUPLES_OK, err);
+    PGresult *r =
+        rv_db__q(pc, "trace ids",
+                 "SELECT t.id FROM traces t WHERE " FILTER_WHERE " ORDER BY t.id DESC LIMIT $7", 7,
+                 t.vals, PGRES_TUPLES_OK, err);
+    free(t.ids_lit);
     if (!r) {
         rc = RV_ERR_IO;
     } else {

@@ -21,14 +21,31 @@ typedef struct rv_db_trace_filter {
     int64_t platform_id; /* 0 = any */
     const char *job;     /* NULL = any */
     const char *tag;     /* NULL = any */
-    int64_t before_id;   /* keyset paging: ids < before_id; 0 = from newest */
-    unsigned limit;      /* 0 = 100; capped at 1000 */
+    const char *since;   /* NULL = any; uploaded at or after this time
+                            (rv_db_time_parse; RV_ERR_INVALID, field
+                            "since", when it is not one) */
+    const int64_t *ids;  /* NULL = any; else only these nids ids */
+    size_t nids;
+    int64_t before_id; /* keyset paging: ids < before_id; 0 = from newest */
+    unsigned limit;    /* 0 = 100; capped at 1000 */
 } rv_db_trace_filter;
+
+/* Parses a time as RFC 3339 / ISO 8601 with an optional time zone:
+ * YYYY-MM-DD, optionally followed by 'T' (or 't', or a space) and HH:MM,
+ * :SS, a fraction of up to 9 digits (kept to the microsecond), and Z or
+ * +HH:MM / -HH:MM (also +HHMM, +HH); no zone means UTC. Every field is
+ * range-checked (days per month, leap years). Nothing else is accepted
+ * (no "yesterday", "now", "epoch" or "infinity", which PostgreSQL's own
+ * input takes). Writes the canonical form "YYYY-MM-DDTHH:MM:SS.ffffff+HH:MM"
+ * (at most 32 bytes with the NUL) to out[cap], for a timestamptz
+ * parameter. 0, or RV_ERR_INVALID. */
+#define RV_DB_TIME_MAX 33
+int rv_db_time_parse(const char *s, char *out, size_t cap);
 
 /* JSON array of trace objects, newest first (new reference). f may be NULL. */
 int rv_db_trace_list(rv_db *db, const rv_db_trace_filter *f, json_t **out, rv_error *err);
-/* All matching ids (limit ignored, capped at 1,000,000), newest first, for
- * fleet-wide work. *ids is new (caller frees). */
+/* All matching ids (newest first; at most f->limit, or 1,000,000 when it
+ * is 0), for fleet-wide work. *ids is new (caller frees). */
 int rv_db_trace_ids(rv_db *db, const rv_db_trace_filter *f, int64_t **ids, size_t *n,
                     rv_error *err);
 /* Deletes a trace with everything hanging off it and refreshes its
