@@ -118,6 +118,8 @@ static const rv_route routes[] = {
     {"POST", "/v1/fleet/whatif", rv_api_fleet_whatif, RV_BODY_JSON, RV_SCOPE_READ, 0,
      "fleet_whatif"},
     {"GET", "/v1/jobs/{id}", rv_api_job_get, RV_BODY_NONE, RV_SCOPE_READ, 0, "jobs_get"},
+    /* The token that queued the job or an admin one (checked in the handler). */
+    {"DELETE", "/v1/jobs/{id}", rv_api_job_cancel, RV_BODY_NONE, RV_SCOPE_READ, 0, "jobs_cancel"},
     {"GET", "/v1/platforms", rv_api_platform_list, RV_BODY_NONE, RV_SCOPE_READ, 0,
      "platforms_list"},
     {"GET", "/v1/platforms/{id}/overheads", rv_api_platform_overheads, RV_BODY_NONE, RV_SCOPE_READ,

@@ -3,10 +3,15 @@
  * Small requests (traces x scenarios <= fleet_inline_max) are answered in
  * the request. Larger ones become a "fleet" job in the database queue and
  * the answer is 202 + job id. A fleet worker (any replica) claims the job,
- * resolves the selection, splits it into "fleet_shard" jobs of a few traces
- * each, and then works shards like every other replica's fleet workers do
- * (FOR UPDATE SKIP LOCKED). When all shards are done it merges their rows
- * into the aggregates and finishes the parent job. */
+ * resolves the selection and expands it, once, into "fleet_shard" jobs of a
+ * few traces each (rv_db_job_expand: a parent claimed again after a restart
+ * inserts nothing), and goes back to the queue: no thread waits on a
+ * parent. Fleet workers of every replica claim shards (FOR UPDATE SKIP
+ * LOCKED, lowest shard index first across jobs); finishing a shard counts it
+ * on its parent in the same transaction, and the worker that finished the
+ * last one merges the rows into the aggregates and finishes the parent.
+ * Workers stop between traces when the server drains (the shard goes back
+ * to the queue) or when the job was cancelled (DELETE /v1/jobs/{id}). */
 #include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +21,7 @@
 #include <unistd.h>
 
 #include "rv_api_internal.h"
+#include "rv_auth.h"
 #include "rv_db.h"
 #include "rv_metrics.h"
 #include "rv_retime.h"
@@ -24,18 +30,34 @@
 #include "rv_whatif.h"
 
 #define MAX_SCENARIOS 64
-#define MAX_SELECTED  100000
 #define DEFAULT_SHARD 4
 #define STALE_JOB_S   60
+/* Traces one request may select (REVERIE_FLEET_MAX_TRACES, 1..1,000,000). */
+#define DEFAULT_MAX_TRACES 10000
+#define HARD_MAX_TRACES    1000000
 
 static char worker_prefix[128];
+static size_t max_traces = DEFAULT_MAX_TRACES;
 
 void rv_api_fleet_init(rv_app *a)
 {
     char host[64] = "host";
+    const char *env = getenv("REVERIE_FLEET_MAX_TRACES");
 
+    (void)a;
     gethostname(host, sizeof(host) - 1);
     snprintf(worker_prefix, sizeof(worker_prefix), "%s:%d", host, (int)getpid());
+    if (env && *env) {
+        char *end;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (*end || v < 1 || v > HARD_MAX_TRACES)
+            fprintf(stderr,
+                    "reveried: REVERIE_FLEET_MAX_TRACES=%s is not 1..%d; keeping %d traces per "
+                    "fleet request\n",
+                    env, HARD_MAX_TRACES, DEFAULT_MAX_TRACES);
+        else
+            max_traces = (size_t)v;
+    }
 }
 
 /* Validates the request document; 0 or an rv_err with err->field set. */
@@ -71,13 +93,21 @@ static int fleet_validate(const json_t *req, rv_error *err)
         if ((v = json_object_get(sel, "job")) && !json_is_string(v))
             return rv_error_field(err, RV_ERR_INVALID, "select.job",
                                   "select.job must be a string (a glob like 'bert-*')");
-        if ((v = json_object_get(sel, "since")) && !json_is_string(v))
+        char t[RV_DB_TIME_MAX];
+        if ((v = json_object_get(sel, "since")) &&
+            (!json_is_string(v) || rv_db_time_parse(json_string_value(v), t, sizeof(t)) != 0))
             return rv_error_field(err, RV_ERR_INVALID, "select.since",
-                                  "select.since must be an ISO 8601 time");
+                                  "select.since must be an RFC 3339 / ISO 8601 time, e.g. "
+                                  "2024-05-01 or 2024-05-01T12:00:00Z");
         if ((v = json_object_get(sel, "trace_ids"))) {
-            if (!json_is_array(v) || json_array_size(v) > MAX_SELECTED)
+            if (!json_is_array(v))
                 return rv_error_field(err, RV_ERR_INVALID, "select.trace_ids",
                                       "select.trace_ids must be an array of ids");
+            if (json_array_size(v) > max_traces)
+                return rv_error_field(err, RV_ERR_INVALID, "select.trace_ids",
+                                      "select.trace_ids has %zu ids, over the limit of %zu per "
+                                      "request (REVERIE_FLEET_MAX_TRACES)",
+                                      json_array_size(v), max_traces);
             for (size_t i = 0; i < json_array_size(v); i++)
                 if (!json_is_integer(json_array_get(v, i)) ||
                     json_integer_value(json_array_get(v, i)) <= 0)
@@ -91,69 +121,105 @@ static int fleet_validate(const json_t *req, rv_error *err)
     return 0;
 }
 
-/* Resolves the selection into trace ids, newest first. *ids is new. */
-static int fleet_select(rv_app *a, const json_t *sel, int64_t **ids, size_t *n, rv_error *err)
+static int cmp_id_desc(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a > b ? -1 : a < b;
+}
+
+/* Resolves the selection into distinct trace ids, newest first, at most
+ * max_traces of them (more is RV_ERR_INVALID naming the limit). *ids is
+ * new. *dropped (may be NULL) = distinct ids of select.trace_ids that
+ * selected no trace (no such trace, or left out by the other filters). */
+static int fleet_select(rv_app *a, const json_t *sel, int64_t **ids, size_t *n, size_t *dropped,
+                        rv_error *err)
 {
     const json_t *tid = json_object_get(sel, "trace_ids");
     const char *job = json_string_value(json_object_get(sel, "job"));
-    const char *since = json_string_value(json_object_get(sel, "since"));
+    int glob = job && strpbrk(job, "*?[") != NULL;
     rv_db_trace_filter f = {0};
+    int64_t *want = NULL;
+    size_t nwant = 0;
+    int rc = 0;
 
     *ids = NULL;
     *n = 0;
+    if (dropped)
+        *dropped = 0;
     if (tid) {
-        size_t k = json_array_size(tid);
-        *ids = malloc((k ? k : 1) * sizeof(**ids));
-        if (!*ids)
+        /* Distinct ids: the same trace twice is one row. */
+        nwant = json_array_size(tid);
+        want = malloc((nwant ? nwant : 1) * sizeof(*want));
+        if (!want)
             return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-        for (size_t i = 0; i < k; i++)
-            (*ids)[i] = (int64_t)json_integer_value(json_array_get(tid, i));
-        *n = k;
-        return 0;
+        for (size_t i = 0; i < nwant; i++)
+            want[i] = (int64_t)json_integer_value(json_array_get(tid, i));
+        qsort(want, nwant, sizeof(*want), cmp_id_desc);
+        size_t k = 0;
+        for (size_t i = 0; i < nwant; i++)
+            if (k == 0 || want[k - 1] != want[i])
+                want[k++] = want[i];
+        nwant = k;
+        f.ids = want;
+        f.nids = nwant;
     }
     f.platform_id = (int64_t)json_integer_value(json_object_get(sel, "platform"));
-    if (!job && !since)
-        return rv_db_trace_ids(a->db, &f, ids, n, err);
-    /* Globs and since are filtered here, a page at a time. */
-    size_t cap = 0;
-    f.job = job && !strpbrk(job, "*?[") ? job : NULL;
-    f.limit = 1000;
-    for (;;) {
-        json_t *page = NULL;
-        if (rv_db_trace_list(a->db, &f, &page, err) != 0)
-            return err->code;
-        size_t np = json_array_size(page);
-        int stop = 0;
-        for (size_t i = 0; i < np; i++) {
-            json_t *t = json_array_get(page, i);
-            int64_t id = (int64_t)json_integer_value(json_object_get(t, "id"));
-            const char *up = json_string_value(json_object_get(t, "uploaded_at"));
-            const char *tj = json_string_value(json_object_get(t, "job"));
-            f.before_id = id;
-            if (since && up && strcmp(up, since) < 0) {
-                stop = 1;
+    f.since = json_string_value(json_object_get(sel, "since"));
+    f.job = job && !glob ? job : NULL;
+    if (!glob) {
+        f.limit = (unsigned)max_traces + 1;
+        rc = rv_db_trace_ids(a->db, &f, ids, n, err);
+    } else {
+        /* Globs are matched here, a page at a time. */
+        size_t cap = 0;
+        f.limit = 1000;
+        for (;;) {
+            json_t *page = NULL;
+            if ((rc = rv_db_trace_list(a->db, &f, &page, err)) != 0)
                 break;
-            }
-            if (job && fnmatch(job, tj ? tj : "", 0) != 0)
-                continue;
-            if (*n == cap) {
-                size_t nc = cap ? cap * 2 : 64;
-                int64_t *ni = nc <= MAX_SELECTED ? realloc(*ids, nc * sizeof(*ni)) : NULL;
-                if (!ni) {
-                    json_decref(page);
-                    return rv_error_set(err, RV_ERR_LIMIT, -1, -1,
-                                        "the selection has more than %d traces", MAX_SELECTED);
+            size_t np = json_array_size(page);
+            for (size_t i = 0; i < np && *n <= max_traces; i++) {
+                json_t *t = json_array_get(page, i);
+                const char *tj = json_string_value(json_object_get(t, "job"));
+                f.before_id = (int64_t)json_integer_value(json_object_get(t, "id"));
+                if (fnmatch(job, tj ? tj : "", 0) != 0)
+                    continue;
+                if (*n == cap) {
+                    size_t nc = cap ? cap * 2 : 64;
+                    int64_t *ni = realloc(*ids, nc * sizeof(*ni));
+                    if (!ni) {
+                        json_decref(page);
+                        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+                        goto out;
+                    }
+                    *ids = ni;
+                    cap = nc;
                 }
-                *ids = ni;
-                cap = nc;
+                (*ids)[(*n)++] = f.before_id;
             }
-            (*ids)[(*n)++] = id;
+            json_decref(page);
+            if (np < f.limit || *n > max_traces)
+                break;
         }
-        json_decref(page);
-        if (stop || np < f.limit)
-            break;
     }
-    return 0;
+    if (rc == RV_ERR_INVALID && err && strcmp(err->field, "since") == 0)
+        snprintf(err->field, sizeof(err->field), "select.since");
+    if (rc == 0 && *n > max_traces)
+        rc = rv_error_field(err, RV_ERR_INVALID, "select",
+                            "the selection matches more than %zu traces, the limit per request "
+                            "(REVERIE_FLEET_MAX_TRACES): narrow it with platform, job, since or "
+                            "trace_ids",
+                            max_traces);
+    if (rc == 0 && dropped && tid)
+        *dropped = nwant - *n;
+out:
+    if (rc != 0) {
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    free(want);
+    return rc;
 }
 
 /* What one trace needs across scenarios, fetched at most once each: the
@@ -244,9 +310,28 @@ static int fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *
     return 0;
 }
 
-/* Rows for ids[0..n) under every scenario: [[row per trace] per scenario]. */
+/* Why fleet_rows stopped before the last trace. */
+enum { ROWS_ALL = 0, ROWS_DRAINING, ROWS_GONE };
+
+/* Within a trace, a job's progress (and with it whether it still runs) is
+ * written at most this often. */
+#define CHECK_EVERY_S 0.5
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Rows for ids[0..n) under every scenario: [[row per trace] per scenario].
+ * With a progress_job, its progress (the heartbeat) is written after each
+ * trace, and between scenarios when CHECK_EVERY_S has passed; the rows
+ * stop early (NULL, *stopped set) when the server drains (checked before
+ * every scenario) or when the job is no longer running (cancelled, or
+ * requeued and taken by another worker). */
 static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t *scenarios,
-                          int64_t progress_job, double p0, double p1)
+                          int64_t progress_job, double p0, double p1, int *stopped)
 {
     size_t ns = json_array_size(scenarios);
     json_t *per = json_array();
@@ -261,7 +346,9 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
         json_array_append_new(per, json_array());
         rv_api_request_hash(json_array_get(scenarios, s), NULL, hashes[s]);
     }
-    for (size_t i = 0; i < n; i++) {
+    *stopped = ROWS_ALL;
+    double checked = mono_s();
+    for (size_t i = 0; i < n && !*stopped; i++) {
         fleet_trace ft;
         rv_error e;
         memset(&ft, 0, sizeof(ft));
@@ -269,6 +356,21 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
         for (size_t s = 0; s < ns; s++) {
             rv_run_summary sum;
             json_t *row;
+            if (progress_job > 0 && a->draining) {
+                *stopped = ROWS_DRAINING;
+                break;
+            }
+            if (progress_job > 0 && s > 0 && mono_s() - checked >= CHECK_EVERY_S) {
+                checked = mono_s();
+                rv_error_clear(&e);
+                if (rv_db_job_progress(a->db, progress_job,
+                                       p0 + (p1 - p0) * ((double)i + (double)s / (double)ns) /
+                                                (double)n,
+                                       &e) == RV_ERR_NOTFOUND) {
+                    *stopped = ROWS_GONE;
+                    break;
+                }
+            }
             if (fleet_one(a, &ft, json_array_get(scenarios, s), hashes[s], &sum, &e) == 0) {
                 row = rv_run_summary_render(&sum);
                 if (row)
@@ -281,13 +383,20 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
         }
         rv_api_loaded_free(&ft.l);
         rv_oh_table_free(ft.oh);
-        if (progress_job > 0) {
+        if (progress_job > 0 && !*stopped) {
+            checked = mono_s();
             rv_error_clear(&e);
-            rv_db_job_progress(a->db, progress_job, p0 + (p1 - p0) * (double)(i + 1) / (double)n,
-                               &e);
+            if (rv_db_job_progress(a->db, progress_job,
+                                   p0 + (p1 - p0) * (double)(i + 1) / (double)n,
+                                   &e) == RV_ERR_NOTFOUND)
+                *stopped = ROWS_GONE;
         }
     }
     free(hashes);
+    if (*stopped) {
+        json_decref(per);
+        return NULL;
+    }
     return per;
 }
 
@@ -372,12 +481,23 @@ static json_t *fleet_result(const json_t *scenarios, const json_t *per, size_t n
     return res;
 }
 
+/* The token id of the request ("" without authentication), for the job's
+ * owner. */
+static void request_principal(rv_app *a, rv_req *r, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (a->auth)
+        rv_auth_check(a->auth, rv_req_header(r, "Authorization"),
+                      RV_SCOPE_READ | RV_SCOPE_INGEST | RV_SCOPE_ADMIN, out, cap);
+}
+
 void rv_api_fleet_whatif(rv_req *r, void *app)
 {
     rv_app *a = app;
     json_t *req = rv_req_json(r);
     int64_t *ids = NULL;
-    size_t n = 0;
+    size_t n = 0, dropped = 0;
+    int stopped = 0;
     rv_error e;
 
     rv_error_clear(&e);
@@ -387,16 +507,17 @@ void rv_api_fleet_whatif(rv_req *r, void *app)
         rv_req_error_rv(r, &e);
         goto out;
     }
+    /* Resolved here for every request, so that a selection over the limit
+     * is refused now rather than failing as a job; the job resolves it
+     * again when it runs (traces may come and go meanwhile). */
     const json_t *sc = json_object_get(req, "scenarios");
     int want_async = json_is_true(json_object_get(req, "async"));
-    if (!want_async) {
-        if (fleet_select(a, json_object_get(req, "select"), &ids, &n, &e) != 0) {
-            rv_req_error_rv(r, &e);
-            goto out;
-        }
+    if (fleet_select(a, json_object_get(req, "select"), &ids, &n, &dropped, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
     }
     if (!want_async && n * json_array_size(sc) <= a->cfg.fleet_inline_max) {
-        json_t *per = fleet_rows(a, ids, n, sc, 0, 0, 0);
+        json_t *per = fleet_rows(a, ids, n, sc, 0, 0, 0, &stopped);
         json_t *res = per ? fleet_result(sc, per, n, NULL) : NULL;
         json_decref(per);
         if (!res) {
@@ -404,11 +525,15 @@ void rv_api_fleet_whatif(rv_req *r, void *app)
             goto out;
         }
         json_object_set_new(res, "state", json_string("done"));
+        if (json_object_get(json_object_get(req, "select"), "trace_ids"))
+            json_object_set_new(res, "trace_ids_dropped", json_integer((json_int_t)dropped));
         rv_req_respond_json(r, 200, res);
         goto out;
     }
     int64_t job = 0;
-    if (rv_db_job_enqueue(a->db, "fleet", req, &job, &e) != 0) {
+    char owner[64];
+    request_principal(a, r, owner, sizeof(owner));
+    if (rv_db_job_enqueue_by(a->db, "fleet", req, owner, &job, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
     }
@@ -428,109 +553,66 @@ void rv_api_job_get(rv_req *r, void *app)
     rv_api_get_by_id(r, app, rv_db_job_get);
 }
 
-static void sleep_ms(unsigned ms)
+/* DELETE /v1/jobs/{id}: the token that queued the job, or an admin token,
+ * cancels it with its shards (a shard's id cancels its whole job). Workers
+ * stop at their next trace. Answers the job, now cancelled (or as it was
+ * when it had ended already). */
+void rv_api_job_cancel(rv_req *r, void *app)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* Runs one shard job: rows for its traces under its scenarios. */
-static void run_shard(rv_app *a, const char *worker, rv_db_job *j)
-{
-    const json_t *tid = json_object_get(j->request, "trace_ids");
-    const json_t *sc = json_object_get(j->request, "scenarios");
-    size_t n = json_array_size(tid);
-    int64_t *ids = calloc(n ? n : 1, sizeof(*ids));
+    rv_app *a = app;
+    int64_t id = rv_api_id_param(r, "id");
+    char owner[64], who[64] = "";
+    json_t *j = NULL;
     rv_error e;
 
     rv_error_clear(&e);
-    for (size_t i = 0; ids && i < n; i++)
-        ids[i] = (int64_t)json_integer_value(json_array_get(tid, i));
-    json_t *per = ids ? fleet_rows(a, ids, n, sc, j->id, 0, 1) : NULL;
-    json_t *res = per ? json_pack("{s:s,s:o}", "worker", worker, "rows", per) : NULL;
-    rv_db_job_finish(a->db, j->id, res != NULL, res, res ? NULL : "out of memory", &e);
-    json_decref(res);
-    free(ids);
+    if (id < 0)
+        return;
+    if (rv_db_job_owner(a->db, id, owner, sizeof(owner), &e) != 0) {
+        rv_req_error_rv(r, &e);
+        return;
+    }
+    int admin = !a->auth || rv_auth_check(a->auth, rv_req_header(r, "Authorization"),
+                                          RV_SCOPE_ADMIN, who, sizeof(who)) == 0;
+    if (!admin && (!owner[0] || strcmp(owner, who) != 0)) {
+        rv_req_error(r, 403, "forbidden", NULL,
+                     "only the token that queued job %lld, or an admin token, may cancel it",
+                     (long long)id);
+        return;
+    }
+    if (rv_db_job_cancel(a->db, id, &j, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        return;
+    }
+    rv_req_respond_json(r, 200, j);
 }
 
-/* Coordinates a parent job: split, work shards, merge. */
-static void run_parent(rv_app *a, const char *worker, rv_db_job *j)
+/* Merges the rows of a parent's shards into its answer and finishes it
+ * (done, or failed when a shard failed). scenarios is borrowed. */
+static void fleet_merge(rv_app *a, int64_t parent, const json_t *scenarios)
 {
-    const json_t *sc = json_object_get(j->request, "scenarios");
-    int64_t *ids = NULL, *shards = NULL;
-    size_t n = 0, nshards = 0;
-    json_t *per = NULL, *workers = json_array(), *res = NULL;
+    rv_db_job_counts c;
+    json_t *results = NULL, *per = json_array(), *workers = json_array(), *res = NULL;
+    char first_err[256] = "", msg[400] = "out of memory";
     rv_error e;
-    char msg[320] = "";
 
     rv_error_clear(&e);
-    if (fleet_select(a, json_object_get(j->request, "select"), &ids, &n, &e) != 0) {
-        snprintf(msg, sizeof(msg), "selecting traces: %s", e.message);
+    if (rv_db_job_counts_get(a->db, parent, &c, &e) != 0)
+        goto out_nofinish;
+    if (strcmp(c.state, "running") != 0)
+        goto out_nofinish;
+    if (rv_db_job_shard_results(a->db, parent, &results, first_err, sizeof(first_err), &e) != 0) {
+        snprintf(msg, sizeof(msg), "reading the shards' results: %s", e.message);
         goto out;
     }
-    size_t shard = (size_t)json_integer_value(json_object_get(j->request, "shard_size"));
-    if (shard == 0)
-        shard = DEFAULT_SHARD;
-    nshards = (n + shard - 1) / shard;
-    shards = calloc(nshards ? nshards : 1, sizeof(*shards));
-    if (!shards) {
-        snprintf(msg, sizeof(msg), "out of memory");
+    if (c.failed > 0) {
+        snprintf(msg, sizeof(msg), "%zu of %zu shards failed: %s", c.failed, c.shards, first_err);
         goto out;
     }
-    for (size_t s = 0; s < nshards; s++) {
-        json_t *tid = json_array();
-        for (size_t i = s * shard; i < n && i < (s + 1) * shard; i++)
-            json_array_append_new(tid, json_integer(ids[i]));
-        json_t *req = json_pack("{s:I,s:o,s:O}", "parent", (json_int_t)j->id, "trace_ids", tid,
-                                "scenarios", sc);
-        int rc = req ? rv_db_job_enqueue(a->db, "fleet_shard", req, &shards[s], &e) : -1;
-        json_decref(req);
-        if (rc != 0) {
-            snprintf(msg, sizeof(msg), "queueing shards: %s", e.message);
-            goto out;
-        }
-    }
-    /* Work shards (ours or anyone's) until all of ours are finished. */
-    per = json_array();
-    for (size_t s = 0; s < json_array_size(sc); s++)
+    for (size_t s = 0; per && s < json_array_size(scenarios); s++)
         json_array_append_new(per, json_array());
-    for (;;) {
-        size_t done = 0;
-        int failed = 0;
-        for (size_t s = 0; s < nshards; s++) {
-            json_t *st = NULL;
-            rv_error_clear(&e);
-            if (rv_db_job_get(a->db, shards[s], &st, &e) != 0)
-                continue;
-            const char *state = json_string_value(json_object_get(st, "state"));
-            if (state && strcmp(state, "done") == 0)
-                done++;
-            else if (state && strcmp(state, "failed") == 0)
-                failed = 1;
-            json_decref(st);
-        }
-        rv_error_clear(&e);
-        rv_db_job_progress(a->db, j->id, nshards ? (double)done / (double)nshards : 1.0, &e);
-        if (failed) {
-            snprintf(msg, sizeof(msg), "a shard failed");
-            goto out;
-        }
-        if (done == nshards)
-            break;
-        rv_db_job sj = {0};
-        rv_error_clear(&e);
-        if (rv_db_job_claim(a->db, worker, "fleet_shard", &sj, &e) == 0) {
-            run_shard(a, worker, &sj);
-            rv_db_job_clear(&sj);
-        } else {
-            sleep_ms(100);
-        }
-    }
-    for (size_t s = 0; s < nshards; s++) {
-        json_t *st = NULL;
-        if (rv_db_job_get(a->db, shards[s], &st, &e) != 0)
-            continue;
-        const json_t *sr = json_object_get(st, "result");
+    for (size_t i = 0; per && workers && i < json_array_size(results); i++) {
+        const json_t *sr = json_array_get(results, i);
         const json_t *rows = json_object_get(sr, "rows");
         const char *w = json_string_value(json_object_get(sr, "worker"));
         for (size_t k = 0; k < json_array_size(rows); k++)
@@ -540,20 +622,123 @@ static void run_parent(rv_app *a, const char *worker, rv_db_job *j)
             seen |= strcmp(json_string_value(json_array_get(workers, k)), w) == 0;
         if (w && !seen)
             json_array_append_new(workers, json_string(w));
-        json_decref(st);
     }
-    res = fleet_result(sc, per, n, workers);
-    if (res)
-        json_object_set_new(res, "shards", json_integer((json_int_t)nshards));
+    size_t ntraces = json_array_size(json_array_get(per, 0));
+    res = per && workers ? fleet_result(scenarios, per, ntraces, workers) : NULL;
+    if (res) {
+        json_object_set_new(res, "shards", json_integer((json_int_t)c.shards));
+        json_t *dropped = json_object_get(c.info, "trace_ids_dropped");
+        if (dropped)
+            json_object_set(res, "trace_ids_dropped", dropped);
+    }
 out:
     rv_error_clear(&e);
-    rv_db_job_finish(a->db, j->id, res != NULL, res, res ? NULL : msg, &e);
-    if (res)
+    if (rv_db_job_finish(a->db, parent, res != NULL, res, res ? NULL : msg, &e) == 0 && res)
         rv_metrics_add(a->metrics, RV_M_FLEET_JOBS, 1);
+out_nofinish:
+    json_decref(c.info);
     json_decref(res);
+    json_decref(results);
     json_decref(per);
     json_decref(workers);
-    free(shards);
+}
+
+/* Runs one shard job: rows for its traces under its scenarios. Stopped by
+ * draining, it goes back to the queue; cancelled, it is left as it is. The
+ * worker that finishes a parent's last shard merges the parent. */
+static void run_shard(rv_app *a, const char *worker, rv_db_job *j)
+{
+    const json_t *tid = json_object_get(j->request, "trace_ids");
+    const json_t *sc = json_object_get(j->request, "scenarios");
+    size_t n = json_array_size(tid);
+    int64_t *ids = calloc(n ? n : 1, sizeof(*ids));
+    int stopped = ROWS_ALL, last = 0;
+    int64_t parent = 0;
+    rv_error e;
+
+    rv_error_clear(&e);
+    for (size_t i = 0; ids && i < n; i++)
+        ids[i] = (int64_t)json_integer_value(json_array_get(tid, i));
+    json_t *per = ids ? fleet_rows(a, ids, n, sc, j->id, 0, 1, &stopped) : NULL;
+    free(ids);
+    if (stopped == ROWS_DRAINING) {
+        rv_db_job_release(a->db, j->id, &e);
+        return;
+    }
+    if (stopped == ROWS_GONE)
+        return;
+    json_t *res = per ? json_pack("{s:s,s:o}", "worker", worker, "rows", per) : NULL;
+    rv_db_job_finish_shard(a->db, j->id, res != NULL, res, res ? NULL : "out of memory", &parent,
+                           &last, &e);
+    json_decref(res);
+    if (last && parent > 0)
+        fleet_merge(a, parent, sc);
+}
+
+/* A claimed parent: resolve and expand it (once: a parent claimed again
+ * after a restart finds itself expanded and queues nothing), then leave it
+ * running for its shards; merge at once when they are all finished
+ * already (none selected, or the worker that was to merge died). */
+static void run_parent(rv_app *a, rv_db_job *j)
+{
+    const json_t *sc = json_object_get(j->request, "scenarios");
+    int64_t *ids = NULL;
+    size_t n = 0, dropped = 0;
+    json_t *reqs = NULL, *info = NULL;
+    rv_db_job_counts c = {0};
+    char msg[400] = "";
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (!j->expanded) {
+        if (fleet_select(a, json_object_get(j->request, "select"), &ids, &n, &dropped, &e) != 0) {
+            snprintf(msg, sizeof(msg), "selecting traces: %s", e.message);
+            goto fail;
+        }
+        size_t shard = (size_t)json_integer_value(json_object_get(j->request, "shard_size"));
+        if (shard == 0)
+            shard = DEFAULT_SHARD;
+        size_t nshards = (n + shard - 1) / shard;
+        reqs = json_array();
+        for (size_t s = 0; reqs && s < nshards; s++) {
+            json_t *tid = json_array();
+            for (size_t i = s * shard; tid && i < n && i < (s + 1) * shard; i++)
+                json_array_append_new(tid, json_integer(ids[i]));
+            if (!tid ||
+                json_array_append_new(reqs, json_pack("{s:I,s:o,s:O}", "parent", (json_int_t)j->id,
+                                                      "trace_ids", tid, "scenarios", sc)) != 0) {
+                snprintf(msg, sizeof(msg), "out of memory");
+                goto fail;
+            }
+        }
+        info = json_object();
+        if (info && json_object_get(json_object_get(j->request, "select"), "trace_ids"))
+            json_object_set_new(info, "trace_ids_dropped", json_integer((json_int_t)dropped));
+        if (!reqs || !info) {
+            snprintf(msg, sizeof(msg), "out of memory");
+            goto fail;
+        }
+        rv_error_clear(&e);
+        int rc = rv_db_job_expand(a->db, j->id, "fleet_shard", reqs, info, NULL, &e);
+        if (rc == RV_ERR_NOTFOUND)
+            goto out; /* cancelled meanwhile */
+        if (rc != 0) {
+            snprintf(msg, sizeof(msg), "queueing shards: %s", e.message);
+            goto fail;
+        }
+    }
+    rv_error_clear(&e);
+    if (rv_db_job_counts_get(a->db, j->id, &c, &e) == 0 && strcmp(c.state, "running") == 0 &&
+        c.done + c.failed >= c.shards)
+        fleet_merge(a, j->id, sc);
+    goto out;
+fail:
+    rv_error_clear(&e);
+    rv_db_job_finish(a->db, j->id, 0, NULL, msg, &e);
+out:
+    json_decref(c.info);
+    json_decref(reqs);
+    json_decref(info);
     free(ids);
 }
 
@@ -563,17 +748,21 @@ int rv_api_fleet_run_one(rv_app *a)
     rv_error e;
     const char *worker = worker_prefix;
 
+    if (a->draining)
+        return 0;
     rv_error_clear(&e);
     rv_db_job_requeue_stale(a->db, STALE_JOB_S, NULL, &e);
+    /* Parents first: expanding one is a few statements, and its shards
+     * then take their turn beside every other job's (lowest index first). */
     rv_error_clear(&e);
-    if (rv_db_job_claim(a->db, worker, "fleet_shard", &j, &e) == 0) {
-        run_shard(a, worker, &j);
+    if (rv_db_job_claim(a->db, worker, "fleet", &j, &e) == 0) {
+        run_parent(a, &j);
         rv_db_job_clear(&j);
         return 1;
     }
     rv_error_clear(&e);
-    if (rv_db_job_claim(a->db, worker, "fleet", &j, &e) == 0) {
-        run_parent(a, worker, &j);
+    if (rv_db_job_claim(a->db, worker, "fleet_shard", &j, &e) == 0) {
+        run_shard(a, worker, &j);
         rv_db_job_clear(&j);
         return 1;
     }

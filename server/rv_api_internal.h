@@ -20,6 +20,7 @@ void rv_api_trace_timeline(rv_req *r, void *app);
 void rv_api_trace_whatif(rv_req *r, void *app);
 void rv_api_fleet_whatif(rv_req *r, void *app);
 void rv_api_job_get(rv_req *r, void *app);
+void rv_api_job_cancel(rv_req *r, void *app);
 void rv_api_platform_list(rv_req *r, void *app);
 void rv_api_platform_overheads(rv_req *r, void *app);
 void rv_api_whatif_kinds(rv_req *r, void *app);

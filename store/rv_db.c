@@ -39,12 +39,16 @@ static const struct {
                                 "$1 AND revoked_at IS NULL RETURNING id, name, token_sha256, "
                                 "array_to_string(scopes, ',')",
                                 1},
+    /* Lowest shard index first across parents, then the oldest: a small
+     * fleet job's shards do not queue behind every shard of a large one
+     * (index jobs_queued_fair_idx, migration 0003). */
     [RV_DB__ST_JOB_CLAIM] = {"rv_job_claim",
                              "UPDATE jobs SET state = 'running', locked_by = $1, started_at = "
                              "now(), heartbeat_at = now(), attempts = attempts + 1 WHERE id = "
                              "(SELECT id FROM jobs WHERE state = 'queued' AND ($2::text IS NULL "
-                             "OR kind = $2) ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) "
-                             "RETURNING id, kind, request::text, attempts",
+                             "OR kind = $2) ORDER BY coalesce(shard_index, 0), id FOR UPDATE "
+                             "SKIP LOCKED LIMIT 1) RETURNING id, kind, request::text, attempts, "
+                             "coalesce(parent_id, 0), expanded_at IS NOT NULL",
                              2},
 };
 

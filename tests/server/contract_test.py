@@ -583,6 +583,12 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
         # The parent queued its shard(s) right after itself.
         c.call("GET", "/v1/jobs/{id}", 200, params={"id": job + 1}, what="shard")
     c.call("GET", "/v1/jobs/{id}", 404, params={"id": 987654321})
+    # Cancel a job, by the token that queued it.
+    st, q2 = c.call("POST", "/v1/fleet/whatif", 202, what="to cancel",
+                    body={"select": {}, "async": True, "scenarios": [{"power_limit_w": 123}]})
+    if isinstance(q2, dict) and q2.get("job_id"):
+        c.call("DELETE", "/v1/jobs/{id}", 200, params={"id": q2["job_id"]})
+    c.call("DELETE", "/v1/jobs/{id}", 404, params={"id": 987654321}, what="no such job")
 
     # Catalogues.
     st, pl = c.call("GET", "/v1/platforms", 200)

@@ -91,7 +91,7 @@ static void *mig_thread(void *p)
 }
 
 /* The newest migration in migrations/, and the what-if cache's columns. */
-#define LATEST 2
+#define LATEST 3
 #define CACHE_COLUMNS                                                                              \
     "SELECT count(*) FROM information_schema.columns WHERE table_name = 'whatif_cache'"
 
@@ -112,8 +112,8 @@ static void test_migrations(void)
     CU_ASSERT_EQUAL(rv_db_migrate(g_db, g_migrations, &e), 0);
     CU_ASSERT_EQUAL(scalar("SELECT count(*) FROM schema_migrations"), 1);
     CU_ASSERT_EQUAL(scalar("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"), tables);
-    /* One step down: 0002 gives the what-if cache its 0001 shape back. */
-    CU_ASSERT_EQUAL_FATAL(rv_db_migrate_down(g_db, g_migrations, 1, &e), 0);
+    /* Down to 0001: 0002 gives the what-if cache its 0001 shape back. */
+    CU_ASSERT_EQUAL_FATAL(rv_db_migrate_down(g_db, g_migrations, LATEST - 1, &e), 0);
     CU_ASSERT_EQUAL(rv_db_schema_version(g_db, &v, &dirty, &e), 0);
     CU_ASSERT_EQUAL(v, 1);
     CU_ASSERT_EQUAL(scalar(CACHE_COLUMNS), 4);
