@@ -3,6 +3,7 @@
  * in rv_api_traces.c, rv_api_whatif.c and rv_api_fleet.c. */
 #include "rv_api.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,10 +130,88 @@ static const rv_route routes[] = {
      "whatif_kinds"},
 };
 
+#define NROUTES (sizeof(routes) / sizeof(routes[0]))
+
+/* A handler that found the database unreachable (the server gone, shutting
+ * down or starting up: rv_db_take_unavailable) answers 503
+ * database_unavailable with Retry-After, not 500 internal, whatever it had
+ * answered. Every route that runs on the worker pool goes through it. */
+static void db_guard(rv_req *r, void *app, rv_handler fn)
+{
+    rv_db_take_unavailable();
+    fn(r, app);
+    if (rv_db_take_unavailable()) {
+        rv_req_error(r, 503, "database_unavailable", NULL,
+                     "the database is not reachable; retry shortly");
+        rv_req_add_header(r, "Retry-After", "2");
+    }
+}
+
+/* The table is served through a copy whose worker-pool handlers are these
+ * trampolines, one per row, so that a route added above is guarded too. */
+#define TRAMPOLINE(i)                                                                              \
+    static void tramp_##i(rv_req *r, void *app)                                                    \
+    {                                                                                              \
+        db_guard(r, app, routes[i].fn);                                                            \
+    }
+TRAMPOLINE(0)
+TRAMPOLINE(1)
+TRAMPOLINE(2)
+TRAMPOLINE(3)
+TRAMPOLINE(4)
+TRAMPOLINE(5)
+TRAMPOLINE(6)
+TRAMPOLINE(7)
+TRAMPOLINE(8)
+TRAMPOLINE(9)
+TRAMPOLINE(10)
+TRAMPOLINE(11)
+TRAMPOLINE(12)
+TRAMPOLINE(13)
+TRAMPOLINE(14)
+TRAMPOLINE(15)
+TRAMPOLINE(16)
+TRAMPOLINE(17)
+TRAMPOLINE(18)
+TRAMPOLINE(19)
+TRAMPOLINE(20)
+TRAMPOLINE(21)
+TRAMPOLINE(22)
+TRAMPOLINE(23)
+TRAMPOLINE(24)
+TRAMPOLINE(25)
+TRAMPOLINE(26)
+TRAMPOLINE(27)
+TRAMPOLINE(28)
+TRAMPOLINE(29)
+TRAMPOLINE(30)
+TRAMPOLINE(31)
+static const rv_handler trampolines[] = {
+    tramp_0,  tramp_1,  tramp_2,  tramp_3,  tramp_4,  tramp_5,  tramp_6,  tramp_7,
+    tramp_8,  tramp_9,  tramp_10, tramp_11, tramp_12, tramp_13, tramp_14, tramp_15,
+    tramp_16, tramp_17, tramp_18, tramp_19, tramp_20, tramp_21, tramp_22, tramp_23,
+    tramp_24, tramp_25, tramp_26, tramp_27, tramp_28, tramp_29, tramp_30, tramp_31,
+};
+_Static_assert(NROUTES <= sizeof(trampolines) / sizeof(trampolines[0]),
+               "more routes than trampolines: add TRAMPOLINE rows");
+
+static rv_route guarded[NROUTES];
+static pthread_once_t guarded_once = PTHREAD_ONCE_INIT;
+
+static void guard_routes(void)
+{
+    for (size_t i = 0; i < NROUTES; i++) {
+        guarded[i] = routes[i];
+        if (!(routes[i].flags & RV_ROUTE_INLINE))
+            guarded[i].fn = trampolines[i];
+    }
+}
+
 const rv_route *rv_api_routes(size_t *n)
 {
-    *n = sizeof(routes) / sizeof(routes[0]);
-    return routes;
+    pthread_once(&guarded_once, guard_routes);
+    *n = NROUTES;
+    return guarded;
 }
 
 int64_t rv_api_id_param(rv_req *r, const char *name)

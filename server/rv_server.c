@@ -1,13 +1,18 @@
 /* Start-up and shutdown of reveried, and its background threads: the token
- * table refresher and the fleet-job runners. */
+ * table refresher, the fleet-job runners and the embedded cluster's
+ * watchdog. Start-up also removes the spool files of uploads a killed
+ * process left behind. */
 #include "rv_server.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -26,9 +31,15 @@
 #define TOKEN_REFRESH_MS  1000
 #define FLEET_POLL_MS     500
 #define SHUTDOWN_GRACE_MS 20000
+#define PG_WATCH_MS       1000
+#define PG_BACKOFF_MAX_MS 16000
+/* A spool file this old belongs to no upload in progress, even when
+ * another reveried shares the home (uploads idle out after --timeout). */
+#define SPOOL_STALE_S 3600
 
 typedef struct bg {
     rv_app *app;
+    rv_pgembed *pg; /* the embedded cluster; NULL with a database URL */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int stop;
@@ -107,6 +118,83 @@ static void *fleet_thread(void *p)
     return NULL;
 }
 
+/* Restarts the embedded cluster when its postmaster is gone (killed, or
+ * crashed), with backoff (1 s doubling to 16 s) while starts fail; the
+ * pool then reconnects. Meanwhile requests answer 503
+ * database_unavailable (rv_api.c). */
+static void *pg_thread(void *p)
+{
+    bg *b = p;
+    unsigned wait_ms = PG_WATCH_MS, backoff = PG_WATCH_MS;
+    int down = 0;
+    rv_error e;
+
+    while (!bg_wait(b, wait_ms)) {
+        wait_ms = PG_WATCH_MS;
+        if (rv_pgembed_alive(b->pg)) {
+            down = 0;
+            backoff = PG_WATCH_MS;
+            continue;
+        }
+        if (!down)
+            fprintf(stderr, "reveried: the embedded PostgreSQL is not running; restarting it\n");
+        down = 1;
+        rv_error_clear(&e);
+        if (rv_pgembed_restart(b->pg, &e) == 0) {
+            rv_db_reconnect_all(b->app->db);
+            fprintf(stderr, "reveried: the embedded PostgreSQL is back\n");
+            down = 0;
+            backoff = PG_WATCH_MS;
+            continue;
+        }
+        fprintf(stderr, "reveried: restarting the embedded PostgreSQL: %s (next try in %u ms)\n",
+                e.message, backoff);
+        wait_ms = backoff;
+        backoff = backoff * 2 > PG_BACKOFF_MAX_MS ? PG_BACKOFF_MAX_MS : backoff * 2;
+    }
+    return NULL;
+}
+
+/* Removes the spool files ("upload-*") of uploads a killed process left.
+ * Every reveried holds a shared flock on home/reveried.lock for its life;
+ * one that gets it exclusively at start is alone with this home and
+ * removes them all, otherwise (replicas sharing the home) only those
+ * untouched for SPOOL_STALE_S. Returns the lock's descriptor (keep it
+ * open; -1 when it could not be made). */
+static int spool_cleanup(const char *home, const char *spool)
+{
+    char p[4096];
+    int alone = 0, removed = 0;
+
+    snprintf(p, sizeof(p), "%s/reveried.lock", home);
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        alone = flock(fd, LOCK_EX | LOCK_NB) == 0;
+        while (flock(fd, LOCK_SH) != 0 && errno == EINTR)
+            ;
+    }
+    DIR *d = opendir(spool);
+    struct dirent *de;
+    time_t now = time(NULL);
+    while (d && (de = readdir(d))) {
+        struct stat sb;
+        if (strncmp(de->d_name, "upload-", 7) != 0)
+            continue;
+        if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        if (!alone && now - sb.st_mtime < SPOOL_STALE_S)
+            continue;
+        if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+            removed++;
+    }
+    if (d)
+        closedir(d);
+    if (removed)
+        fprintf(stderr, "reveried: removed %d spool file(s) of interrupted uploads from %s\n",
+                removed, spool);
+    return fd;
+}
+
 static int mkdir_p(const char *path, mode_t mode)
 {
     char buf[4096];
@@ -162,8 +250,8 @@ int rv_server_main(const rv_server_config *c)
     rv_http *http = NULL;
     rv_app app;
     bg b;
-    pthread_t tok_tid, fleet_tids[64];
-    int tok_started = 0;
+    pthread_t tok_tid, fleet_tids[64], pg_tid;
+    int tok_started = 0, pg_started = 0, home_lock = -1;
     unsigned nfleet = 0;
 
     rv_error_clear(&e);
@@ -186,10 +274,14 @@ int rv_server_main(const rv_server_config *c)
         fprintf(stderr, "reveried: cannot create %s: %s\n", spool, strerror(errno));
         goto out;
     }
+    home_lock = spool_cleanup(c->home, spool);
     if (rv_pgembed_resolve(c->database_url, c->home, &conninfo, &pg, &e) != 0) {
         fprintf(stderr, "reveried: database: %s\n", e.message);
         goto out;
     }
+    if (pg && rv_pgembed_adopted(pg))
+        fprintf(stderr, "reveried: adopted the embedded PostgreSQL left running by a process "
+                        "that is gone; it stops with this one\n");
     if (rv_db_open(conninfo, c->workers + c->fleet_workers + 2, &db, &e) != 0) {
         fprintf(stderr, "reveried: database: %s\n", e.message);
         goto out;
@@ -238,6 +330,9 @@ int rv_server_main(const rv_server_config *c)
     for (unsigned i = 0; i < c->fleet_workers && i < 64; i++)
         if (pthread_create(&fleet_tids[nfleet], NULL, fleet_thread, &b) == 0)
             nfleet++;
+    b.pg = pg;
+    if (pg && pthread_create(&pg_tid, NULL, pg_thread, &b) == 0)
+        pg_started = 1;
 
     size_t nroutes;
     const rv_route *routes = rv_api_routes(&nroutes);
@@ -291,6 +386,8 @@ out:
         pthread_join(tok_tid, NULL);
     for (unsigned i = 0; i < nfleet; i++)
         pthread_join(fleet_tids[i], NULL);
+    if (pg_started)
+        pthread_join(pg_tid, NULL);
     rv_workers_free(workers);
     rv_db_close(db);
     if (pg) {
@@ -299,6 +396,8 @@ out:
             fprintf(stderr, "reveried: stopping the embedded database: %s\n", e.message);
     }
     free(conninfo);
+    if (home_lock >= 0)
+        close(home_lock);
     rv_auth_free(auth);
     rv_gcache_free(gcache);
     rv_metrics_free(metrics);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const struct {
     const char *name, *sql;
@@ -52,6 +53,45 @@ static const struct {
                              2},
 };
 
+#define RV_DB__RETRY_MS 250
+
+/* Set when this thread found the server unreachable (rv_db_take_unavailable). */
+static __thread int tl_unavailable;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* True when the failure says the server is gone rather than the statement
+ * being wrong: a broken connection, SQLSTATE class 08 (connection
+ * exception), 57P01..57P03 (shutting down, crashed, starting up). */
+static int lost_server(PGconn *c, const char *state)
+{
+    if (c && PQstatus(c) == CONNECTION_BAD)
+        return 1;
+    return state && (strncmp(state, "08", 2) == 0 || strcmp(state, "57P01") == 0 ||
+                     strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0);
+}
+
+int rv_db_take_unavailable(void)
+{
+    int v = tl_unavailable;
+    tl_unavailable = 0;
+    return v;
+}
+
+void rv_db_reconnect_all(rv_db *db)
+{
+    pthread_mutex_lock(&db->mu);
+    db->epoch++;
+    db->down = 0;
+    db->retry_at_ms = 0;
+    pthread_mutex_unlock(&db->mu);
+}
+
 int rv_db__fail(rv_error *err, const char *what, PGconn *c, const PGresult *r)
 {
     const char *msg = r ? PQresultErrorMessage(r) : "";
@@ -61,6 +101,8 @@ int rv_db__fail(rv_error *err, const char *what, PGconn *c, const PGresult *r)
     snprintf(buf, sizeof(buf), "%s", msg ? msg : "");
     buf[strcspn(buf, "\n")] = '\0';
     const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    if (lost_server(c, state))
+        tl_unavailable = 1;
     int code = state && strcmp(state, "23503") == 0 ? RV_ERR_NOTFOUND : RV_ERR_IO;
     return rv_error_set(err, code, -1, -1, "database: %s: %s", what, buf);
 }
@@ -133,21 +175,36 @@ rv_db__conn *rv_db__acquire(rv_db *db, rv_error *err)
         pthread_cond_wait(&db->cv, &db->mu);
     }
     pc->busy = 1;
+    unsigned epoch = db->epoch;
+    int wait = db->down && now_ms() < db->retry_at_ms;
     pthread_mutex_unlock(&db->mu);
-    if (PQstatus(pc->c) != CONNECTION_OK) {
+    if (PQstatus(pc->c) == CONNECTION_OK && pc->epoch == epoch)
+        return pc;
+    if (!wait) {
         PQreset(pc->c);
         pc->prepared = 0;
-        if (PQstatus(pc->c) != CONNECTION_OK) {
-            rv_error_set(err, RV_ERR_IO, -1, -1, "database: connection lost: %s",
-                         PQerrorMessage(pc->c));
-            pthread_mutex_lock(&db->mu);
-            pc->busy = 0;
-            pthread_cond_signal(&db->cv);
-            pthread_mutex_unlock(&db->mu);
-            return NULL;
-        }
+        pc->epoch = epoch;
     }
-    return pc;
+    pthread_mutex_lock(&db->mu);
+    if (!wait && PQstatus(pc->c) == CONNECTION_OK) {
+        db->down = 0;
+        pthread_mutex_unlock(&db->mu);
+        return pc;
+    }
+    if (!wait) {
+        db->down = 1;
+        db->retry_at_ms = now_ms() + RV_DB__RETRY_MS;
+    }
+    pc->busy = 0;
+    pthread_cond_signal(&db->cv);
+    pthread_mutex_unlock(&db->mu);
+    tl_unavailable = 1;
+    if (wait)
+        rv_error_set(err, RV_ERR_IO, -1, -1, "database: not reachable (reconnecting)");
+    else
+        rv_error_set(err, RV_ERR_IO, -1, -1, "database: connection lost: %s",
+                     PQerrorMessage(pc->c));
+    return NULL;
 }
 
 void rv_db__release(rv_db *db, rv_db__conn *pc)
@@ -158,6 +215,11 @@ void rv_db__release(rv_db *db, rv_db__conn *pc)
     if (PQstatus(pc->c) == CONNECTION_OK && PQtransactionStatus(pc->c) != PQTRANS_IDLE)
         PQclear(PQexec(pc->c, "ROLLBACK"));
     pthread_mutex_lock(&db->mu);
+    /* A lost connection: the others are likely lost too (the server went
+     * away); reset each before its next use instead of failing a query on
+     * it first. */
+    if (PQstatus(pc->c) != CONNECTION_OK && pc->epoch == db->epoch)
+        db->epoch++;
     pc->busy = 0;
     pthread_cond_signal(&db->cv);
     pthread_mutex_unlock(&db->mu);

@@ -32,6 +32,18 @@ void rv_db_close(rv_db *db);
 /* SELECT 1 on a pooled connection. */
 int rv_db_ping(rv_db *db, rv_error *err);
 
+/* Reconnection. A store call that finds the server gone (connection lost,
+ * server shutting down or starting up, no answer) fails with RV_ERR_IO and
+ * marks the calling thread; rv_db_take_unavailable returns that mark (1)
+ * and clears it, so a request handler can answer 503 instead of 500. The
+ * pool resets every connection before its next use after one was lost, and
+ * while the server stays unreachable tries at most every 250 ms (calls in
+ * between fail at once). */
+int rv_db_take_unavailable(void);
+/* Resets every connection before its next use and retries at once: call
+ * after the server was restarted. */
+void rv_db_reconnect_all(rv_db *db);
+
 #include "rv_db_migrate.h"
 #include "rv_db_platforms.h"
 #include "rv_db_ingest.h"

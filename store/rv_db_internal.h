@@ -23,12 +23,20 @@ typedef struct rv_db__conn {
     PGconn *c;
     uint32_t prepared; /* bit i: statement i prepared on this connection */
     int busy;
+    unsigned epoch; /* the pool's epoch when this connection was (re)made */
 } rv_db__conn;
 
 struct rv_db {
     char *conninfo;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    /* Reconnection (under mu): a connection lost anywhere bumps epoch, so
+     * every other connection is reset before its next use; while down,
+     * resets are tried at most every RV_DB__RETRY_MS and callers in
+     * between fail at once. */
+    unsigned epoch;
+    int down;
+    int64_t retry_at_ms;
     unsigned n;
     rv_db__conn conns[RV_DB__MAX_CONNS];
     rv_db_ingest_hook hook;
@@ -48,7 +56,8 @@ enum {
 
 /* Fills *err from the connection's or the result's message (r may be NULL)
  * and returns RV_ERR_NOTFOUND for a foreign-key violation, else
- * RV_ERR_IO. */
+ * RV_ERR_IO. A lost connection or a server that is shutting down or
+ * starting up also marks the calling thread (rv_db_take_unavailable). */
 int rv_db__fail(rv_error *err, const char *what, PGconn *c, const PGresult *r);
 
 /* Borrows a connection, waiting while all are busy; a broken one is reset

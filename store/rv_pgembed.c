@@ -33,7 +33,10 @@ struct rv_pgembed {
     char datadir[PATH_MAX];
     char bindir[PATH_MAX];
     char *conninfo;
+    char admin[PATH_MAX * 2 + 128]; /* conninfo of database "postgres" */
     int started_here;
+    int adopted;      /* found running, left by a process that is gone */
+    int owner_fd;     /* pg.owner, flock'ed while this handle owns the cluster */
     int run_as_other; /* 1 when commands run as uid/gid below (we are root) */
     uid_t uid;
     gid_t gid;
@@ -321,10 +324,11 @@ static int read_pid_file(const char *datadir, long *pid)
     return ok ? 0 : -1;
 }
 
-/* True when pid is a running postgres process. */
+/* True when pid is a running postgres process (a zombie is not: a killed
+ * postmaster whose parent has not reaped it still has a /proc entry). */
 static int pid_is_postgres(long pid)
 {
-    char p[64], comm[64] = "";
+    char p[64], comm[64] = "", stat[512] = "";
     snprintf(p, sizeof(p), "/proc/%ld/comm", pid);
     FILE *f = fopen(p, "r");
     if (!f)
@@ -332,7 +336,17 @@ static int pid_is_postgres(long pid)
     if (!fgets(comm, sizeof(comm), f))
         comm[0] = '\0';
     fclose(f);
-    return strncmp(comm, "postgres", 8) == 0 || strncmp(comm, "postmaster", 10) == 0;
+    if (strncmp(comm, "postgres", 8) != 0 && strncmp(comm, "postmaster", 10) != 0)
+        return 0;
+    snprintf(p, sizeof(p), "/proc/%ld/stat", pid);
+    f = fopen(p, "r");
+    if (f) {
+        if (!fgets(stat, sizeof(stat), f))
+            stat[0] = '\0';
+        fclose(f);
+    }
+    const char *end = strrchr(stat, ')');
+    return !(end && (end[1] == ' ') && (end[2] == 'Z' || end[2] == 'X'));
 }
 
 /* Removes postmaster.pid and the socket lock when the pid they name is not
@@ -489,6 +503,33 @@ static int start_server(rv_pgembed *pg, rv_error *err)
     return 0;
 }
 
+/* Takes the cluster's ownership: an exclusive flock on home/pg.owner, held
+ * (descriptor kept, close-on-exec, closed in every child we start) until
+ * the handle is freed. A process that was killed released it, so a cluster
+ * found running with the lock free was left behind by a process that is
+ * gone. 1 when taken, 0 when another live handle owns the cluster. */
+static int take_ownership(rv_pgembed *pg)
+{
+    char p[PATH_MAX], line[32];
+    if (pg->owner_fd >= 0)
+        return 1;
+    if (path_join(p, sizeof(p), pg->home, "pg.owner") != 0)
+        return 0;
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return 0;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        return 0;
+    }
+    /* For people: who owns it. */
+    int n = snprintf(line, sizeof(line), "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) == 0 && write(fd, line, (size_t)n) < 0)
+        line[0] = '\0';
+    pg->owner_fd = fd;
+    return 1;
+}
+
 static int lock_home(const char *home)
 {
     char p[PATH_MAX];
@@ -520,6 +561,7 @@ int rv_pgembed_start(const char *home, rv_pgembed **out, rv_error *err)
     pg = calloc(1, sizeof(*pg));
     if (!pg)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    pg->owner_fd = -1;
     if (mkdir_p(home, 0755) != 0 || !realpath(home, pg->home)) {
         rc = rv_error_set(err, RV_ERR_IO, -1, -1, "cannot create data directory %s: %s", home,
                           strerror(errno));
@@ -617,14 +659,19 @@ int rv_pgembed_start(const char *home, rv_pgembed **out, rv_error *err)
         if (rc)
             goto out;
     }
+    snprintf(pg->admin, sizeof(pg->admin), "%s", admin);
     if (server_answers(admin)) {
-        pg->started_here = 0;
+        /* Running: another live process's (we are its guest, and leave it
+         * running), or an orphan left by a process killed without a
+         * chance to stop it, which we adopt: we stop it when we stop. */
+        pg->started_here = pg->adopted = take_ownership(pg);
     } else {
         clear_stale_pid(pg);
         rc = start_server(pg, err);
         if (rc)
             goto out;
         pg->started_here = 1;
+        take_ownership(pg);
         if (wait_answer(admin, 30) != 0) {
             rc = rv_error_set(err, RV_ERR_IO, -1, -1,
                               "embedded postgres started but does not answer on %s", pg->pgdir);
@@ -670,10 +717,50 @@ int rv_pgembed_started_here(const rv_pgembed *pg)
     return pg->started_here;
 }
 
+int rv_pgembed_adopted(const rv_pgembed *pg)
+{
+    return pg->adopted;
+}
+
+int rv_pgembed_alive(const rv_pgembed *pg)
+{
+    long pid;
+    return read_pid_file(pg->datadir, &pid) == 0 && pid > 0 && pid_is_postgres(pid);
+}
+
+int rv_pgembed_restart(rv_pgembed *pg, rv_error *err)
+{
+    int rc = 0;
+    int lockfd = lock_home(pg->home);
+    if (lockfd < 0)
+        return rv_error_set(err, RV_ERR_IO, -1, -1, "cannot lock %s/pg.lock: %s", pg->home,
+                            strerror(errno));
+    PGPing ping = PQping(pg->admin);
+    if (ping == PQPING_OK)
+        goto out; /* another process restarted it first */
+    if (ping != PQPING_REJECT || !rv_pgembed_alive(pg)) {
+        clear_stale_pid(pg);
+        rc = start_server(pg, err);
+        if (rc)
+            goto out;
+        pg->started_here = 1;
+        take_ownership(pg);
+    }
+    /* Started, or found starting up (crash recovery): wait for it. */
+    if (wait_answer(pg->admin, 30) != 0)
+        rc = rv_error_set(err, RV_ERR_IO, -1, -1,
+                          "embedded postgres restarted but does not answer on %s", pg->pgdir);
+out:
+    close(lockfd);
+    return rc;
+}
+
 void rv_pgembed_detach(rv_pgembed *pg)
 {
     if (!pg)
         return;
+    if (pg->owner_fd >= 0)
+        close(pg->owner_fd);
     free(pg->conninfo);
     free(pg);
 }

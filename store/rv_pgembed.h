@@ -6,6 +6,7 @@
  *   pg/data/       PGDATA (initdb on first use)
  *   pg/postgres.log, pg/initdb.log, pg/pg_ctl.log
  *   pg.lock        flock'ed while a process starts or stops the cluster
+ *   pg.owner       flock'ed by the process that owns (will stop) the cluster
  * The server listens on a Unix socket only (listen_addresses = ''), trust
  * authentication; access is guarded by the 0700 socket directory.
  *
@@ -37,8 +38,23 @@ int rv_pgembed_start(const char *home, rv_pgembed **out, rv_error *err);
 const char *rv_pgembed_conninfo(const rv_pgembed *pg);
 /* PGDATA of the cluster (borrowed). */
 const char *rv_pgembed_datadir(const rv_pgembed *pg);
-/* 1 when this handle started the server, 0 when it found it running. */
+/* 1 when this handle will stop the server: it started it, or adopted it
+ * (below); 0 when it found it running under another live process. */
 int rv_pgembed_started_here(const rv_pgembed *pg);
+/* 1 when start found the server running with nobody owning it (the process
+ * that started it was killed, e.g. kill -9 of reveried) and adopted it: it
+ * is stopped with this handle, like one started here. */
+int rv_pgembed_adopted(const rv_pgembed *pg);
+
+/* 1 when the postmaster named by postmaster.pid is a live postgres process
+ * (a file read, no connection: cheap enough to poll every second). */
+int rv_pgembed_alive(const rv_pgembed *pg);
+/* Brings a dead cluster back: under pg.lock, a server found answering
+ * (another process restarted it) or starting up is waited for; else a
+ * stale postmaster.pid is cleared and the server started, and this handle
+ * then stops it. 0 once it answers, or a negative rv_err (e.g. the old
+ * server's processes still hold its shared memory: try again later). */
+int rv_pgembed_restart(rv_pgembed *pg, rv_error *err);
 
 /* Stops the server with `pg_ctl stop -m fast` when this handle started it,
  * then frees pg (NULL-safe). Returns 0 or a negative rv_err. */
