@@ -219,7 +219,7 @@ static void test_fixture_warns(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     const char *m = warning(r, "message_sizes_inferred");
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-    printf("\n    warning: %s", m);
+    printf("\n    warning: %s", m ? m : "(none)");
     CU_ASSERT_PTR_NOT_NULL(
         strstr(m, "21 of 21 collectives (15 all_reduce, 6 broadcast) carry no message size"));
     json_t *a = dist_entry(r);
