@@ -14,6 +14,7 @@
 #include "rv_buf.h"
 #include "rv_jscan.h"
 #include "rv_jsonw.h"
+#include "rv_precision.h"
 
 #define MAX_NAME      ((size_t)4 << 20) /* longest event name kept */
 #define MAX_SHORT     256               /* pid, tid, cat, ph, metadata strings */
@@ -258,6 +259,32 @@ static int read_text_value(reader *r, int depth, rv_buf *b, int *ok)
     return skip_value(r, depth);
 }
 
+/* An op's "Input type" list into its precision code (rv_precision.h): the
+ * first floating tensor type; other shapes are skipped. */
+static int read_input_types(reader *r, int depth, uint8_t *code)
+{
+    int c = ws(r), rc, ok, k = RV_PT_NONE;
+    if (c != '[')
+        return skip_value(r, depth);
+    eat(r);
+    for (c = ws(r); c != ']';) {
+        if ((rc = read_text_value(r, depth + 1, &r->sbuf, &ok)) < 0)
+            return rc;
+        if (ok)
+            k = rv_prec_type_merge(k, rv_prec_type_code(r->sbuf.p, r->sbuf.len));
+        c = ws(r);
+        if (c == ',') {
+            eat(r);
+            ws(r);
+        } else if (c != ']') {
+            return fail_char(r, c, "',' or ']'");
+        }
+    }
+    eat(r);
+    *code = (uint8_t)k;
+    return 0;
+}
+
 /* Interns s[0..n) (NULL: ""). Text that is not valid UTF-8 has each bad
  * byte replaced by U+FFFD here, once, so that every writer downstream (API
  * answers, timelines, snapshots) sees valid text. Only strings not yet in
@@ -438,6 +465,8 @@ static int parse_args(reader *r, int depth, rv_event *ev)
             rc = read_int_arg(r, depth + 1, 0, &in_nelems);
         } else if (n == 14 && !memcmp(k, "Out msg nelems", 14)) {
             rc = read_int_arg(r, depth + 1, 0, &out_nelems);
+        } else if (n == 10 && !memcmp(k, "Input type", 10)) {
+            rc = read_input_types(r, depth + 1, &ev->in_type);
         } else if (n == 5 && !memcmp(k, "dtype", 5)) {
             int ok;
             rc = read_text_value(r, depth + 1, &r->sbuf, &ok);

@@ -1,6 +1,7 @@
 #include "rv_snapshot.h"
 #include "rv_buf.h"
 #include "rv_mem.h"
+#include "rv_precision.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -169,6 +170,8 @@ static void encode_body(const rv_trace *t, rv_buf *b)
     ENC_COL(b, t, e->shared_mem, 0);
     ENC_COL(b, t, e->cat, 0);
     ENC_COL(b, t, e->sync_kind, 0);
+    /* Added after version 1's columns; readers take it when present. */
+    ENC_COL(b, t, e->in_type, 0);
 }
 
 int rv_snapshot_encode(const rv_trace *t, int level, uint8_t **out, size_t *out_len, rv_error *err)
@@ -329,6 +332,9 @@ static int decode_events(rbuf *r, rv_trace *t, uint32_t nstr, rv_error *err)
     DEC_COL(r, t, "shared_mem", 0, IN32(v), e->shared_mem = (int32_t)v);
     DEC_COL(r, t, "cat", 0, v >= 0 && v < RV_CAT_COUNT, e->cat = (uint8_t)v);
     DEC_COL(r, t, "sync_kind", 0, v >= 0 && v <= RV_SYNC_WAIT_EVENT, e->sync_kind = (uint8_t)v);
+    /* Snapshots written before the ops' input types end here. */
+    if (r->p != r->end)
+        DEC_COL(r, t, "in_type", 0, v >= 0 && v < RV_PT_COUNT, e->in_type = (uint8_t)v);
     return 0;
 }
 

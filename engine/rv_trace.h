@@ -59,7 +59,8 @@ typedef struct rv_event {
     int32_t shared_mem; /* bytes, 0 when unknown */
     uint8_t cat;        /* rv_cat */
     uint8_t sync_kind;  /* rv_sync_kind for cuda_sync events */
-    uint8_t pad[2];
+    uint8_t in_type;    /* ops: first tensor type of "Input type", rv_prec_type; 0 none */
+    uint8_t pad[1];
 } rv_event;
 
 /* GPU properties from "deviceProperties" (or the collector's metadata). */
