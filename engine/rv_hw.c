@@ -110,6 +110,8 @@ static const rv_hw rv_hw_rows[] = {
     {"RTX2080Ti", "nvidia", 68, 1545, 300, 616, {13.4, 0, 26.9, 0, 0}, 250, 100, 20, 0, 12, 5},
     /* [M] Quadro GP100: packed fp16, no tensor cores. */
     {"GP100", "nvidia", 56, 1442, 544, 717, {10.3, 0, 20.7, 0, 0}, 235, 125, 30, 0, 12, 6},
+    /* [M] Tesla T4 (Turing, 70 W PCIe): fp16 tensor cores, no bf16, no fp8. */
+    {"T4", "nvidia", 40, 1590, 300, 320, {8.1, 0, 65, 0, 0}, 70, 60, 10, 0, 12, 5},
     /* [M] AMD Instinct (OAM). */
     {"MI250", "amd", 208, 1700, 500, 3277, {90.5, 0, 362, 362, 0}, 560, 200, 90, 400, 25, 6},
     {"MI250X", "amd", 220, 1700, 500, 3277, {95.7, 0, 383, 383, 0}, 560, 200, 90, 400, 25, 6},
@@ -207,6 +209,10 @@ const rv_hw *rv_hw_lookup(const char *device_name)
         return row("RTX6000");
     if (strstr(s, "2080TI") || strstr(s, "2080 TI"))
         return row("RTX2080Ti");
+    /* "Tesla T4", "NVIDIA T4": T4 as a word of its own (not "RTX4000"). */
+    for (const char *p = strstr(s, "T4"); p; p = strstr(p + 1, "T4"))
+        if ((p == s || p[-1] == ' ' || p[-1] == '-') && !isalnum((unsigned char)p[2]))
+            return row("T4");
     return NULL;
 }
 

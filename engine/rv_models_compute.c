@@ -1,10 +1,12 @@
 /* Compute what-ifs: mixed precision, fused optimizer, kernel fusion,
  * restructured batchnorm (Daydream section 5, MODELS.md section D). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rv_models.h"
+#include "rv_precision.h"
 
 /* Below this a kernel is launch/latency bound and does not shrink. */
 #define RV_KERNEL_FLOOR_NS 2000
@@ -103,28 +105,64 @@ static int insert_scaler(rv_graph *g, const scaler_plan *p, size_t k, const int3
     return rc;
 }
 
+/* "the trace's GPU (NAME) is not in the hardware table" or "the trace
+ * names no GPU", into buf. */
+static const char *gpu_phrase(const rv_graph *g, char *buf, size_t cap)
+{
+    const char *name = g->trace ? rv_trace_str(g->trace, g->trace->platform_gpu) : "";
+    if (*name)
+        snprintf(buf, cap, "the trace's GPU (%s) is not in the hardware table", name);
+    else
+        snprintf(buf, cap, "the trace names no GPU");
+    return buf;
+}
+
+/* Refuses a dtype the GPU lacks (the field is the dtype: the request asks
+ * for what the hardware cannot do); *fallback is set when the GPU is not in
+ * the table and Daydream's fixed ratios stand in for its peaks. */
+static int amp_check(const rv_hw *hw, const rv_graph *g, const rv_opt *o, int *fallback,
+                     rv_error *err)
+{
+    char field[64], why[200] = "", gpu[160];
+    const char *dn = rv_dtype_name(o->dtype);
+    snprintf(field, sizeof(field), "optimizations[%d].dtype", o->index);
+    *fallback = 0;
+    if (rv_prec_gpu_has(hw, g->trace, o->dtype, why, sizeof(why)) == 0)
+        return rv_error_field(err, RV_ERR_UNSUPPORTED, field, "amp %s: %s", dn, why);
+    if (hw)
+        return 0;
+    /* Daydream's ratios are fp32 -> 16-bit; there is none for fp8. */
+    if (o->dtype == RV_DT_FP8)
+        return rv_error_field(err, RV_ERR_UNSUPPORTED, "gpu",
+                              "amp fp8: %s, so its fp8 peak is unknown, and Daydream's ratios "
+                              "are for 16-bit types; set \"gpu\"",
+                              gpu_phrase(g, gpu, sizeof(gpu)));
+    *fallback = !o->amp_daydream;
+    return 0;
+}
+
 int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied,
                    rv_error *err)
 {
     const rv_hw *hw = rv_models__hw(w, g);
     rv_power_model pm;
     rv_power_init(&pm, hw);
-    int dt = o->dtype;
-    size_t n_gemm = 0, n_mem = 0, n_skip = 0, n_cast = 0, n_scaler = 0;
+    int dt = o->dtype, fallback = 0;
+    size_t n_gemm = 0, n_mem = 0, n_at = 0, n_opt = 0, n_nonfloat = 0, n_cast = 0, n_scaler = 0;
+    size_t n_src[RV_PS_COUNT] = {0};
     scaler_plan scaler = {0};
-    double before = 0, after = 0;
-    int rc = 0;
+    rv_prec_ctx prec;
+    double before = 0, after = 0, at_ns = 0, gemm_ns = 0, gemm_at_ns = 0;
+    int rc = amp_check(hw, g, o, &fallback, err);
+    if (rc)
+        return rc;
+    int daydream = o->amp_daydream || fallback;
     int32_t *next = NULL, *side = NULL;
     size_t n0 = g->ntasks;
     int64_t launch = rv_models__launch_ns(g);
     int64_t cast_ns = (int64_t)llround(o->cast_us * 1e3);
-    if (!o->amp_daydream && !hw)
-        return rv_error_field(err, RV_ERR_UNSUPPORTED, "gpu",
-                              "amp roofline needs the GPU in the hardware table; set \"gpu\" or "
-                              "use \"model\": \"daydream\"");
-    if (!o->amp_daydream && rv_hw_peak(hw, dt) <= 0)
-        return rv_error_field(err, RV_ERR_UNSUPPORTED, "gpu", "%s has no %s path", hw->name,
-                              rv_dtype_name(dt));
+    if (rv_prec_ctx_init(&prec, g) != 0)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "amp: out of memory");
     next = rv_models__thread_next(g);
     side = malloc((g->nthreads + 1) * sizeof(int32_t));
     if (!next || !side) {
@@ -137,7 +175,7 @@ int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json
      * gradient and checks it for inf/NaN (one read and one write of the
      * gradients), then updates the scale. Measured here, before the
      * kernels change. bf16 needs none. */
-    if (dt == RV_DT_FP16 && !o->amp_daydream)
+    if (dt == RV_DT_FP16 && !daydream)
         rc = grad_scaler_plan(g, hw, &scaler);
     if (rc)
         goto out;
@@ -154,20 +192,36 @@ int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json
             continue;
         rv_task *t = &g->tasks[i];
         const char *name = rv_task_name(g, i);
-        int c = rv_kclass_of_name(name);
-        int d0 = rv_kernel_dtype(name);
-        if (d0 < 0)
-            d0 = RV_DT_FP32;
-        /* Already in (or below) the target precision, and optimizer
-         * updates (fp32 master weights), stay as they are. */
-        if (rv_dtype_bytes(d0) <= rv_dtype_bytes(dt) || c == RV_KC_OPTIMIZER) {
-            n_skip++;
+        int c = rv_prec_kclass(name), src;
+        int d0 = rv_prec_of_task(&prec, i, &src);
+        if (c == RV_KC_GEMM)
+            gemm_ns += (double)t->dur_ns;
+        /* The optimizer step (and zero_grad) works on the fp32 master
+         * weights and gradients; integer, bool and fp64 kernels are not
+         * autocast. */
+        if (c == RV_KC_OPTIMIZER || t->phase == RV_PHASE_OPTIMIZER) {
+            n_opt++;
             continue;
         }
+        if (d0 == RV_PREC_NONFLOAT) {
+            n_nonfloat++;
+            continue;
+        }
+        if (d0 == RV_PREC_UNKNOWN)
+            d0 = RV_DT_FP32;
+        /* Already in (or below) the target precision: not sped up again. */
+        if (rv_dtype_bytes(d0) <= rv_dtype_bytes(dt)) {
+            n_at++;
+            at_ns += (double)t->dur_ns;
+            if (c == RV_KC_GEMM)
+                gemm_at_ns += (double)t->dur_ns;
+            continue;
+        }
+        n_src[src]++;
         before += (double)t->dur_ns;
         double rm = rv_dtype_bytes(dt) / rv_dtype_bytes(d0);
         if (c == RV_KC_GEMM) {
-            if (o->amp_daydream) {
+            if (daydream) {
                 t->dur_ns = (int64_t)llround((double)t->dur_ns / 3.0);
             } else {
                 double rcmp = rv_hw_peak(hw, d0) * eta(d0) / (rv_hw_peak(hw, dt) * eta(dt));
@@ -189,7 +243,7 @@ int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json
         } else {
             t = &g->tasks[i];
             t->dur_ns =
-                o->amp_daydream ? (int64_t)llround((double)t->dur_ns / 2.0) : shrink(t->dur_ns, rm);
+                daydream ? (int64_t)llround((double)t->dur_ns / 2.0) : shrink(t->dur_ns, rm);
             n_mem++;
         }
         after += (double)g->tasks[i].dur_ns;
@@ -199,16 +253,39 @@ int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json
             goto out;
         n_scaler += 2;
     }
-    json_t *r = json_pack(
-        "{s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model", "amp", "index",
-        o->index, "dtype", rv_dtype_name(dt), "method", o->amp_daydream ? "daydream" : "roofline",
-        "gpu", hw ? hw->name : "unknown", "gemm_scaled", (json_int_t)n_gemm, "other_scaled",
-        (json_int_t)n_mem, "unchanged", (json_int_t)n_skip, "casts_inserted", (json_int_t)n_cast,
-        "scaled_busy_us_before", before / 1e3, "scaled_busy_us_after", after / 1e3);
-    if (r)
+    json_t *r =
+        json_pack("{s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model", "amp",
+                  "index", o->index, "dtype", rv_dtype_name(dt), "method",
+                  daydream ? "daydream" : "roofline", "gpu", hw ? hw->name : "unknown",
+                  "gemm_scaled", (json_int_t)n_gemm, "other_scaled", (json_int_t)n_mem, "unchanged",
+                  (json_int_t)(n_at + n_opt + n_nonfloat), "casts_inserted", (json_int_t)n_cast,
+                  "scaled_busy_us_before", before / 1e3, "scaled_busy_us_after", after / 1e3);
+    if (r) {
+        /* Why kernels stayed, and where the scaled kernels' precision came
+         * from (docs/models/amp.md). */
         json_object_set_new(r, "grad_scaler_inserted", json_integer((json_int_t)n_scaler));
+        json_object_set_new(r, "already_at_target", json_integer((json_int_t)n_at));
+        json_object_set_new(r, "already_at_target_us", json_real(at_ns / 1e3));
+        json_object_set_new(r, "gemm_time_at_target",
+                            json_real(gemm_ns > 0 ? gemm_at_ns / gemm_ns : 0));
+        json_object_set_new(r, "optimizer_kept", json_integer((json_int_t)n_opt));
+        json_object_set_new(r, "non_float_kept", json_integer((json_int_t)n_nonfloat));
+        json_object_set_new(r, "dtype_from",
+                            json_pack("{s:i, s:i, s:i, s:i}", "name", (json_int_t)n_src[RV_PS_NAME],
+                                      "input_type", (json_int_t)n_src[RV_PS_INPUT_TYPE],
+                                      "name_hint", (json_int_t)n_src[RV_PS_HINT], "assumed_fp32",
+                                      (json_int_t)n_src[RV_PS_ASSUMED]));
+        if (fallback) {
+            char gpu[160];
+            rv_models__warn(r, "amp_daydream_ratios",
+                            "%s: amp used Daydream's fixed ratios (tensor-core kernels /3, "
+                            "others /2) instead of the GPU's peaks",
+                            gpu_phrase(g, gpu, sizeof(gpu)));
+        }
+    }
     rc = r && json_array_append_new(applied, r) == 0 ? 0 : RV_ERR_NOMEM;
 out:
+    rv_prec_ctx_free(&prec);
     free(next);
     free(side);
     free(scaler.anchor);
