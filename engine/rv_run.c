@@ -202,8 +202,8 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
     const char *gpu = tr ? rv_trace_str(tr, tr->platform_gpu) : "";
     if (!bp->hw)
         rv_run_warn(r, "gpu_unknown",
-                    "the trace's GPU%s%s%s is not in the hardware table: energy, power and "
-                    "precision figures assume a V100-like 300 W board",
+                    "the trace's GPU%s%s%s is not in the hardware table: energy and power "
+                    "figures assume a V100-like 300 W board",
                     gpu[0] ? " (" : "", gpu, gpu[0] ? ")" : "");
     else if (!tr || tr->power_limit_w <= 0)
         rv_run_warn(r, "power_cap_assumed",

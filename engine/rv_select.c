@@ -368,6 +368,16 @@ static void lower_copy(const char *s, char *out, size_t cap)
     out[n] = '\0';
 }
 
+/* The LAMB optimizer, not the "lambda" of every ATen elementwise kernel
+ * (which made ReLU, GELU and friends optimizer kernels). */
+static int has_lamb(const char *s)
+{
+    for (const char *p = strstr(s, "lamb"); p; p = strstr(p + 4, "lamb"))
+        if (strncmp(p, "lambda", 6) != 0)
+            return 1;
+    return 0;
+}
+
 int rv_kclass_of_name(const char *name)
 {
     char s[256];
@@ -380,7 +390,7 @@ int rv_kclass_of_name(const char *name)
         return RV_KC_MEMCPY;
     /* Optimizer updates before the generic elementwise rule. */
     if (has(s, "multi_tensor_apply") || has(s, "adam") || has(s, "sgd_") || has(s, "fusedsgd") ||
-        has(s, "lamb") || has(s, "_foreach"))
+        has_lamb(s) || has(s, "_foreach"))
         return RV_KC_OPTIMIZER;
     /* Matrix-vector products are memory-bound. */
     if (has(s, "gemv") || has(s, "gemmsn"))

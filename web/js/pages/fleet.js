@@ -6,7 +6,7 @@ import { h, clear, loading, empty, errorBox, sortableTable, fmtUs, fmtX, fmtJ, f
 import { grouped } from '../charts.js';
 
 const PRESETS = [
-  { id: 'amp', label: 'AMP (bf16)', doc: { optimizations: [{ kind: 'amp', dtype: 'bf16' }] } },
+  { id: 'amp', label: 'AMP (fp16)', doc: { optimizations: [{ kind: 'amp', dtype: 'fp16' }] } },
   { id: 'fused', label: 'Fused optimizer', doc: { optimizations: [{ kind: 'fused_optimizer' }] } },
   { id: 'loader', label: 'Data loader, 4 workers', doc: { optimizations: [{ kind: 'dataloader', workers: 4 }] } },
   { id: 'pl300', label: 'Power limit 300 W', doc: { power_limit_w: 300 } },
