@@ -258,8 +258,9 @@ int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json
                   "index", o->index, "dtype", rv_dtype_name(dt), "method",
                   daydream ? "daydream" : "roofline", "gpu", hw ? hw->name : "unknown",
                   "gemm_scaled", (json_int_t)n_gemm, "other_scaled", (json_int_t)n_mem, "unchanged",
-                  (json_int_t)(n_at + n_opt + n_nonfloat), "casts_inserted", (json_int_t)n_cast,
-                  "scaled_busy_us_before", before / 1e3, "scaled_busy_us_after", after / 1e3);
+                  (json_int_t)n_at + (json_int_t)n_opt + (json_int_t)n_nonfloat, "casts_inserted",
+                  (json_int_t)n_cast, "scaled_busy_us_before", before / 1e3, "scaled_busy_us_after",
+                  after / 1e3);
     if (r) {
         /* Why kernels stayed, and where the scaled kernels' precision came
          * from (docs/models/amp.md). */

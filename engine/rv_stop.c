@@ -16,7 +16,10 @@ int rv_stop_check(const rv_stop *s, rv_error *err)
 {
     if (!s)
         return 0;
-    if ((s->cancel && *s->cancel) || (s->cancel_fn && s->cancel_fn(s->cancel_arg)))
+    /* The flag is set by another thread (a draining server): read it
+     * atomically. */
+    if ((s->cancel && __atomic_load_n(s->cancel, __ATOMIC_RELAXED)) ||
+        (s->cancel_fn && s->cancel_fn(s->cancel_arg)))
         return rv_error_set(err, RV_ERR_BUDGET, -1, -1,
                             "the what-if was cancelled (the client went away or the server is "
                             "shutting down)");

@@ -144,15 +144,23 @@ static int truthy(const char *env)
 typedef struct name_list {
     const char *v[MAX_NAMES];
     size_t n;
+    char *copies[MAX_NAMES]; /* the strings v points into (kept for the process) */
+    size_t ncopies;
 } name_list;
 
 /* Adds the comma-separated names in s (copied; they live as long as the
  * process). Exits with a message past MAX_NAMES or on an empty list. */
+/* The names given by flags and variables; static, as they live as long as
+ * the process. */
+static name_list hosts, origins;
+
 static void list_add(const char *what, name_list *l, const char *s)
 {
-    char *copy = strdup(s), *save = NULL;
+    char *copy = s && l->ncopies < MAX_NAMES ? strdup(s) : NULL, *save = NULL;
     size_t before = l->n;
 
+    if (!s)
+        return;
     if (!copy) {
         fprintf(stderr, "reveried: out of memory\n");
         exit(1);
@@ -160,14 +168,17 @@ static void list_add(const char *what, name_list *l, const char *s)
     for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
         if (l->n == MAX_NAMES) {
             fprintf(stderr, "reveried: %s: at most %d names\n", what, MAX_NAMES);
+            free(copy);
             exit(2);
         }
         l->v[l->n++] = t;
     }
     if (l->n == before) {
         fprintf(stderr, "reveried: %s: no name given\n", what);
+        free(copy);
         exit(2);
     }
+    l->copies[l->ncopies++] = copy;
 }
 
 static int is_loopback(const char *bind)
@@ -240,7 +251,6 @@ int main(int argc, char **argv)
     const char *f_queue = NULL, *f_budget = NULL, *f_finline = NULL, *f_fworkers = NULL;
     const char *f_gcache = NULL, *f_maxevents = NULL;
     const char *f_hdrtimeout = NULL, *f_minrate = NULL;
-    name_list hosts = {0}, origins = {0};
     int require_auth = truthy("REVERIE_REQUIRE_AUTH");
     int no_auth = truthy("REVERIE_INSECURE_NO_AUTH");
     int migrate_only = 0;

@@ -27,7 +27,7 @@ static void h_readyz(rv_req *r, void *app)
     rv_error e;
 
     rv_error_clear(&e);
-    if (a->draining) {
+    if (rv_api_draining(a)) {
         rv_req_error(r, 503, "draining", NULL, "the server is shutting down");
         return;
     }

@@ -33,8 +33,16 @@ typedef struct rv_app {
     struct rv_auth *auth;       /* borrowed */
     struct rv_gcache *gcache;   /* borrowed; loaded traces, NULL = none */
     const char *version;
-    volatile int draining; /* set on SIGTERM: /readyz answers 503 */
+    /* Set on SIGTERM (/readyz answers 503, running what-ifs stop); written
+     * and read with rv_api_draining / __atomic builtins across threads. */
+    int draining;
 } rv_app;
+
+/* Whether the server is shutting down (any thread). */
+static inline int rv_api_draining(const rv_app *a)
+{
+    return __atomic_load_n(&a->draining, __ATOMIC_ACQUIRE);
+}
 
 /* The route table (static; *n receives its length). */
 const rv_route *rv_api_routes(size_t *n);

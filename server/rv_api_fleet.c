@@ -356,7 +356,7 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
         for (size_t s = 0; s < ns; s++) {
             rv_run_summary sum;
             json_t *row;
-            if (progress_job > 0 && a->draining) {
+            if (progress_job > 0 && rv_api_draining(a)) {
                 *stopped = ROWS_DRAINING;
                 break;
             }
@@ -748,7 +748,7 @@ int rv_api_fleet_run_one(rv_app *a)
     rv_error e;
     const char *worker = worker_prefix;
 
-    if (a->draining)
+    if (rv_api_draining(a))
         return 0;
     rv_error_clear(&e);
     rv_db_job_requeue_stale(a->db, STALE_JOB_S, NULL, &e);

@@ -374,7 +374,7 @@ int rv_server_main(const rv_server_config *c)
     sigwait(&sigs, &sig);
     fprintf(stderr, "reveried: %s received, finishing requests in flight\n",
             sig == SIGINT ? "SIGINT" : "SIGTERM");
-    app.draining = 1;
+    __atomic_store_n(&app.draining, 1, __ATOMIC_RELEASE);
     rc = 0;
 out:
     rv_http_stop(http, SHUTDOWN_GRACE_MS);
