@@ -21,6 +21,7 @@
 #include "rv_auth.h"
 #include "rv_http.h"
 #include "rv_metrics.h"
+#include "rv_pgembed.h"
 #include "rv_server.h"
 #include "rv_workers.h"
 
@@ -304,7 +305,17 @@ int main(int argc, char **argv)
     sc.database_url = NULL;
     env_or("REVERIE_DATABASE_URL", f_db, &sc.database_url);
     sc.home = "./var";
-    env_or("REVERIE_HOME", f_home, &sc.home);
+    static char defhome[4096];
+    if (!env_or("REVERIE_HOME", f_home, &sc.home) && !sc.database_url &&
+        rv_pgembed_default_home(defhome, sizeof(defhome))) {
+        /* Root in a directory the database user cannot search (a checkout
+         * under /root): state goes where it can, and the start-up says so. */
+        sc.home = defhome;
+        printf("reveried: home %s (./var is out of the database user's reach; set "
+               "REVERIE_HOME to choose)\n",
+               defhome);
+        fflush(stdout);
+    }
     sc.web_root = NULL;
     if (!env_or("REVERIE_WEB", f_web, &sc.web_root)) {
         struct stat st;

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,8 @@
 #define PG_PORT         "5432"
 #define DB_NAME         "reverie"
 #define START_TIMEOUT_S "60"
+/* Parent of the homes chosen when ./var is out of the database user's reach. */
+#define RV_FALLBACK_ROOT "/var/lib/reverie"
 
 struct rv_pgembed {
     char home[PATH_MAX];
@@ -215,9 +218,11 @@ static void log_tail(const char *path, char *out, size_t cap)
             out[i] = ' ';
 }
 
-/* Checks in a child with the cluster user's rights that it can use dir;
- * on failure writes the first component it cannot search to blocked. */
-static int user_can_reach(const rv_pgembed *pg, const char *dir, char *blocked, size_t cap)
+/* Checks in a child with the cluster user's rights that it can use dir
+ * (search only when search_only, else read, write and search); on failure
+ * writes the first component it cannot search to blocked. */
+static int user_can_reach_as(const rv_pgembed *pg, const char *dir, int search_only, char *blocked,
+                             size_t cap)
 {
     int fds[2];
     blocked[0] = '\0';
@@ -249,7 +254,7 @@ static int user_can_reach(const rv_pgembed *pg, const char *dir, char *blocked, 
                     break;
             }
         }
-        _exit(access(dir, R_OK | W_OK | X_OK) == 0 ? 0 : 1);
+        _exit(access(dir, search_only ? X_OK : R_OK | W_OK | X_OK) == 0 ? 0 : 1);
     }
     close(fds[1]);
     ssize_t n = read(fds[0], blocked, cap - 1);
@@ -260,6 +265,11 @@ static int user_can_reach(const rv_pgembed *pg, const char *dir, char *blocked, 
         if (errno != EINTR)
             return -1;
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static int user_can_reach(const rv_pgembed *pg, const char *dir, char *blocked, size_t cap)
+{
+    return user_can_reach_as(pg, dir, 0, blocked, cap);
 }
 
 static int mkdir_p(const char *dir, mode_t mode)
@@ -546,18 +556,42 @@ static int lock_home(const char *home)
     return fd;
 }
 
+int rv_pgembed_default_home(char *out, size_t cap)
+{
+    rv_pgembed probe = {0};
+    char cwd[PATH_MAX], blocked[PATH_MAX];
+    uint64_t h = 14695981039346656037ULL;
+
+    snprintf(out, cap, "./var");
+    if (geteuid() != 0 || setup_user(&probe, NULL) != 0 || !getcwd(cwd, sizeof(cwd)))
+        return 0;
+    if (user_can_reach_as(&probe, cwd, 1, blocked, sizeof(blocked)) == 0)
+        return 0;
+    /* The database user cannot search the checkout: one home per checkout
+     * under RV_FALLBACK_ROOT, named by a hash (FNV-1a) of its path. */
+    for (const unsigned char *c = (const unsigned char *)cwd; *c; c++)
+        h = (h ^ *c) * 1099511628211ULL;
+    if (mkdir_p(RV_FALLBACK_ROOT, 0755) != 0)
+        return 0;
+    snprintf(out, cap, "%s/%012llx", RV_FALLBACK_ROOT, (unsigned long long)(h & 0xffffffffffffULL));
+    return 1;
+}
+
 int rv_pgembed_start(const char *home, rv_pgembed **out, rv_error *err)
 {
     rv_pgembed *pg = NULL;
     char admin[PATH_MAX * 2 + 128] = "", ci[PATH_MAX * 2 + 128] = "", blocked[PATH_MAX];
+    char defhome[PATH_MAX];
     int lockfd = -1, rc;
     struct stat sb;
 
     *out = NULL;
     if (!home || !*home)
         home = getenv("REVERIE_HOME");
-    if (!home || !*home)
-        home = "./var";
+    if (!home || !*home) {
+        rv_pgembed_default_home(defhome, sizeof(defhome));
+        home = defhome;
+    }
     pg = calloc(1, sizeof(*pg));
     if (!pg)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");

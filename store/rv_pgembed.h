@@ -27,8 +27,15 @@
 
 typedef struct rv_pgembed rv_pgembed;
 
+/* The home used when neither a flag nor $REVERIE_HOME names one: "./var",
+ * except as root when the cluster user cannot search the current directory
+ * (e.g. a checkout under root's 0700 home); then
+ * /var/lib/reverie/<hash of the current directory's path>, created here.
+ * Writes it to out[cap]; returns 1 when it is that fallback, else 0. */
+int rv_pgembed_default_home(char *out, size_t cap);
+
 /* Creates (first time) and starts the cluster under home (borrowed; NULL =
- * $REVERIE_HOME or "./var"), or reuses it when it is already running. A
+ * $REVERIE_HOME or rv_pgembed_default_home), or reuses it when it is already running. A
  * stale postmaster.pid left by a crash is detected and removed. On success
  * *out is a new handle (free with rv_pgembed_stop or rv_pgembed_detach). */
 int rv_pgembed_start(const char *home, rv_pgembed **out, rv_error *err);
