@@ -14,8 +14,8 @@ WERROR    ?=
 STAGELOG  ?= $(BUILD)/make-test-stages.txt
 STAGE      = sh .ci/stage.sh $(STAGELOG)
 
-.PHONY: all deps build build-san build-tsan run test test-stages test-fast bench fuzz format \
-        check-format tidy clean
+.PHONY: all deps build build-san build-tsan run test test-stages test-fast bench fuzz fuzz-run \
+        format check-format tidy clean
 # The stages of `make test` run one after another (cmake parallelizes the
 # builds itself with JOBS).
 .NOTPARALLEL:
@@ -50,6 +50,7 @@ run: build
 #   tidy        clang-tidy (.clang-tidy) on engine/ store/ server/ cli/
 #   san         ASan+UBSan build and every test but the slow ones
 #   tsan        ThreadSanitizer build, the server, database and store tests
+#   fuzz-run    `make fuzz`, then each libFuzzer target for FUZZTIME s (fuzz-run)
 test:
 	@sh scripts/install-deps.sh test
 	@mkdir -p $(dir $(STAGELOG)) && rm -f $(STAGELOG)
@@ -58,7 +59,7 @@ test:
 	 printf '  %-14s %5d s\n' total $$(($$(date +%s) - start)); \
 	 if [ $$rc -ne 0 ]; then echo "make test: FAILED"; exit 1; fi
 
-test-stages: stage-format stage-tests stage-tidy stage-tests-san stage-tests-tsan
+test-stages: stage-format stage-tests stage-tidy stage-tests-san stage-tests-tsan stage-fuzz-run
 
 stage-format:
 	@$(STAGE) format $(MAKE) --no-print-directory check-format
@@ -79,6 +80,10 @@ stage-build-tsan:
 # would take most of the time budget.
 stage-tests-tsan: stage-build-tsan
 	@$(STAGE) tests-tsan sh -c 'cd $(TSANBUILD) && ctest --output-on-failure -j $(JOBS) -L "server|db|store" -LE web'
+stage-build-fuzz:
+	@$(STAGE) build-fuzz $(MAKE) --no-print-directory fuzz
+stage-fuzz-run: stage-build-fuzz
+	@$(STAGE) fuzz-run $(MAKE) --no-print-directory fuzz-run
 
 test-fast: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -94,6 +99,40 @@ bench: build
 fuzz:
 	@cmake -S . -B $(FUZZBUILD) -DCMAKE_C_COMPILER=clang -DRV_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
 	@cmake --build $(FUZZBUILD) -j $(JOBS)
+
+# Runs every fuzz/fuzz_<name>.c target for FUZZTIME seconds, one after
+# another, from a scratch copy of fuzz/corpus/<name> in
+# $(FUZZBUILD)/run/<name>/ (libFuzzer adds what it finds to its corpus
+# folder: never the checked-in one). -timeout makes a hang a failure well
+# inside the run. Any crash, leak, timeout or out-of-memory fails it and
+# prints the reproducer and how to replay it.
+FUZZTIME ?= 30
+fuzz-run: fuzz
+	@fail=0; total=$$(date +%s); \
+	 for src in fuzz/fuzz_*.c; do \
+	   name=$${src#fuzz/fuzz_}; name=$${name%.c}; \
+	   bin=$(FUZZBUILD)/bin/fuzz_$$name; run=$(FUZZBUILD)/run/$$name; \
+	   if [ ! -x $$bin ]; then echo "fuzz-run: $$name: no $$bin"; fail=1; continue; fi; \
+	   rm -rf $$run && mkdir -p $$run/corpus $$run/artifacts || exit 1; \
+	   cp -R fuzz/corpus/$$name/. $$run/corpus/ || exit 1; \
+	   seeds=$$(ls $$run/corpus | wc -l); start=$$(date +%s); \
+	   $$bin -max_total_time=$(FUZZTIME) -rss_limit_mb=2048 -timeout=10 \
+	         -artifact_prefix=$$run/artifacts/ $$run/corpus >$$run/log 2>&1; rc=$$?; \
+	   secs=$$(($$(date +%s) - start)); \
+	   repro=$$(ls -d $$run/artifacts/crash-* $$run/artifacts/leak-* $$run/artifacts/timeout-* \
+	                  $$run/artifacts/oom-* 2>/dev/null | head -n 1); \
+	   if [ $$rc -ne 0 ] || [ -n "$$repro" ]; then \
+	     fail=1; tail -n 40 $$run/log; \
+	     echo "fuzz-run: $$name FAILED after $$secs s (exit $$rc); log $$run/log"; \
+	     [ -n "$$repro" ] && echo "  reproducer: $$repro" && echo "  replay: $$bin $$repro"; \
+	   else \
+	     runs=$$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' $$run/log); \
+	     printf 'fuzz-run: %-9s %4d s  %10s runs  corpus %d -> %d\n' $$name $$secs "$$runs" \
+	            $$seeds $$(ls $$run/corpus | wc -l); \
+	   fi; \
+	 done; \
+	 echo "fuzz-run: $$(($$(date +%s) - total)) s in all"; \
+	 exit $$fail
 
 format:
 	@clang-format -i $$(git ls-files '*.c' '*.h')
