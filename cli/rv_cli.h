@@ -4,6 +4,8 @@
 #define RV_CLI_H
 
 int rv_cmd_simulate(int argc, char **argv);
+/* `reverie diff A B | A --whatif DOC` (cmd_diff.c). */
+int rv_cmd_diff(int argc, char **argv);
 int rv_cmd_upload(int argc, char **argv);
 int rv_cmd_sweep(int argc, char **argv);
 int rv_cmd_migrate(int argc, char **argv);

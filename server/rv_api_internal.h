@@ -18,6 +18,9 @@ void rv_api_trace_delete(rv_req *r, void *app);
 void rv_api_trace_original(rv_req *r, void *app);
 void rv_api_trace_timeline(rv_req *r, void *app);
 void rv_api_trace_whatif(rv_req *r, void *app);
+/* GET .../diff?with=ID2 and POST .../diff with a what-if (rv_api_diff.c). */
+void rv_api_trace_diff_get(rv_req *r, void *app);
+void rv_api_trace_diff_post(rv_req *r, void *app);
 void rv_api_fleet_whatif(rv_req *r, void *app);
 void rv_api_job_get(rv_req *r, void *app);
 void rv_api_job_cancel(rv_req *r, void *app);

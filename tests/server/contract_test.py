@@ -590,6 +590,29 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
         c.call("DELETE", "/v1/jobs/{id}", 200, params={"id": q2["job_id"]})
     c.call("DELETE", "/v1/jobs/{id}", 404, params={"id": 987654321}, what="no such job")
 
+    # Diff: the ResNet-50 loader pair (data loading is the top op) and a what-if.
+    dp = "/v1/traces/{id}/diff"
+    st, t4 = c.call("POST", "/v1/traces", 201, query={"job": "diff-pair"},
+                    body=read(t_resnet.replace("workers0", "workers4")),
+                    ctype="application/gzip", token=ing)
+    id_w4 = t4.get("id") if isinstance(t4, dict) else None
+    st, dg = c.call("GET", dp, 200, params={"id": id_resnet}, query={"with": id_w4, "top": 5})
+    def first_op(d):
+        rows = d.get("ops", {}).get("rows") if isinstance(d, dict) else None
+        return rows[0].get("name", "") if rows else ""
+    top_op = first_op(dg)
+    if "DataLoader" not in top_op:
+        fail(f"diff workers0 vs workers4: top op is {top_op!r}, not the data loader")
+    st, dw = c.call("POST", dp, 200, params={"id": id_resnet},
+                    body={"optimizations": [{"kind": "dataloader", "workers": 4}]})
+    top_op = first_op(dw)
+    if "DataLoader" not in top_op:
+        fail(f"diff vs dataloader what-if: top op is {top_op!r}")
+    c.call("GET", dp, 400, params={"id": id_resnet}, what="no with")
+    c.call("GET", dp, 404, params={"id": id_resnet}, query={"with": 987654321})
+    c.call("POST", dp, 400, params={"id": id_resnet},
+           body={"optimizations": [{"kind": "warp-drive"}]}, what="unknown kind")
+
     # Catalogues.
     st, pl = c.call("GET", "/v1/platforms", 200)
     pid = pl["platforms"][0]["id"] if isinstance(pl, dict) and pl.get("platforms") else 1

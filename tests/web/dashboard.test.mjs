@@ -352,6 +352,18 @@ test('what-if page: form from the kinds, run, numbers equal the API, error, swee
   await shot('07-whatif-sweep');
 });
 
+test('diff page: a trace vs its data-loader what-if, top op as the API says', { timeout: T * 2 }, async (t) => {
+  if (skip) return t.skip(skip);
+  const doc = { optimizations: [{ kind: 'dataloader', workers: 4 }] };
+  await page.goto(base + `/#/diff/${resnetId}?whatif=${encodeURIComponent(JSON.stringify(doc))}&top=5`);
+  await page.waitForSelector('#diff-summary');
+  const d = (await api('POST', `/v1/traces/${resnetId}/diff?top=5`, JSON.stringify(doc))).json;
+  assert.match(d.ops.rows[0].name, /DataLoader/, 'the loader op is the top difference');
+  const first = await page.textContent('#diff-out table tbody tr td');
+  assert.ok(first.includes('enumerate(DataLoader)'), `first op row: ${first}`);
+  await shot('08b-diff');
+});
+
 test('fleet page: inline answer and a queued job with progress', { timeout: T * 3 }, async (t) => {
   if (skip) return t.skip(skip);
   await page.goto(base + '/#/fleet');

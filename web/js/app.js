@@ -3,6 +3,7 @@
 //   #/trace/ID          one trace: cards, timeline, breakdowns, kernels, overheads
 //   #/whatif[/ID]       what-if form, comparison, sweeps
 //   #/fleet             fleet what-ifs and jobs
+//   #/diff/ID?with=ID2  a trace vs another trace or (?whatif=DOC) its what-if
 
 import { api } from './api.js';
 import { clear, errorBox } from './ui.js';
@@ -11,6 +12,7 @@ import { tracesPage } from './pages/traces.js';
 import { tracePage } from './pages/trace.js';
 import { whatifPage } from './pages/whatif.js';
 import { fleetPage } from './pages/fleet.js';
+import { diffPage } from './pages/diff.js';
 
 const main = document.getElementById('main');
 let current = null; // {cleanup()}
@@ -28,7 +30,7 @@ function route() {
     on ? a.setAttribute('aria-current', 'page') : a.removeAttribute('aria-current');
   }
   const ctx = { main, arg: cleanArg, rest, query };
-  const pages = { traces: tracesPage, trace: tracePage, whatif: whatifPage, fleet: fleetPage };
+  const pages = { traces: tracesPage, trace: tracePage, whatif: whatifPage, fleet: fleetPage, diff: diffPage };
   const fn = pages[page.split('?')[0]];
   try {
     current = fn ? fn(ctx) : (main.append(errorBox({ message: `no page '${page}'`, code: 'not_found' }, 'Not found')), null);

@@ -1,0 +1,154 @@
+/* Trace diff (engine/rv_diff.h) on the ResNet-50 data-loader pair: the
+ * loading op is the top difference between num_workers 0 and 4, and between
+ * workers 0 and its dataloader what-if; a trace against itself changes
+ * nothing. Skips (77) without RV_SHARED_TRACES. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/Basic.h>
+
+#include "rv_diff.h"
+#include "rv_graph.h"
+#include "rv_kineto.h"
+#include "rv_report.h"
+#include "rv_run.h"
+#include "rv_sim.h"
+#include "rv_whatif.h"
+#include "common/rv_test_util.h"
+
+static const char *traces;
+
+typedef struct loaded {
+    rv_trace *tr;
+    rv_graph *g;
+    rv_sim *s;
+    rv_diff_side side; /* the baseline over the median window */
+} loaded;
+
+static loaded w0, w4;
+
+static int load(const char *rel, loaded *l)
+{
+    char path[1024];
+    rv_error err;
+    rv_iter_figures f;
+    snprintf(path, sizeof(path), "%s/%s", traces, rel);
+    if (rv_kineto_read_file(path, NULL, &l->tr, &err) != 0 ||
+        rv_graph_build(l->tr, NULL, &l->g, &err) != 0 || rv_sim_run(l->g, 0, &l->s, &err) != 0 ||
+        rv_report_iteration(l->g, l->s, RV_ITER_MEDIAN, &f, &err) != 0) {
+        fprintf(stderr, "%s: %s\n", path, err.message);
+        return -1;
+    }
+    l->side =
+        (rv_diff_side){l->g, l->s, rv_report_window(l->g, l->s, -1), f.simulated_us, f.measured_us};
+    return 0;
+}
+
+static void unload(loaded *l)
+{
+    rv_sim_free(l->s);
+    rv_graph_free(l->g);
+    rv_trace_free(l->tr);
+}
+
+static const rv_diff_row *find(const rv_diff_row *rows, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(rows[i].name, name) == 0)
+            return &rows[i];
+    return NULL;
+}
+
+static void test_workers_pair(void)
+{
+    rv_diff *d = NULL;
+    rv_error err;
+    CU_ASSERT_EQUAL_FATAL(rv_diff_compute(&w0.side, &w4.side, &d, &err), 0);
+    CU_ASSERT_FATAL(d->nops > 0 && d->nkernels > 0);
+    /* The loading op of workers 0 is the top difference, and it vanished. */
+    CU_ASSERT_STRING_EQUAL(d->ops[0].name,
+                           "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+    CU_ASSERT_EQUAL(d->ops[0].status, RV_DIFF_VANISHED);
+    CU_ASSERT(d->ops[0].delta_us < -30e3);
+    const rv_diff_row *mp =
+        find(d->ops, d->nops, "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__");
+    CU_ASSERT_PTR_NOT_NULL(mp);
+    if (mp)
+        CU_ASSERT_EQUAL(mp->status, RV_DIFF_APPEARED);
+    /* Ordered by impact; deltas are B - A. */
+    for (size_t i = 1; i < d->nops; i++)
+        CU_ASSERT(fabs(d->ops[i - 1].delta_us) >= fabs(d->ops[i].delta_us));
+    for (size_t i = 0; i < d->nkernels; i++)
+        CU_ASSERT_DOUBLE_EQUAL(d->kernels[i].delta_us,
+                               d->kernels[i].time_us_b - d->kernels[i].time_us_a, 1e-9);
+    CU_ASSERT(d->iteration_us_b < d->iteration_us_a);
+    /* The rendering: the top rows and the totals. */
+    json_t *j = rv_diff_render(d, 3, "w0", "w4");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    json_t *ops = json_object_get(j, "ops");
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(ops, "rows")), 3);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(ops, "total")), (json_int_t)d->nops);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(j, "kernel_classes")), RV_KC_COUNT);
+    json_decref(j);
+    rv_diff_free(d);
+}
+
+static void test_self_is_same(void)
+{
+    rv_diff *d = NULL;
+    rv_error err;
+    CU_ASSERT_EQUAL_FATAL(rv_diff_compute(&w4.side, &w4.side, &d, &err), 0);
+    for (size_t i = 0; i < d->nops; i++)
+        CU_ASSERT_EQUAL(d->ops[i].status, RV_DIFF_SAME);
+    for (size_t i = 0; i < d->nkernels; i++)
+        CU_ASSERT_EQUAL(d->kernels[i].status, RV_DIFF_SAME);
+    rv_diff_free(d);
+}
+
+static void test_whatif(void)
+{
+    rv_whatif *w = NULL;
+    rv_run_result *res = NULL;
+    rv_diff *d = NULL;
+    rv_error err;
+    rv_run_opts o = {.iteration = RV_ITER_MEDIAN, .keep_predicted = 1};
+    CU_ASSERT_EQUAL_FATAL(
+        rv_whatif_parse_text("{\"optimizations\":[{\"kind\":\"dataloader\",\"workers\":4}]}", &w,
+                             &err),
+        0);
+    CU_ASSERT_EQUAL_FATAL(rv_run(w0.g, w0.s, w, &o, &res, &err), 0);
+    rv_diff_side a = {w0.g, w0.s, res->base_win, res->base_fig.simulated_us, 0};
+    rv_diff_side b = {rv_run_pred_graph(res), rv_run_pred_sim(res), res->pred_win,
+                      res->pred_fig.simulated_us, 0};
+    CU_ASSERT_EQUAL_FATAL(rv_diff_compute(&a, &b, &d, &err), 0);
+    CU_ASSERT_FATAL(d->nops > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(d->ops[0].name, "DataLoader"));
+    CU_ASSERT(d->ops[0].delta_us < -30e3);
+    rv_diff_free(d);
+    rv_run_result_free(res);
+    rv_whatif_free(w);
+}
+
+int main(void)
+{
+    traces = rv_test_shared_traces("kineto/resnet50-v100-workers0.pt.trace.json.gz");
+    if (!traces) {
+        printf("skipped: RV_SHARED_TRACES not set or without the ResNet-50 traces\n");
+        return 77;
+    }
+    if (load("kineto/resnet50-v100-workers0.pt.trace.json.gz", &w0) ||
+        load("kineto/resnet50-v100-workers4.pt.trace.json.gz", &w4))
+        return 1;
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite("diff", NULL, NULL);
+    CU_add_test(s, "workers_pair", test_workers_pair);
+    CU_add_test(s, "self_is_same", test_self_is_same);
+    CU_add_test(s, "whatif", test_whatif);
+    unsigned fails = rv_test_run();
+    unload(&w0);
+    unload(&w4);
+    return fails ? 1 : 0;
+}
