@@ -2,27 +2,32 @@
  *                                  [--home DIR] [--json]`
  *
  * Per-platform host-overhead statistics (T1..T5, docs/internals/store.md):
- * `rebuild` recomputes them from the stored samples, `show` prints them. */
+ * `rebuild` recomputes them from the stored samples, `show` prints them;
+ * `reverie overheads predict TRACE...` (cmd_ohpredict.c) needs no database. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rv_cli.h"
 
-#ifdef RV_HAVE_STORE
-#include "cli_db.h"
-
 static void usage(FILE *f)
 {
     fprintf(f, "usage: reverie overheads rebuild|show [--platform ID] [--database URL]\n"
                "                                   [--home DIR] [--json]\n"
+               "       reverie overheads predict TRACE...\n"
                "\n"
                "rebuild     recompute the statistics of one platform (default: all) from the\n"
                "            stored overhead samples\n"
                "show        print them (one table per platform; --json for the raw rows)\n"
+               "predict     re-time each trace's host work from its own and from the pooled\n"
+               "            statistics of all the given traces, and compare each with its\n"
+               "            measured iteration (no database)\n"
                "--database  libpq URL or conninfo (default: $REVERIE_DATABASE_URL, else the\n"
                "            embedded cluster under --home / $REVERIE_HOME / ./var)\n");
 }
+
+#ifdef RV_HAVE_STORE
+#include "cli_db.h"
 
 static int show_platform(rv_db *db, int64_t id, const char *label, int json, rv_error *e)
 {
@@ -150,6 +155,10 @@ int rv_cmd_overheads(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "predict"))
         return rv_cmd_overheads_predict(argc - 1, argv + 1);
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        usage(stdout);
+        return 0;
+    }
     fprintf(stderr, "reverie overheads: this build has no database support\n");
     return 1;
 }

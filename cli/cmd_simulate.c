@@ -1,11 +1,13 @@
 /* `reverie simulate TRACE [--iteration N|median] [--whatif JSON|@FILE]
- *                         [--timeline OUT.json] [--top K]`
+ *                         [--timeline OUT.json] [--top K] [--format json|table]`
  *
  * Prints one JSON object: measured, simulated and predicted iteration time,
  * replay error, breakdowns, top kernels, critical path, what the what-if
- * changed. Errors go to stderr with a non-zero exit. */
+ * changed; or, with --format table, the headline figures, the warnings and
+ * the top kernels for people. Errors go to stderr with a non-zero exit. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +26,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: reverie simulate TRACE [--iteration N|median] [--whatif JSON|@FILE]\n"
                "                         [--timeline OUT.json] [--predicted-timeline OUT.json]\n"
-               "                         [--top K] [--compact]\n"
+               "                         [--top K] [--compact] [--format json|table]\n"
                "\n"
                "TRACE is a Kineto / PyTorch profiler trace (.json or .json.gz).\n"
                "--iteration   report step N (ProfilerStep#N) or the median step (default)\n"
@@ -32,6 +34,8 @@ static void usage(FILE *f)
                "--timeline    write the simulated baseline as Chrome-trace JSON (Perfetto)\n"
                "--predicted-timeline  the same for the what-if prediction\n"
                "--top         number of top kernels to list (default 10)\n"
+               "--format      json (default) or table: headline figures, warnings and top\n"
+               "              kernels, rounded, for reading\n"
                "--overheads-from TRACE  (repeatable) pool these traces' host overheads as\n"
                "              the platform statistics for \"host_overheads\": \"platform\"\n");
 }
@@ -46,6 +50,67 @@ static void print_error(const char *what, const rv_error *e)
     if (e->offset >= 0)
         fprintf(stderr, " [byte %" PRId64 "]", e->offset);
     fputc('\n', stderr);
+}
+
+/* A number member of obj (borrowed), 0 when absent. */
+static double num(const json_t *obj, const char *key)
+{
+    return json_number_value(json_object_get(obj, key));
+}
+
+/* One before/after line: "label  baseline -> predicted unit". */
+static void table_pair(const json_t *out, const char *key, const char *label, double scale,
+                       const char *unit)
+{
+    const json_t *v = json_object_get(out, key);
+    if (json_is_object(v))
+        printf("%-16s %10.2f -> %.2f %s\n", label, num(v, "baseline") * scale,
+               num(v, "predicted") * scale, unit);
+}
+
+/* The answer (borrowed) as a table for people: figures rounded to what
+ * the models can tell apart (0.01 ms, 0.1%, 0.01 J, 1 W). */
+static void print_table(const json_t *out)
+{
+    const char *platform = json_string_value(json_object_get(out, "platform"));
+    const json_t *it = json_object_get(out, "iteration");
+    const json_t *warnings = json_object_get(out, "warnings");
+    const json_t *top = json_object_get(out, "top_kernels");
+    printf("%-16s %s\n", "trace", json_string_value(json_object_get(out, "trace")));
+    printf("%-16s %s\n", "platform", platform && *platform ? platform : "unknown");
+    if (json_is_string(it))
+        printf("%-16s %s\n", "iteration", json_string_value(it));
+    else
+        printf("%-16s %lld\n", "iteration", (long long)json_integer_value(it));
+    printf("%-16s %10.2f ms\n", "measured", num(out, "measured_us") / 1e3);
+    printf("%-16s %10.2f ms (replay error %.1f%%)\n", "simulated", num(out, "baseline_us") / 1e3,
+           100 * fabs(num(out, "replay_error")));
+    printf("%-16s %10.2f ms\n", "predicted", num(out, "predicted_us") / 1e3);
+    printf("%-16s %10.3fx\n", "speedup", num(out, "speedup"));
+    table_pair(out, "energy_j", "energy/iter", 1, "J");
+    const json_t *pw = json_object_get(out, "avg_power_w");
+    if (json_is_object(pw))
+        printf("%-16s %10.0f -> %.0f W\n", "avg power", num(pw, "baseline"), num(pw, "predicted"));
+    const json_t *cap = json_object_get(out, "power_limit_w");
+    if (json_is_object(cap))
+        printf("%-16s %10.0f -> %.0f W\n", "power limit", num(cap, "baseline"),
+               num(cap, "predicted"));
+    printf("\nwarnings (%zu)\n", json_array_size(warnings));
+    for (size_t i = 0; i < json_array_size(warnings); i++) {
+        const json_t *w = json_array_get(warnings, i);
+        printf("  %-22s %s\n", json_string_value(json_object_get(w, "code")),
+               json_string_value(json_object_get(w, "message")));
+    }
+    if (json_array_size(top) == 0)
+        return;
+    printf("\ntop kernels\n  %10s %6s %10s %6s  %s\n", "total_ms", "count", "mean_us", "share",
+           "name");
+    for (size_t i = 0; i < json_array_size(top); i++) {
+        const json_t *k = json_array_get(top, i);
+        printf("  %10.2f %6.0f %10.1f %5.1f%%  %.80s\n", num(k, "total_us") / 1e3, num(k, "count"),
+               num(k, "mean_us"), 100 * num(k, "share"),
+               json_string_value(json_object_get(k, "name")));
+    }
 }
 
 static int write_timeline(const char *path, const rv_graph *g, const rv_sim *s, const rv_window *w)
@@ -67,7 +132,7 @@ int rv_cmd_simulate(int argc, char **argv)
 {
     const char *path = NULL, *whatif_text = NULL, *timeline = NULL, *ptimeline = NULL;
     rv_run_opts opts = {.iteration = RV_ITER_MEDIAN, .top_kernels = RV_RUN_TOP_KERNELS};
-    int compact = 0, status = 1;
+    int compact = 0, table = 0, status = 1;
     enum { MAX_OH = 256 };
     const char *oh_paths[MAX_OH];
     rv_trace *oh_traces[MAX_OH] = {0};
@@ -89,6 +154,13 @@ int rv_cmd_simulate(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--compact") == 0) {
             compact = 1;
+        } else if (i + 1 < argc && strcmp(a, "--format") == 0) {
+            const char *v = argv[++i];
+            if (strcmp(v, "table") != 0 && strcmp(v, "json") != 0) {
+                fprintf(stderr, "reverie: --format wants json or table, not '%s'\n", v);
+                return 2;
+            }
+            table = strcmp(v, "table") == 0;
         } else if (i + 1 < argc && strcmp(a, "--iteration") == 0) {
             const char *v = argv[++i];
             if (strcmp(v, "median") == 0) {
@@ -181,7 +253,9 @@ int rv_cmd_simulate(int argc, char **argv)
     if (ptimeline && write_timeline(ptimeline, rv_run_pred_graph(res), rv_run_pred_sim(res),
                                     &res->pred_win) != 0)
         goto out;
-    if (rv_run_dump(out, stdout, !compact) != 0)
+    if (table)
+        print_table(out);
+    else if (rv_run_dump(out, stdout, !compact) != 0)
         goto out;
     status = 0;
 out:

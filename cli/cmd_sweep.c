@@ -1,11 +1,14 @@
-/* `reverie sweep TRACE [--whatif JSON|@FILE] --vary FIELD=VALUES [--json]`
+/* `reverie sweep TRACE [--whatif JSON|@FILE] --vary FIELD=VALUES
+ *                [--format csv|json|table] [--json]`
  *
  * Applies the what-if document once per value of one field and prints one
  * row per point: the predicted median iteration, the speedup over the
  * simulated baseline, energy per iteration and average power. FIELD is a
  * dotted path into the document ("power_limit_w", "distributed.workers",
  * "optimizations[0].factor"); VALUES is "start:stop:step" or a comma list
- * (numbers or words, e.g. "ring,tree"). */
+ * (numbers or words, e.g. "ring,tree"). One field is varied: a second
+ * --vary is refused. Rows are CSV (default), one JSON document, or a table
+ * for people with rounded figures. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,12 +32,14 @@ int rv_cmd_sweep(int argc, char **argv);
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: reverie sweep TRACE [--whatif JSON|@FILE] --vary FIELD=VALUES [--json]\n"
-               "  FIELD   dotted path in the what-if document: power_limit_w,\n"
-               "          distributed.workers, distributed.inter_node_gbps,\n"
-               "          optimizations[0].factor, ...\n"
-               "  VALUES  start:stop:step (inclusive) or a comma list: 1,2,4,8 or ring,tree\n"
-               "  --json  one JSON array instead of CSV rows\n"
+    fprintf(f, "usage: reverie sweep TRACE [--whatif JSON|@FILE] --vary FIELD=VALUES\n"
+               "                     [--format csv|json|table] [--json]\n"
+               "  FIELD     dotted path in the what-if document: power_limit_w,\n"
+               "            distributed.workers, distributed.inter_node_gbps,\n"
+               "            optimizations[0].factor, ...; one --vary only\n"
+               "  VALUES    start:stop:step (inclusive) or a comma list: 1,2,4,8 or ring,tree\n"
+               "  --format  csv rows (default), one JSON document, or a table for people\n"
+               "  --json    the same as --format json\n"
                "See docs/whatif.md for the document.\n");
 }
 
@@ -151,10 +156,24 @@ static json_t *load_doc(const char *text, json_error_t *je)
     return json_loads(text, JSON_REJECT_DUPLICATES, je);
 }
 
+enum { FMT_CSV = 0, FMT_JSON, FMT_TABLE };
+
+/* One table row: rounded for reading (ms, J, W); the CSV keeps the
+ * precision. */
+static void table_row(int width, const char *value, const rv_run_result *res, const char *error)
+{
+    if (error) {
+        printf("%-*s  error: %s\n", width, value, error);
+        return;
+    }
+    printf("%-*s  %12.2f  %8.3fx  %10.2f  %8.0f  %8d\n", width, value, res->sum.predicted_us / 1e3,
+           res->sum.speedup, res->sum.energy_j, res->pred_energy.avg_power_w, res->sum.warnings);
+}
+
 int rv_cmd_sweep(int argc, char **argv)
 {
     const char *path = NULL, *doc_text = NULL, *vary = NULL;
-    int as_json = 0, rc = 1, failures = 0;
+    int format = FMT_CSV, rc = 1, failures = 0;
     rv_error err;
     rv_trace *tr = NULL;
     rv_graph *g = NULL;
@@ -171,9 +190,28 @@ int rv_cmd_sweep(int argc, char **argv)
         } else if (i + 1 < argc && strcmp(a, "--whatif") == 0) {
             doc_text = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--vary") == 0) {
+            if (vary) {
+                fprintf(stderr,
+                        "reverie sweep: --vary given twice (%s, then %s); a sweep varies one "
+                        "field: run one sweep per field, or fix the other in --whatif\n",
+                        vary, argv[i + 1]);
+                return 2;
+            }
             vary = argv[++i];
         } else if (strcmp(a, "--json") == 0) {
-            as_json = 1;
+            format = FMT_JSON;
+        } else if (i + 1 < argc && strcmp(a, "--format") == 0) {
+            const char *v = argv[++i];
+            if (strcmp(v, "csv") == 0) {
+                format = FMT_CSV;
+            } else if (strcmp(v, "json") == 0) {
+                format = FMT_JSON;
+            } else if (strcmp(v, "table") == 0) {
+                format = FMT_TABLE;
+            } else {
+                fprintf(stderr, "reverie sweep: --format wants csv, json or table, not '%s'\n", v);
+                return 2;
+            }
         } else if (rv_cli_trace_arg(a, &path, usage) != 0) {
             return 2;
         }
@@ -205,8 +243,12 @@ int rv_cmd_sweep(int argc, char **argv)
         goto out;
     }
     rows = json_array();
-    if (!as_json)
+    int width = (int)strlen(field) > 12 ? (int)strlen(field) : 12;
+    if (format == FMT_CSV)
         printf("%s,predicted_us,speedup,energy_j,avg_power_w,warnings,error\n", field);
+    else if (format == FMT_TABLE)
+        printf("%-*s  %12s  %9s  %10s  %8s  %8s\n", width, field, "predicted_ms", "speedup",
+               "energy_j", "power_w", "warnings");
     double baseline_us = 0;
     size_t k;
     json_t *v;
@@ -233,7 +275,7 @@ int rv_cmd_sweep(int argc, char **argv)
             failures++;
         else
             baseline_us = res->sum.baseline_us;
-        if (as_json) {
+        if (format == FMT_JSON) {
             json_t *row = prc ? json_object() : rv_run_summary_render(&res->sum);
             if (row) {
                 json_object_set(row, "value", v);
@@ -248,6 +290,8 @@ int rv_cmd_sweep(int argc, char **argv)
                 }
                 json_array_append_new(rows, row);
             }
+        } else if (format == FMT_TABLE) {
+            table_row(width, vs, res, prc ? err.message : NULL);
         } else if (prc) {
             printf("%s,,,,,,\"%s\"\n", vs, err.message);
         } else {
@@ -258,7 +302,7 @@ int rv_cmd_sweep(int argc, char **argv)
         rv_whatif_free(w);
         json_decref(d);
     }
-    if (as_json) {
+    if (format == FMT_JSON) {
         json_t *out = json_pack("{s:s, s:s, s:f, s:O}", "trace", path, "vary", field, "baseline_us",
                                 baseline_us, "points", rows);
         if (out)

@@ -90,11 +90,11 @@ int rv_upload_available(void)
 
 static size_t discard_body(char *p, size_t size, size_t n, void *ud)
 {
-    /* Keep the start of the answer for the error message. */
+    /* Keep the start of the answer for the caller and the error message. */
     char *msg = ud;
     size_t have = strlen(msg), take = size * n;
-    if (have < 255) {
-        size_t k = take < 255 - have ? take : 255 - have;
+    if (have < RV_UPLOAD_ANSWER_MAX - 1) {
+        size_t k = take < RV_UPLOAD_ANSWER_MAX - 1 - have ? take : RV_UPLOAD_ANSWER_MAX - 1 - have;
         memcpy(msg + have, p, k);
         msg[have + k] = '\0';
     }
@@ -121,7 +121,7 @@ int rv_upload_post(const rv_upload_opts *o, const char *job, int rank, const voi
     int rc = RV_ERR_IO;
     CURL *c = NULL;
     struct curl_slist *hdr = NULL;
-    char *url = NULL, *ejob = NULL, body[256];
+    char *url = NULL, *ejob = NULL, body[RV_UPLOAD_ANSWER_MAX];
     long code = 0;
     int attempts = o->max_attempts > 0 ? o->max_attempts : 5;
     long backoff = o->backoff_ms > 0 ? o->backoff_ms : 500;
@@ -129,6 +129,8 @@ int rv_upload_post(const rv_upload_opts *o, const char *job, int rank, const voi
 
     if (status)
         *status = 0;
+    if (o->answer)
+        o->answer[0] = '\0';
     if (!o->server || !*o->server)
         return rv_error_set(err, RV_ERR_INVALID, -1, -1, "no server URL (REVERIE_SERVER)");
     static int global_done;
@@ -186,6 +188,8 @@ int rv_upload_post(const rv_upload_opts *o, const char *job, int rank, const voi
             curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
         if (status)
             *status = code;
+        if (o->answer)
+            memcpy(o->answer, body, strlen(body) + 1);
         if (cr == CURLE_OK && code >= 200 && code < 300) {
             rc = 0;
             goto out;
@@ -206,9 +210,9 @@ int rv_upload_post(const rv_upload_opts *o, const char *job, int rank, const voi
         if (i == attempts)
             break;
         if (!o->quiet)
-            fprintf(stderr,
-                    "reverie-collector: upload attempt %d/%d failed (%s); retrying in %ld ms\n", i,
-                    attempts, err ? err->message : "error", backoff);
+            fprintf(stderr, "%s: upload attempt %d/%d failed (%s); retrying in %ld ms\n",
+                    o->prog ? o->prog : "reverie-collector", i, attempts,
+                    err ? err->message : "error", backoff);
         sleep_ms(backoff);
         backoff = backoff * 2 > 30000 ? 30000 : backoff * 2;
     }

@@ -20,7 +20,12 @@ typedef struct rv_upload_opts {
     long timeout_s;         /* per attempt; 0 = 120 */
     long connect_timeout_s; /* 0 = 10 */
     int quiet;              /* 1: no per-attempt lines on stderr */
+    const char *prog;       /* program named in messages; NULL = "reverie-collector" */
+    char *answer;           /* NULL, or RV_UPLOAD_ANSWER_MAX bytes that get the start of the
+                               last answer's body, NUL-terminated (borrowed) */
 } rv_upload_opts;
+
+#define RV_UPLOAD_ANSWER_MAX 4096
 
 /* Defaults, then REVERIE_SERVER, REVERIE_TOKEN, REVERIE_UPLOAD_ATTEMPTS,
  * REVERIE_UPLOAD_BACKOFF_MS, REVERIE_UPLOAD_TIMEOUT_S. The strings are

@@ -96,7 +96,9 @@ struct rv_whatif {
     size_t nopts;
     int has_dist;
     rv_dist dist;
-    double power_limit_w; /* 0: unchanged */
+    double power_limit_w;    /* 0: unchanged */
+    double power_limit_frac; /* 0: not given; else a share of the GPU's default limit,
+                                resolved to power_limit_w at apply time */
     int schedule;
     int has_schedule;
     char gpu[64];                        /* hardware override; "" = from the trace */

@@ -70,8 +70,16 @@ static int parse_opt(const json_t *o, size_t idx, rv_opt *out, rv_error *err)
     if (!kind)
         return rv_error_field(err, RV_ERR_INVALID, f, "%s is required (a string)", f);
     const rv_kind_spec *ks = rv_spec_kind(kind);
-    if (!ks)
-        return rv_error_field(err, RV_ERR_INVALID, f, "unknown optimization kind '%s'", kind);
+    if (!ks) {
+        const char *names[32];
+        size_t nn = 0;
+        char hint[200];
+        for (size_t i = 0; i < rv_spec_nkinds && nn < sizeof(names) / sizeof(names[0]); i++)
+            names[nn++] = rv_spec_kinds[i].kind;
+        rv_spec_suggest(kind, names, nn, hint, sizeof(hint));
+        return rv_error_field(err, RV_ERR_INVALID, f, "unknown optimization kind '%.40s'%s", kind,
+                              hint);
+    }
     out->kind = ks->id;
     out->stage = ks->stage;
     static const char *const kind_key[] = {"kind", NULL};
@@ -134,6 +142,11 @@ int rv_whatif_parse(const json_t *doc, rv_whatif **out, rv_error *err)
     if ((rc = rv_spec_read(doc, "", rv_spec_top, rv_spec_ntop, structural, w, err)) != 0)
         goto out;
     w->has_schedule = w->schedule != RV_SCHED_EARLIEST_START;
+    if (w->power_limit_w > 0 && w->power_limit_frac > 0) {
+        rc = rv_error_field(err, RV_ERR_INVALID, "power_limit_frac",
+                            "give power_limit_w or power_limit_frac, not both");
+        goto out;
+    }
     json_t *opts = json_object_get(doc, "optimizations");
     if (opts && !json_is_null(opts)) {
         if (!json_is_array(opts)) {
@@ -224,8 +237,8 @@ int rv_whatif_parse_text(const char *text, rv_whatif **out, rv_error *err)
 
 int rv_whatif_is_empty(const rv_whatif *w)
 {
-    return !w || (w->nopts == 0 && !w->has_dist && w->power_limit_w <= 0 && !w->has_schedule &&
-                  !w->platform_overheads);
+    return !w || (w->nopts == 0 && !w->has_dist && w->power_limit_w <= 0 &&
+                  w->power_limit_frac <= 0 && !w->has_schedule && !w->platform_overheads);
 }
 
 int rv_whatif_schedule(const rv_whatif *w)
@@ -239,6 +252,29 @@ int rv_whatif_schedule(const rv_whatif *w)
 }
 
 /* ---- apply -------------------------------------------------------------- */
+
+/* The power limit w asks for on g in watts: power_limit_w, or
+ * power_limit_frac of the GPU's default limit. 0 when neither is given;
+ * a negative rv_err when the fraction has no GPU row to resolve against or
+ * falls below the GPU's lowest settable limit. */
+static int power_cap(const rv_whatif *w, const rv_graph *g, double *cap_w, rv_error *err)
+{
+    *cap_w = w->power_limit_w;
+    if (w->power_limit_frac <= 0)
+        return 0;
+    const rv_hw *hw = rv_models__hw(w, g);
+    if (!hw || hw->default_pl_w <= 0)
+        return rv_error_field(err, RV_ERR_INVALID, "power_limit_frac",
+                              "power_limit_frac needs the GPU's default power limit, and this "
+                              "trace's GPU is not in the hardware table: give power_limit_w "
+                              "(watts) or gpu");
+    *cap_w = w->power_limit_frac * hw->default_pl_w;
+    if (*cap_w < hw->min_pl_w)
+        return rv_error_field(err, RV_ERR_INVALID, "power_limit_frac",
+                              "power_limit_frac = %g is %g W, below the minimum limit of %s (%g W)",
+                              w->power_limit_frac, *cap_w, hw->name, hw->min_pl_w);
+    return 0;
+}
 
 static int run_opt(const rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied, rv_error *err)
 {
@@ -321,11 +357,14 @@ int rv_whatif_apply_stop(const rv_whatif *w, rv_graph *g, const rv_stop *stop, j
                 goto fail;
             mark_changed(arr, before != graph_print(g));
         }
-        if (stage == RV_STAGE_POWER && w->power_limit_w > 0) {
-            if ((rc = rv_stop_check(stop, err)) != 0)
+        if (stage == RV_STAGE_POWER && (w->power_limit_w > 0 || w->power_limit_frac > 0)) {
+            /* The model sees the fraction as the watts it stands for. */
+            rv_whatif resolved = *w;
+            if ((rc = rv_stop_check(stop, err)) != 0 ||
+                (rc = power_cap(w, g, &resolved.power_limit_w, err)) != 0)
                 goto fail;
             uint64_t before = graph_print(g);
-            if ((rc = rv_models__power(w, g, arr, err)) != 0)
+            if ((rc = rv_models__power(&resolved, g, arr, err)) != 0)
                 goto fail;
             mark_changed(arr, before != graph_print(g));
         }
@@ -370,7 +409,12 @@ void rv_whatif_energy_params(const rv_whatif *w, const rv_graph *g, rv_energy_pa
 {
     memset(out, 0, sizeof(*out));
     out->hw = rv_models__hw(w, g);
-    out->cap_w = w && w->power_limit_w > 0 ? w->power_limit_w : rv_power_trace_cap(g, out->hw);
+    double cap = 0;
+    rv_error ignored;
+    /* A fraction that cannot be resolved already failed the apply. */
+    if (w && power_cap(w, g, &cap, &ignored) != 0)
+        cap = 0;
+    out->cap_w = cap > 0 ? cap : rv_power_trace_cap(g, out->hw);
     if (out->cap_w <= 0) {
         rv_power_model pm;
         rv_power_init(&pm, out->hw);

@@ -18,6 +18,8 @@
 #define D(m) offsetof(rv_dist, m)
 #define W(m) offsetof(struct rv_whatif, m)
 #define NONE RV_SPEC_NONE
+/* The most names an object's "unknown field" hint weighs. */
+#define RV_SPEC_NAMES_MAX 32
 
 /* Field constructors: name, destination, range or values, default, doc. */
 #define NUM(n, o, lo, hi, excl, d, req, text)                                                      \
@@ -234,6 +236,8 @@ const size_t rv_spec_ndist = sizeof(rv_spec_dist) / sizeof(rv_spec_dist[0]);
 
 const rv_field_spec rv_spec_top[] = {
     NUM("power_limit_w", W(power_limit_w), 0, 5000, 1, NULL, 0, "GPU power limit to model"),
+    NUM("power_limit_frac", W(power_limit_frac), 0, 1.5, 1, NULL, 0,
+        "GPU power limit as a share of the GPU's default limit (not with power_limit_w)"),
     ENUM("schedule", W(schedule), "earliest_start,fifo,priority", sched_codes, "\"earliest_start\"",
          "simulator schedule policy"),
     OTHER("gpu", RV_F_STRING,
@@ -267,6 +271,58 @@ static int in_list(const char *key, const char *const *list)
         if (strcmp(key, *list) == 0)
             return 1;
     return 0;
+}
+
+/* Levenshtein distance of a and b, each cut at 63 bytes. */
+static size_t distance(const char *a, const char *b)
+{
+    size_t la = strnlen(a, 63), lb = strnlen(b, 63), row[64];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+void rv_spec_suggest(const char *got, const char *const *names, size_t n, char *out, size_t cap)
+{
+    const char *best = NULL;
+    size_t best_d = (size_t)-1, used = 0;
+    size_t close = strlen(got) / 3 > 2 ? strlen(got) / 3 : 2;
+    if (cap == 0)
+        return;
+    out[0] = '\0';
+    for (size_t i = 0; i < n && names[i]; i++) {
+        size_t d = distance(got, names[i]);
+        if (d < best_d) {
+            best_d = d;
+            best = names[i];
+        }
+    }
+    if (best && best_d <= close)
+        used = (size_t)snprintf(out, cap, "; did you mean '%s'?", best);
+    if (used < cap)
+        used += (size_t)snprintf(out + used, cap - used, " valid:");
+    for (size_t i = 0; i < n && names[i] && used < cap; i++) {
+        /* Room for this name and a closing "..." that may follow it. */
+        if (used + strlen(names[i]) + 2 + 5 >= cap) {
+            snprintf(out + used, cap - used, " ...");
+            return;
+        }
+        used += (size_t)snprintf(out + used, cap - used, "%s %s", i ? "," : "", names[i]);
+    }
 }
 
 /* The i-th comma-separated value of list equals s. */
@@ -351,8 +407,17 @@ int rv_spec_read(const json_t *obj, const char *prefix, const rv_field_spec *spe
             i++;
         if ((i < n && spec[i].name) || in_list(key, extra))
             continue;
+        /* The names this object takes, for the hint. */
+        const char *names[RV_SPEC_NAMES_MAX];
+        size_t nn = 0;
+        char hint[160];
+        for (size_t j = 0; j < n && spec[j].name && nn < RV_SPEC_NAMES_MAX; j++)
+            names[nn++] = spec[j].name;
+        for (size_t j = 0; extra && extra[j] && nn < RV_SPEC_NAMES_MAX; j++)
+            names[nn++] = extra[j];
         snprintf(path, sizeof(path), "%s%s", prefix, key);
-        return rv_error_field(err, RV_ERR_INVALID, path, "unknown field %s", path);
+        rv_spec_suggest(key, names, nn, hint, sizeof(hint));
+        return rv_error_field(err, RV_ERR_INVALID, path, "unknown field %.80s%s", path, hint);
     }
     for (size_t i = 0; i < n && spec[i].name; i++) {
         const rv_field_spec *f = &spec[i];

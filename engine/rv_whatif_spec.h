@@ -66,6 +66,12 @@ const rv_kind_spec *rv_spec_kind(const char *kind);
 int rv_spec_read(const json_t *obj, const char *prefix, const rv_field_spec *spec, size_t n,
                  const char *const *extra, void *dst, rv_error *err);
 
+/* Writes the hint for a misspelt name got into out (cap bytes, always
+ * NUL-terminated): "; did you mean 'x'? valid: a, b, ..." with the nearest of
+ * names[0..n) by edit distance (left out when none is close), the list cut
+ * with "..." where cap runs out. For messages that fit an rv_error. */
+void rv_spec_suggest(const char *got, const char *const *names, size_t n, char *out, size_t cap);
+
 /* 1 when obj has key with a non-null value. */
 int rv_spec_given(const json_t *obj, const char *key);
 

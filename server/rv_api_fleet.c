@@ -22,6 +22,7 @@
 
 #include "rv_api_internal.h"
 #include "rv_auth.h"
+#include "rv_buf.h"
 #include "rv_db.h"
 #include "rv_metrics.h"
 #include "rv_retime.h"
@@ -35,6 +36,8 @@
 /* Traces one request may select (REVERIE_FLEET_MAX_TRACES, 1..1,000,000). */
 #define DEFAULT_MAX_TRACES 10000
 #define HARD_MAX_TRACES    1000000
+/* Bytes of a CSV answer: 64 scenarios x 10,000 traces of ~300 bytes fit. */
+#define FLEET_CSV_MAX ((size_t)256 << 20)
 
 static char worker_prefix[128];
 static size_t max_traces = DEFAULT_MAX_TRACES;
@@ -351,8 +354,17 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
     for (size_t i = 0; i < n && !*stopped; i++) {
         fleet_trace ft;
         rv_error e;
+        json_t *listing = NULL;
         memset(&ft, 0, sizeof(ft));
         ft.id = ids[i];
+        /* The trace's job and GPU model for every row, from its listing
+         * (also on cache hits, which load no trace). */
+        rv_error_clear(&e);
+        if (rv_db_trace_get(a->db, ft.id, &listing, &e) != 0)
+            listing = NULL;
+        const char *tjob = json_string_value(json_object_get(listing, "job"));
+        const char *gpu =
+            json_string_value(json_object_get(json_object_get(listing, "platform"), "gpu_model"));
         for (size_t s = 0; s < ns; s++) {
             rv_run_summary sum;
             json_t *row;
@@ -379,8 +391,13 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
                 row = json_pack("{s:I,s:s}", "trace_id", (json_int_t)ids[i], "error",
                                 e.message[0] ? e.message : rv_err_name(e.code));
             }
+            if (row) {
+                json_object_set_new(row, "job", json_string(tjob ? tjob : ""));
+                json_object_set_new(row, "platform", json_string(gpu ? gpu : ""));
+            }
             json_array_append_new(json_array_get(per, s), row);
         }
+        json_decref(listing);
         rv_api_loaded_free(&ft.l);
         rv_oh_table_free(ft.oh);
         if (progress_job > 0 && !*stopped) {
@@ -457,8 +474,10 @@ static json_t *fleet_aggregate(const json_t *rows)
         "energy_before_j", e_before, "energy_after_j", e_after, "gain_over_10pct", gainers,
         "gain_over_10pct_count", (json_int_t)json_array_size(gainers));
     /* How many answers rest on something the rows' warnings name. */
-    if (agg)
+    if (agg) {
         json_object_set_new(agg, "with_warnings", json_integer((json_int_t)warned));
+        json_object_set_new(agg, "energy_saved_j", json_real(e_before - e_after));
+    }
     free(sp);
     return agg;
 }
@@ -479,6 +498,76 @@ static json_t *fleet_result(const json_t *scenarios, const json_t *per, size_t n
     if (res && workers)
         json_object_set(res, "workers", workers);
     return res;
+}
+
+/* Appends s to the CSV buffer as one field, quoted when it holds a comma, a
+ * quote or a line break (RFC 4180). */
+static void csv_field(rv_buf *b, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        rv_buf_adds(b, s);
+        return;
+    }
+    rv_buf_addc(b, '"');
+    for (; *s; s++) {
+        if (*s == '"')
+            rv_buf_addc(b, '"');
+        rv_buf_addc(b, *s);
+    }
+    rv_buf_addc(b, '"');
+}
+
+/* A number member of row as CSV text ("" when absent), full precision. */
+static void csv_number(rv_buf *b, const json_t *v)
+{
+    if (json_is_integer(v))
+        rv_buf_printf(b, "%lld", (long long)json_integer_value(v));
+    else if (json_is_number(v))
+        rv_buf_printf(b, "%.17g", json_number_value(v));
+}
+
+/* The answer (borrowed) as CSV, one line per (scenario, trace) row. new
+ * NUL-terminated text (free()) and *len, or NULL on OOM. */
+static char *fleet_csv(const json_t *res, size_t *len)
+{
+    rv_buf b;
+    const json_t *sc = json_object_get(res, "scenarios");
+    static const char *const nums[] = {"measured_us", "baseline_us", "predicted_us", "speedup",
+                                       "replay_error"};
+    rv_buf_init(&b, FLEET_CSV_MAX);
+    rv_buf_adds(&b, "scenario,trace_id,job,platform,measured_us,baseline_us,predicted_us,"
+                    "speedup,replay_error,energy_baseline_j,energy_predicted_j,warning_count,"
+                    "error\r\n");
+    for (size_t s = 0; s < json_array_size(sc); s++) {
+        const json_t *rows = json_object_get(json_array_get(sc, s), "rows");
+        for (size_t i = 0; i < json_array_size(rows); i++) {
+            const json_t *row = json_array_get(rows, i);
+            const json_t *en = json_object_get(row, "energy_j");
+            const char *job = json_string_value(json_object_get(row, "job"));
+            const char *gpu = json_string_value(json_object_get(row, "platform"));
+            const char *error = json_string_value(json_object_get(row, "error"));
+            rv_buf_printf(&b, "%zu,", s);
+            csv_number(&b, json_object_get(row, "trace_id"));
+            rv_buf_addc(&b, ',');
+            csv_field(&b, job ? job : "");
+            rv_buf_addc(&b, ',');
+            csv_field(&b, gpu ? gpu : "");
+            for (size_t k = 0; k < sizeof(nums) / sizeof(nums[0]); k++) {
+                rv_buf_addc(&b, ',');
+                csv_number(&b, json_object_get(row, nums[k]));
+            }
+            rv_buf_addc(&b, ',');
+            csv_number(&b, json_object_get(en, "baseline"));
+            rv_buf_addc(&b, ',');
+            csv_number(&b, json_object_get(en, "predicted"));
+            rv_buf_addc(&b, ',');
+            csv_number(&b, json_object_get(row, "warning_count"));
+            rv_buf_addc(&b, ',');
+            csv_field(&b, error ? error : "");
+            rv_buf_adds(&b, "\r\n");
+        }
+    }
+    return rv_buf_take(&b, len);
 }
 
 /* The token id of the request ("" without authentication), for the job's
@@ -503,6 +592,12 @@ void rv_api_fleet_whatif(rv_req *r, void *app)
     rv_error_clear(&e);
     if (!req)
         return;
+    const char *format = rv_req_query(r, "format");
+    int as_csv = format && strcmp(format, "csv") == 0;
+    if (format && !as_csv && strcmp(format, "json") != 0) {
+        rv_req_error(r, 400, "invalid_parameter", "format", "format must be json or csv");
+        goto out;
+    }
     if (fleet_validate(req, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
@@ -527,6 +622,17 @@ void rv_api_fleet_whatif(rv_req *r, void *app)
         json_object_set_new(res, "state", json_string("done"));
         if (json_object_get(json_object_get(req, "select"), "trace_ids"))
             json_object_set_new(res, "trace_ids_dropped", json_integer((json_int_t)dropped));
+        if (as_csv) {
+            size_t len = 0;
+            char *text = fleet_csv(res, &len);
+            json_decref(res);
+            if (!text) {
+                rv_req_error(r, 503, "unavailable", NULL, "out of memory");
+                goto out;
+            }
+            rv_req_respond_buf(r, 200, "text/csv; charset=utf-8", text, len);
+            goto out;
+        }
         rv_req_respond_json(r, 200, res);
         goto out;
     }

@@ -263,6 +263,87 @@ static void test_sweep_rows(void)
     run_free(&r);
 }
 
+/* --format table: the headline figures rounded (ms, two decimals), the
+ * warnings and the top kernels; the sweep's rows under a header. */
+static void test_table_format(void)
+{
+    run_result r;
+    run(&r, (const char *const[]){"simulate", SAMPLE, "--whatif", "{\"power_limit_w\":150}",
+                                  "--format", "table", "--top", "3", NULL});
+    if (r.status != 0)
+        fprintf(stderr, "\n  exit %d: %s\n", r.status, r.err);
+    CU_ASSERT_EQUAL(r.status, 0);
+    CU_ASSERT_PTR_NULL(strchr(r.out, '{'));
+    /* The measured median step, 176.273 ms, rounded to 0.01 ms. */
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "176.27 ms"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "predicted"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "speedup"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "300 -> 150 W"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "power_cap_assumed"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "top kernels"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "dgrad_engine"));
+    run_free(&r);
+
+    run(&r, (const char *const[]){"sweep", SAMPLE, "--vary", "power_limit_w=150:250:50", "--format",
+                                  "table", NULL});
+    CU_ASSERT_EQUAL(r.status, 0);
+    size_t lines = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (lines == 0) {
+            CU_ASSERT_PTR_NOT_NULL(strstr(line, "predicted_ms"));
+        } else {
+            CU_ASSERT_PTR_NULL(strchr(line, ','));
+        }
+        lines++;
+    }
+    CU_ASSERT_EQUAL(lines, 4);
+    run_free(&r);
+    expect_failure((const char *const[]){"simulate", SAMPLE, "--format", "yaml", NULL}, "table");
+}
+
+/* A misspelt field or kind: the nearest valid name and the valid ones. */
+static void test_misspelling_suggests(void)
+{
+    expect_failure(
+        (const char *const[]){"simulate", SAMPLE, "--whatif", "{\"power_limt_w\":150}", NULL},
+        "did you mean 'power_limit_w'? valid: power_limit_w,");
+    expect_failure((const char *const[]){"simulate", SAMPLE, "--whatif",
+                                         "{\"optimizations\":[{\"kind\":\"fused_optimiser\"}]}",
+                                         NULL},
+                   "did you mean 'fused_optimizer'? valid: amp, fused_optimizer,");
+    expect_failure((const char *const[]){"simulate", SAMPLE, "--whatif",
+                                         "{\"distributed\":{\"workers\":2,\"bucket_md\":5}}", NULL},
+                   "did you mean 'bucket_mb'?");
+    /* Nothing close: no guess, still the list. */
+    expect_failure((const char *const[]){"simulate", SAMPLE, "--whatif",
+                                         "{\"optimizations\":[{\"kind\":\"warp-drive\"}]}", NULL},
+                   "'warp-drive' valid: amp,");
+}
+
+/* sweep varies one field: a second --vary is refused, not dropped. */
+static void test_second_vary_refused(void)
+{
+    run_result r;
+    run(&r, (const char *const[]){"sweep", SAMPLE, "--vary", "power_limit_w=150:250:50", "--vary",
+                                  "distributed.workers=1,2", NULL});
+    CU_ASSERT_EQUAL(r.status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--vary given twice"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "distributed.workers=1,2"));
+    CU_ASSERT_STRING_EQUAL(r.out, "");
+    run_free(&r);
+}
+
+/* `reverie overheads --help` lists predict, which needs no database. */
+static void test_overheads_help(void)
+{
+    run_result r;
+    run(&r, (const char *const[]){"overheads", "--help", NULL});
+    CU_ASSERT_EQUAL(r.status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "reverie overheads predict TRACE"));
+    run_free(&r);
+}
+
 int main(void)
 {
     const char *bin = getenv("RV_BIN_DIR");
@@ -284,5 +365,9 @@ int main(void)
     CU_add_test(s, "a missing trace", test_missing_trace);
     CU_add_test(s, "usage errors", test_usage_errors);
     CU_add_test(s, "sweep: one row per value", test_sweep_rows);
+    CU_add_test(s, "--format table", test_table_format);
+    CU_add_test(s, "a misspelling suggests the nearest name", test_misspelling_suggests);
+    CU_add_test(s, "sweep: a second --vary is refused", test_second_vary_refused);
+    CU_add_test(s, "overheads --help lists predict", test_overheads_help);
     return rv_test_run() ? 1 : 0;
 }

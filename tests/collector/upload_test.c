@@ -396,7 +396,7 @@ static void test_cli(void)
     char *a3[] = {"upload", file, "--server", url, "--attempts", "2", NULL};
     CU_ASSERT_EQUAL(rv_cmd_upload(6, a3), 1);
     CU_ASSERT_EQUAL(S.requests, 2);
-    CU_ASSERT_STRING_EQUAL(S.job, "trace.json.gz"); /* default job: the file name */
+    CU_ASSERT_STRING_EQUAL(S.job, "trace"); /* default job: the file name less .json.gz */
 
     char *a4[] = {"upload", NULL};
     CU_ASSERT_EQUAL(rv_cmd_upload(1, a4), 2);

@@ -814,6 +814,63 @@ static void test_delete_and_sigterm(void)
     srv_b = -1;
 }
 
+/* `reverie upload` against this server: --json gives the new trace's id
+ * and the default job name drops .pt.trace.json.gz; the same bytes again
+ * print "duplicate of trace N". */
+static char *run_cli(const char *args)
+{
+    char cmd[4096];
+    const char *bin = getenv("RV_BIN_DIR");
+    snprintf(cmd, sizeof(cmd), "%s/reverie upload --server http://127.0.0.1:%d --token %s %s",
+             bin ? bin : "build/bin", port_a, tok_ingest, args);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *out = calloc(cap, 1);
+    while (out && n + 1 < cap && fgets(out + n, (int)(cap - n), p))
+        n += strlen(out + n);
+    CU_ASSERT_EQUAL(pclose(p), 0);
+    return out;
+}
+
+static void test_cli_upload(void)
+{
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/kineto/resnet50-v100-workers4.pt.trace.json.gz", traces);
+    char args[1300];
+    snprintf(args, sizeof(args), "--json %s", path);
+    char *out = run_cli(args);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    json_t *doc = json_loads(out, 0, NULL);
+    if (!json_is_array(doc))
+        fprintf(stderr, "\n  reverie upload --json: %s\n", out);
+    json_t *row = json_array_get(doc, 0);
+    int64_t id = (int64_t)json_integer_value(json_object_get(row, "id"));
+    CU_ASSERT_TRUE(id > 0);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(row, "http_status")), 201);
+    CU_ASSERT_FALSE(json_is_true(json_object_get(row, "duplicate")));
+    json_decref(doc);
+    free(out);
+
+    tc_resp r;
+    char p[64];
+    snprintf(p, sizeof(p), "/v1/traces/%lld", (long long)id);
+    CU_ASSERT_EQUAL(req(port_a, NULL, p, tok_read, NULL, NULL, NULL, &r), 200);
+    json_t *t = body_json(&r);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(t, "job")), "resnet50-v100-workers4");
+    json_decref(t);
+    tc_resp_free(&r);
+
+    out = run_cli(t_small);
+    char want[128];
+    snprintf(want, sizeof(want), "duplicate of trace %lld", (long long)id_small);
+    if (!out || !strstr(out, want))
+        fprintf(stderr, "\n  reverie upload: %s (wanted '%s')\n", out ? out : "(null)", want);
+    CU_ASSERT_PTR_NOT_NULL(out ? strstr(out, want) : NULL);
+    free(out);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -842,6 +899,7 @@ int main(void)
     CU_add_test(s, "fleet_inline_and_job", test_fleet_inline_and_job);
     CU_add_test(s, "restart_durability", test_restart_durability);
     CU_add_test(s, "two_replicas", test_two_replicas);
+    CU_add_test(s, "cli_upload", test_cli_upload);
     CU_add_test(s, "delete_and_sigterm", test_delete_and_sigterm);
     unsigned failures = rv_test_run();
     suite_clean();

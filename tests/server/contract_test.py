@@ -559,6 +559,26 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
             if isinstance(empty, dict) and row.get("replay_error") != empty.get("replay_error"):
                 fail(f"fleet row replay_error {row.get('replay_error')} != single-trace "
                      f"{empty.get('replay_error')}")
+    # Rows name their job and GPU; the aggregate the energy saved; format=csv
+    # gives one line per (scenario, trace) row with the same figures.
+    for sc in (fl.get("scenarios", []) if isinstance(fl, dict) else []):
+        if "energy_saved_j" not in sc.get("aggregate", {}):
+            fail("fleet aggregate without energy_saved_j")
+        for row in sc.get("rows", []):
+            if not row.get("job") or not row.get("platform"):
+                fail(f"fleet row without job/platform: {row}")
+    st, csv_text = c.call("POST", "/v1/fleet/whatif", 200, body=fleet_doc, query={"format": "csv"},
+                          what="csv")
+    lines = csv_text.decode().splitlines() if isinstance(csv_text, bytes) else []
+    if len(lines) != 1 + len(fleet_doc["scenarios"]) or not lines[0].startswith(
+            "scenario,trace_id,job,platform,"):
+        fail(f"fleet csv: {lines[:4]}")
+    elif isinstance(fl, dict):
+        row0 = fl["scenarios"][0]["rows"][0]
+        cells = lines[1].split(",")
+        if cells[1] != str(id_resnet) or cells[2] != row0.get("job") or \
+                abs(float(cells[6]) - row0.get("predicted_us", 0)) > 1e-9 * float(cells[6]):
+            fail(f"fleet csv row {cells} != JSON row {row0}")
     st, q = c.call("POST", "/v1/fleet/whatif", 202,
                    body={"select": {}, "scenarios": [{}, {"host_overheads": "platform"}]})
     job = q.get("job_id") if isinstance(q, dict) else None
