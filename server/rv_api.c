@@ -100,6 +100,28 @@ static void h_hardware(rv_req *r, void *app)
     rv_req_respond_json(r, 200, json_pack("{s:o}", "hardware", arr));
 }
 
+/* GET /v1/whoami: the caller's token id and scopes (any valid token, so
+ * the route itself asks for no scope). */
+static void h_whoami(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    char who[32], csv[64];
+    unsigned scopes = 0;
+
+    if (rv_auth_whoami(a->auth, rv_req_header(r, "Authorization"), who, sizeof(who), &scopes) !=
+        0) {
+        rv_req_error(r, 401, "unauthorized", "Authorization", "missing, unknown or revoked token");
+        return;
+    }
+    rv_auth_scopes_str(scopes, csv, sizeof(csv));
+    json_t *arr = json_array();
+    for (char *tok = csv, *save = NULL; (tok = strtok_r(tok, ",", &save)); tok = NULL)
+        json_array_append_new(arr, json_string(tok));
+    rv_req_respond_json(r, 200,
+                        json_pack("{s:s,s:o,s:b}", "name", who, "scopes", arr, "auth_required",
+                                  rv_auth_required(a->auth)));
+}
+
 static const rv_route routes[] = {
     {"GET", "/healthz", h_healthz, RV_BODY_NONE, 0, RV_ROUTE_INLINE, "healthz"},
     {"GET", "/readyz", h_readyz, RV_BODY_NONE, 0, 0, "readyz"},
@@ -129,6 +151,7 @@ static const rv_route routes[] = {
      "platforms_list"},
     {"GET", "/v1/platforms/{id}/overheads", rv_api_platform_overheads, RV_BODY_NONE, RV_SCOPE_READ,
      0, "platforms_overheads"},
+    {"GET", "/v1/whoami", h_whoami, RV_BODY_NONE, 0, RV_ROUTE_INLINE, "whoami"},
     {"GET", "/v1/hardware", h_hardware, RV_BODY_NONE, RV_SCOPE_READ, RV_ROUTE_INLINE, "hardware"},
     {"GET", "/v1/whatif/kinds", rv_api_whatif_kinds, RV_BODY_NONE, RV_SCOPE_READ, RV_ROUTE_INLINE,
      "whatif_kinds"},

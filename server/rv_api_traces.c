@@ -259,9 +259,30 @@ void rv_api_get_by_id(rv_req *r, rv_app *a,
     rv_req_respond_json(r, 200, j);
 }
 
+/* A trace that is not there, in the user's words (the store says "no
+ * snapshot for trace N" or "no trace with id N"). */
+static void trace_not_found_words(rv_error *e, int64_t id)
+{
+    if (e->code == RV_ERR_NOTFOUND)
+        rv_error_field(e, RV_ERR_NOTFOUND, "id", "trace %lld does not exist", (long long)id);
+}
+
 void rv_api_trace_get(rv_req *r, void *app)
 {
-    rv_api_get_by_id(r, app, rv_db_trace_get);
+    rv_app *a = app;
+    int64_t id = rv_api_id_param(r, "id");
+    json_t *j = NULL;
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (id < 0)
+        return;
+    if (rv_db_trace_get(a->db, id, &j, &e) != 0) {
+        trace_not_found_words(&e, id);
+        rv_req_error_rv(r, &e);
+        return;
+    }
+    rv_req_respond_json(r, 200, j);
 }
 
 void rv_api_trace_delete(rv_req *r, void *app)
@@ -274,6 +295,7 @@ void rv_api_trace_delete(rv_req *r, void *app)
     if (id < 0)
         return;
     if (rv_db_trace_delete(a->db, id, &e) != 0) {
+        trace_not_found_words(&e, id);
         rv_req_error_rv(r, &e);
         return;
     }
@@ -302,6 +324,7 @@ void rv_api_trace_original(rv_req *r, void *app)
     if (id < 0)
         return;
     if (rv_db_original_get(a->db, id, &bytes, &len, &wrapped, &received, &e) != 0) {
+        trace_not_found_words(&e, id);
         rv_req_error_rv(r, &e);
         return;
     }
@@ -427,8 +450,10 @@ int rv_api_load(rv_app *a, int64_t id, rv_loaded *out, rv_error *err)
     out->cache = a->gcache;
     e = rv_gcache_get(a->gcache, id);
     if (!e) {
-        if (rv_db_snapshot_load(a->db, id, &t, err) != 0)
+        if (rv_db_snapshot_load(a->db, id, &t, err) != 0) {
+            trace_not_found_words(err, id);
             goto fail;
+        }
         if (rv_graph_build(t, NULL, &g, err) != 0)
             goto fail;
         if (rv_sim_run(g, RV_SCHED_EARLIEST_START, &base, err) != 0)

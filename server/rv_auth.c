@@ -119,6 +119,22 @@ int rv_auth_check(rv_auth *a, const char *authorization, unsigned scope, char *p
     return rc;
 }
 
+int rv_auth_whoami(rv_auth *a, const char *authorization, char *principal, size_t principal_len,
+                   unsigned *scopes)
+{
+    *scopes = RV_SCOPE_INGEST | RV_SCOPE_READ | RV_SCOPE_ADMIN;
+    int rc = rv_auth_check(a, authorization, *scopes, principal, principal_len);
+    if (rc != 0 || !a || !a->required)
+        return rc;
+    *scopes = 0;
+    pthread_rwlock_rdlock(&a->lock);
+    for (size_t i = 0; i < a->ntoks; i++)
+        if (strcmp(a->toks[i].id, principal) == 0)
+            *scopes = a->toks[i].scopes;
+    pthread_rwlock_unlock(&a->lock);
+    return *scopes ? 0 : 401;
+}
+
 int rv_auth_token_generate(char *token, char *id)
 {
     unsigned char rnd[24];

@@ -45,6 +45,12 @@ int rv_auth_set_tokens(rv_auth *a, const rv_auth_token *toks, size_t n);
 int rv_auth_check(rv_auth *a, const char *authorization, unsigned scope, char *principal,
                   size_t principal_len);
 
+/* Who the caller is: like rv_auth_check with any scope, and the token's
+ * scope bits into *scopes (all of them when auth is not required). 0 or
+ * 401. */
+int rv_auth_whoami(rv_auth *a, const char *authorization, char *principal, size_t principal_len,
+                   unsigned *scopes);
+
 /* Makes a new random token (from getrandom) into token[RV_TOKEN_LEN + 1] and
  * its id into id[RV_TOKEN_ID_LEN + 1]. 0 or RV_ERR_IO. */
 int rv_auth_token_generate(char *token, char *id);

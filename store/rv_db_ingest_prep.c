@@ -63,10 +63,68 @@ static void measure_iterations(const rv_trace *t, double *measured_us, int *iter
     *iterations = f.iterations;
 }
 
+/* GPU tasks (kernel, memcpy, memset) with a timestamp: what a simulation
+ * needs; none means nothing to simulate (rv_graph's own check). */
+static size_t count_gpu_tasks(const rv_trace *t)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->nevents; i++)
+        if (rv_cat_is_gpu_task(t->events[i].cat) && t->events[i].ts_ns > 0)
+            n++;
+    return n;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    const int64_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* Time at least one GPU stream is busy: the union of every GPU task's
+ * interval (concurrent streams count once, as the trace page's GPU
+ * utilization does), in ns; -1 when out of memory. */
+static int64_t gpu_busy_union(const rv_trace *t)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->nevents; i++)
+        n += rv_cat_is_gpu_task(t->events[i].cat) != 0;
+    if (n == 0)
+        return 0;
+    int64_t *iv = malloc(n * 2 * sizeof(*iv)), busy = 0;
+    if (!iv)
+        return -1;
+    n = 0;
+    for (size_t i = 0; i < t->nevents; i++) {
+        const rv_event *e = &t->events[i];
+        if (!rv_cat_is_gpu_task(e->cat))
+            continue;
+        iv[2 * n] = e->ts_ns;
+        iv[2 * n + 1] = e->ts_ns + (e->dur_ns > 0 ? e->dur_ns : 0);
+        n++;
+    }
+    qsort(iv, n, 2 * sizeof(*iv), by_start);
+    int64_t a = iv[0], b = iv[1];
+    for (size_t i = 1; i < n; i++) {
+        if (iv[2 * i] > b) {
+            busy += b - a;
+            a = iv[2 * i];
+            b = iv[2 * i + 1];
+        } else if (iv[2 * i + 1] > b) {
+            b = iv[2 * i + 1];
+        }
+    }
+    busy += b - a;
+    free(iv);
+    return busy;
+}
+
+/* New summary object; NULL when out of memory. */
 static json_t *build_summary(const rv_trace *t, double measured_us, int iterations, size_t nsamples)
 {
     size_t by_cat[RV_CAT_COUNT] = {0};
-    int64_t lo = INT64_MAX, hi = INT64_MIN, gpu_busy = 0;
+    int64_t lo = INT64_MAX, hi = INT64_MIN, gpu_busy = gpu_busy_union(t);
+    if (gpu_busy < 0)
+        return NULL;
     for (size_t i = 0; i < t->nevents; i++) {
         const rv_event *e = &t->events[i];
         by_cat[e->cat < RV_CAT_COUNT ? e->cat : 0]++;
@@ -74,8 +132,6 @@ static json_t *build_summary(const rv_trace *t, double measured_us, int iteratio
             lo = e->ts_ns;
         if (e->ts_ns + e->dur_ns > hi)
             hi = e->ts_ns + e->dur_ns;
-        if (rv_cat_is_gpu_task(e->cat))
-            gpu_busy += e->dur_ns;
     }
     json_t *cats = json_object();
     for (int c = 0; c < RV_CAT_COUNT; c++)
@@ -240,6 +296,15 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
     const char *bad = bad_text(t, meta);
     if (bad) {
         rc = rv_error_field(err, RV_ERR_INVALID, bad, "%s is not valid UTF-8 text", bad);
+        goto out;
+    }
+    /* Refused before anything is stored: a trace the engine cannot
+     * simulate would only fail every later what-if. */
+    if (count_gpu_tasks(t) == 0) {
+        rc = rv_error_set(err, RV_ERR_UNSUPPORTED, -1, -1,
+                          "nothing to simulate: the trace has no GPU kernels, memcpy or memset "
+                          "events (a CPU-only trace, a counters-only capture or a non-GPU "
+                          "accelerator)");
         goto out;
     }
     p->t = t;

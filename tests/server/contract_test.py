@@ -463,6 +463,16 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
            ctype="application/json", token=ing, what="truncated JSON")
     c.call("POST", "/v1/traces", 415, body="{}", ctype="text/plain", token=ing,
            what="wrong media type")
+    # Nothing to simulate (README): refused with the reason, nothing stored.
+    with open(os.path.join(TRACES, "hta", "edge", "cpu-only.json.gz"), "rb") as f:
+        cpu_only = f.read()
+    st, err = c.call("POST", "/v1/traces", 400, query={"job": "contract-cpu-only"},
+                     body=cpu_only, ctype="application/gzip", token=ing, what="CPU-only trace")
+    if "nothing to simulate" not in str((err or {}).get("error", {}).get("message")):
+        fail(f"CPU-only upload: the refusal does not give the reason: {err!r}")
+    st, lst = c.call("GET", "/v1/traces", 200, query={"job": "contract-cpu-only"})
+    if isinstance(lst, dict) and lst.get("traces"):
+        fail(f"the refused CPU-only trace was stored: {lst['traces']!r}")
 
     # Listing and getting.
     st, page = c.call("GET", "/v1/traces", 200, query={"limit": 2})
@@ -476,7 +486,15 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
     c.call("GET", "/v1/traces", 200, query={"job": "contract-*", "tag": "ci"})
     c.call("GET", "/v1/traces", 400, query={"limit": "x"}, what="bad limit")
     c.call("GET", "/v1/traces/{id}", 200, params={"id": id_resnet})
-    c.call("GET", "/v1/traces/{id}", 404, params={"id": 987654321})
+    # 404s in the user's words, whichever store lookup failed.
+    for method, tpl, body in (("GET", "/v1/traces/{id}", None),
+                              ("GET", "/v1/traces/{id}/original", None),
+                              ("GET", "/v1/traces/{id}/timeline", None),
+                              ("POST", "/v1/traces/{id}/whatif", {})):
+        st, err = c.call(method, tpl, 404, params={"id": 987654321}, body=body)
+        msg = (err or {}).get("error", {}).get("message") if isinstance(err, dict) else err
+        if msg != "trace 987654321 does not exist":
+            fail(f"{method} {tpl} of no such trace says {msg!r}")
     # A method the path does not have: 405 in the one error shape.
     st, raw = c.call("PUT", "/v1/traces/{id}", 405, params={"id": id_resnet}, body="{}",
                      ctype="application/json", check=False)
@@ -644,6 +662,16 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
            what="no such platform")
     c.call("GET", "/v1/hardware", 200)
     c.call("GET", "/v1/whatif/kinds", 200)
+    # Who the caller is: the dashboard's sign-in shows the token's scopes.
+    st, me = c.call("GET", "/v1/whoami", 200)
+    if not isinstance(me, dict) or me.get("scopes") != ["read"] or not me.get("auth_required") \
+            or not me.get("name"):
+        fail(f"GET /v1/whoami with the read token: {me!r}")
+    st, me = c.call("GET", "/v1/whoami", 200, token=tokens["admin"])
+    if not isinstance(me, dict) or "admin" not in me.get("scopes", []):
+        fail(f"GET /v1/whoami with the admin token: {me!r}")
+    c.call("GET", "/v1/whoami", 401, token=None, what="no token")
+    c.call("GET", "/v1/whoami", 401, token="rvt_00000000_" + "0" * 40, what="unknown token")
 
     # Delete: scope, success, gone.
     c.call("DELETE", "/v1/traces/{id}", 403, params={"id": id_h100}, what="read token")

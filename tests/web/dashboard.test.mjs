@@ -9,7 +9,7 @@
 // ctest wrapper turns that into exit 77).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -56,6 +56,9 @@ async function shot(name) {
 }
 async function attr(sel, name) {
   return page.getAttribute(sel, name);
+}
+async function attr2(p, sel, name) {
+  return p.getAttribute(sel, name);
 }
 function near(a, b, what) {
   assert.ok(Math.abs(Number(a) - Number(b)) <= 1e-9 * Math.max(1, Math.abs(b)), `${what}: screen ${a} != API ${b}`);
@@ -425,6 +428,103 @@ test('timeline frame time with 120k tasks', { timeout: T * 3 }, async (t) => {
   assert.ok(r['whole trace'].median_ms < 50, `whole-trace frame ${r['whole trace'].median_ms} ms`);
   assert.ok(r['40 zoom steps'].per_frame_ms < 50);
   await shot('10-large-trace');
+});
+
+test('GPU busy in the list is the union of streams and agrees with the trace page', { timeout: T * 2 }, async (t) => {
+  if (skip) return t.skip(skip);
+  // Two overlapping GPU streams and no ProfilerStep: the list (ingest
+  // summary over the span) and the trace page (simulated window, here the
+  // whole run) measure the same busy time; a sum of streams would not.
+  const up = await api('POST', '/v1/traces?job=synthetic-streams', synthTrace({ steps: 4, perStep: 300, profilerSteps: false }));
+  assert.equal(up.status, 201);
+  const id = up.json.id;
+  const s = up.json.summary;
+  const w = (await api('POST', `/v1/traces/${id}/whatif`, '{}')).json;
+  const util = w.breakdown.baseline.gpu_utilization;
+  assert.ok(Math.abs(s.gpu_busy_us / s.span_us - util) < 0.001, `list GPU busy ${s.gpu_busy_us / s.span_us} vs trace page GPU utilization ${util}`);
+  await page.goto(base + '/#/traces');
+  const cell = `tr[data-trace-id="${id}"] [data-gpu-busy]`;
+  await page.waitForSelector(cell);
+  assert.equal((await page.textContent(cell)).trim(), fmtPct(util), 'the list shows the trace page figure');
+  await page.goto(base + `/#/trace/${id}`);
+  await page.waitForSelector('[data-metric="gpu_utilization"]');
+  near(await attr('[data-metric="gpu_utilization"]', 'data-value'), util, 'GPU utilization');
+  assert.equal((await api('DELETE', `/v1/traces/${id}`)).status, 200);
+});
+
+test('sign-in with --require-auth: token entry, scope in the header, what-if, 401 brings it back', { timeout: T * 3 }, async (t) => {
+  if (skip) return t.skip(skip);
+  const home2 = fs.mkdtempSync(path.join(os.tmpdir(), 'reverie-web-auth-'));
+  fs.chmodSync(home2, 0o755);
+  const port2 = await freePort();
+  const base2 = `http://127.0.0.1:${port2}`;
+  const log = fs.openSync(path.join(home2, 'reveried.log'), 'a');
+  const srv = spawn(path.join(BIN, 'reveried'), ['--port', String(port2), '--home', home2, '--require-auth', '--web', path.join(SRC, 'web')], { stdio: ['ignore', log, log] });
+  const cli = (...args) => {
+    const r = spawnSync(path.join(BIN, 'reverie'), [...args, '--home', home2], { encoding: 'utf8', timeout: 60_000 });
+    assert.equal(r.status, 0, `reverie ${args.join(' ')}: ${r.stderr}`);
+    return r.stdout.trim().split('\n')[0];
+  };
+  const who = async (tok) => (await fetch(base2 + '/v1/whoami', { headers: { Authorization: `Bearer ${tok}` } })).status;
+  const p2 = await ctx.newPage();
+  const errors2 = [];
+  p2.on('pageerror', (e) => errors2.push(e.message));
+  p2.setDefaultTimeout(T);
+  try {
+    let ready = false;
+    for (let i = 0; i < 360 && srv.exitCode === null && !ready; i++) {
+      try { ready = (await fetch(base2 + '/readyz')).status === 200; } catch (e) { /* not yet */ }
+      if (!ready) await sleep(500);
+    }
+    assert.ok(ready, `reveried --require-auth did not get ready; log: ${path.join(home2, 'reveried.log')}`);
+    const admin = cli('token', 'create', '--name', 'web-admin', '--scopes', 'admin');
+    const read = cli('token', 'create', '--name', 'web-read', '--scopes', 'read');
+    for (let i = 0; i < 100 && ((await who(admin)) !== 200 || (await who(read)) !== 200); i++) await sleep(200);
+    const up = await fetch(base2 + '/v1/traces?job=auth', { method: 'POST', body: fs.readFileSync(SMALL && fs.existsSync(SMALL) ? SMALL : RESNET), headers: { 'Content-Type': 'application/gzip', Authorization: `Bearer ${admin}` } });
+    assert.equal(up.status, 201, 'upload with the admin token');
+    const id = (await up.json()).id;
+    // No token: the page asks for one.
+    await p2.goto(base2 + `/#/whatif/${id}`);
+    await p2.waitForSelector('#signin[open]');
+    assert.match(await p2.textContent('#signin-reason'), /requires an API token/);
+    // A wrong token is refused with the server's reason, and not kept.
+    await p2.fill('#signin-token', 'rvt_00000000_' + '0'.repeat(40));
+    await p2.click('#signin-submit');
+    await p2.waitForFunction(() => /unknown or revoked token/.test(document.getElementById('signin-reason').textContent) && !document.getElementById('signin-reason').hidden);
+    assert.ok(await p2.evaluate(() => document.getElementById('signin').open), 'a wrong token leaves the sign-in open');
+    assert.equal(await p2.evaluate(() => localStorage.getItem('rv-token')), null);
+    // The read token: signed in, the header names its scope, a what-if runs.
+    await p2.fill('#signin-token', read);
+    await p2.click('#signin-submit');
+    await p2.waitForSelector('#signin', { state: 'hidden' });
+    await p2.waitForSelector('#who:not([hidden])');
+    assert.equal(await attr2(p2, '#who', 'data-scopes'), 'read');
+    assert.match(await p2.textContent('#who'), /read/, 'the header shows the scope');
+    assert.ok(await p2.isVisible('#signout'));
+    assert.equal(await p2.evaluate(() => localStorage.getItem('rv-token')), read, 'the token is kept per browser');
+    await p2.click('#run-whatif');
+    await p2.waitForSelector('#whatif-cards');
+    await p2.screenshot({ path: path.join(SHOTS, '12-signed-in-whatif.png'), fullPage: true });
+    // Revoked: the next call answers 401, the token is forgotten and the
+    // sign-in comes back with the reason.
+    const me = await (await fetch(base2 + '/v1/whoami', { headers: { Authorization: `Bearer ${read}` } })).json();
+    cli('token', 'revoke', me.name);
+    for (let i = 0; i < 100 && (await who(read)) !== 401; i++) await sleep(200);
+    await p2.click('#run-whatif');
+    await p2.waitForSelector('#signin[open]');
+    assert.match(await p2.textContent('#signin-reason'), /refused the token/);
+    assert.equal(await p2.evaluate(() => localStorage.getItem('rv-token')), null, 'a refused token is cleared');
+    assert.ok(await p2.isHidden('#who'), 'no scope shown once signed out');
+    assert.ok(await p2.isHidden('#signout'), 'no sign-out button once signed out');
+    await p2.screenshot({ path: path.join(SHOTS, '13-signed-out.png'), fullPage: true });
+    assert.deepEqual(errors2, [], 'no uncaught errors in the page');
+  } finally {
+    await p2.close().catch(() => {});
+    srv.kill('SIGTERM');
+    for (let i = 0; i < 240 && srv.exitCode === null; i++) await sleep(250);
+    if (srv.exitCode === null) srv.kill('SIGKILL');
+    if (!process.env.RV_KEEP_TEST_HOME) fs.rmSync(home2, { recursive: true, force: true });
+  }
 });
 
 test('delete, no external requests, no page errors', { timeout: T }, async (t) => {

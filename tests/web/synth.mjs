@@ -2,7 +2,9 @@
 // timeline's frame-time measurement: `steps` ProfilerStep#N annotations, each
 // with `perStep` cudaLaunchKernel calls and their kernels (correlated by id and
 // ac2g flows), on one CPU thread and two GPU streams.
-export function synthTrace({ steps = 60, perStep = 1000, seed = 7 } = {}) {
+// profilerSteps: false leaves the ProfilerStep annotations out (one window,
+// the whole run, for figures computed over the traced span).
+export function synthTrace({ steps = 60, perStep = 1000, seed = 7, profilerSteps = true } = {}) {
   let s = seed;
   const rnd = () => ((s = (s * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
   const ev = [];
@@ -35,7 +37,7 @@ export function synthTrace({ steps = 60, perStep = 1000, seed = 7 } = {}) {
     const end = Math.max(t, gpuFree[0], gpuFree[1]) + 5;
     ev.push({ ph: 'X', cat: 'cuda_runtime', name: 'cudaDeviceSynchronize', pid, tid, ts: +t.toFixed(3), dur: +(end - t).toFixed(3), args: { correlation: corr++ } });
     t = end + 20;
-    ev.push({ ph: 'X', cat: 'user_annotation', name: `ProfilerStep#${st}`, pid, tid, ts: +stepStart.toFixed(3), dur: +(t - stepStart - 1).toFixed(3), args: {} });
+    if (profilerSteps) ev.push({ ph: 'X', cat: 'user_annotation', name: `ProfilerStep#${st}`, pid, tid, ts: +stepStart.toFixed(3), dur: +(t - stepStart - 1).toFixed(3), args: {} });
     ev.push(...ops);
   }
   return JSON.stringify({

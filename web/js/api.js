@@ -10,7 +10,8 @@ export class ApiError extends Error {
   }
 }
 
-// A bearer token, only needed when the server requires auth (non-loopback binds).
+// A bearer token, only needed when the server requires auth (--require-auth
+// or non-loopback binds); entered in the sign-in (auth.js), kept per browser.
 export function getToken() {
   try { return localStorage.getItem('rv-token') || ''; } catch (e) { return ''; }
 }
@@ -42,6 +43,12 @@ export async function request(method, path, { body, headers = {}, raw = false, s
       const j = await res.json();
       if (j && j.error) ({ code, message, field } = { code: j.error.code, message: j.error.message, field: j.error.field });
     } catch (e) { /* not JSON */ }
+    // The token is missing, unknown or revoked: forget it and let the
+    // sign-in ask again (auth.js), saying why.
+    if (res.status === 401 && path !== '/v1/whoami') {
+      setToken('');
+      window.dispatchEvent(new CustomEvent('rv-unauthorized', { detail: { message, hadToken: !!tok } }));
+    }
     throw new ApiError(res.status, code, message, field);
   }
   if (raw) return res;
@@ -52,6 +59,7 @@ export async function request(method, path, { body, headers = {}, raw = false, s
 
 export const api = {
   health: () => request('GET', '/healthz'),
+  whoami: () => request('GET', '/v1/whoami'),
   traces: (params = {}) => request('GET', '/v1/traces' + qs(params)),
   trace: (id) => request('GET', `/v1/traces/${id}`),
   deleteTrace: (id) => request('DELETE', `/v1/traces/${id}`),

@@ -1,4 +1,4 @@
-// The dashboard shell: hash routing, theme, server health.
+// The dashboard shell: hash routing, theme, server health, sign-in.
 //   #/traces            list, upload, delete
 //   #/trace/ID          one trace: cards, timeline, breakdowns, kernels, overheads
 //   #/whatif[/ID]       what-if form, comparison, sweeps
@@ -6,6 +6,7 @@
 //   #/diff/ID?with=ID2  a trace vs another trace or (?whatif=DOC) its what-if
 
 import { api } from './api.js';
+import { setupAuth } from './auth.js';
 import { clear, errorBox } from './ui.js';
 import { redrawAll } from './charts.js';
 import { tracesPage } from './pages/traces.js';
@@ -69,6 +70,7 @@ async function health() {
 }
 
 setupTheme();
+setupAuth(route);
 window.addEventListener('hashchange', route);
 route();
 health();

@@ -3,8 +3,10 @@
 import { api } from '../api.js';
 import { h, clear, loading, empty, errorBox, toast, sortableTable, fmtUs, fmtPct, fmtDate, fmtBytes } from '../ui.js';
 
-// GPU busy time over the trace's span, from the ingest summary (the list has
-// no simulation behind it; the trace page shows the simulated figure).
+// GPU busy time over the trace's span, from the ingest summary: the union of
+// every GPU stream's busy intervals (concurrent streams count once, as in the
+// trace page's GPU utilization; without ProfilerSteps both cover the whole
+// span). The list has no simulation behind it.
 export function gpuBusyShare(t) {
   const s = t.summary || {};
   if (!(s.span_us > 0) || !(s.gpu_busy_us >= 0)) return null;
@@ -114,7 +116,7 @@ export function tracesPage({ main }) {
       { key: 'rank', label: 'Rank', num: true, fmt: (t) => (t.rank === null || t.rank === undefined ? '–' : t.world_size ? `${t.rank} / ${t.world_size}` : String(t.rank)) },
       { key: 'uploaded_at', label: 'Uploaded', value: (t) => t.uploaded_at, fmt: (t) => h('time', { datetime: t.uploaded_at }, fmtDate(t.uploaded_at)) },
       { key: 'measured_us', label: 'Measured iteration', num: true, fmt: (t) => h('span', { 'data-us': String(t.measured_us), title: t.iterations ? `median of ${t.iterations} steps` : 'no steps found at ingest: the whole span' }, fmtUs(t.measured_us), t.iterations ? '' : ' *') },
-      { key: 'gpu', label: 'GPU busy', num: true, value: gpuBusyShare, fmt: (t) => fmtPct(gpuBusyShare(t)) },
+      { key: 'gpu', label: 'GPU busy', num: true, value: gpuBusyShare, fmt: (t) => h('span', { 'data-gpu-busy': String(gpuBusyShare(t) ?? '') }, fmtPct(gpuBusyShare(t))) },
       { key: 'tasks', label: 'Tasks', num: true, fmt: (t) => (t.tasks ?? 0).toLocaleString('en-US') },
       { key: 'actions', label: 'Actions', sortable: false, fmt: (t) => h('span', { class: 'row', style: 'gap:6px;flex-wrap:nowrap' },
         h('a', { class: 'btn small', href: `#/whatif/${t.id}`, 'aria-label': `What-if on trace ${t.id}` }, 'What-if'),
