@@ -487,7 +487,8 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
     if (ngr == 0) {
         rc = rv_error_field(err, RV_ERR_UNSUPPORTED, "distributed",
                             "no gradient-ready points: the trace has no AccumulateGrad kernels "
-                            "(profile with the default zero_grad(set_to_none=False) or a "
+                            "(since PyTorch 2.0 zero_grad defaults to set_to_none=True: "
+                            "profile with zero_grad(set_to_none=False), or give a "
                             "multi-rank trace)");
         goto out;
     }
