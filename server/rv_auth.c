@@ -135,66 +135,19 @@ int rv_auth_whoami(rv_auth *a, const char *authorization, char *principal, size_
     return *scopes ? 0 : 401;
 }
 
+/* Tokens and scope lists are the store's (store/rv_db_tokens.c): the
+ * server, the CLI and the database agree on one format. */
 int rv_auth_token_generate(char *token, char *id)
 {
-    unsigned char rnd[24];
-    size_t got = 0;
-
-    while (got < sizeof(rnd)) {
-        ssize_t n = getrandom(rnd + got, sizeof(rnd) - got, 0);
-        if (n <= 0)
-            return RV_ERR_IO;
-        got += (size_t)n;
-    }
-    char *p = token;
-    p += sprintf(p, "rvt_");
-    for (int i = 0; i < 4; i++)
-        p += sprintf(p, "%02x", rnd[i]);
-    *p++ = '_';
-    for (int i = 4; i < 24; i++)
-        p += sprintf(p, "%02x", rnd[i]);
-    memcpy(id, token + 4, RV_TOKEN_ID_LEN);
-    id[RV_TOKEN_ID_LEN] = '\0';
-    return 0;
+    return rv_db_token_generate(token, id);
 }
 
 unsigned rv_auth_parse_scopes(const char *csv)
 {
-    unsigned bits = 0;
-    const char *p = csv;
-
-    if (!p || !*p)
-        return 0;
-    while (*p) {
-        size_t n = strcspn(p, ",");
-        if (n == 6 && strncmp(p, "ingest", 6) == 0)
-            bits |= RV_SCOPE_INGEST;
-        else if (n == 4 && strncmp(p, "read", 4) == 0)
-            bits |= RV_SCOPE_READ;
-        else if (n == 5 && strncmp(p, "admin", 5) == 0)
-            bits |= RV_SCOPE_ADMIN;
-        else
-            return 0;
-        p += n;
-        if (*p == ',')
-            p++;
-    }
-    return bits;
+    return rv_db_scopes_parse(csv);
 }
 
 void rv_auth_scopes_str(unsigned scopes, char *buf, size_t len)
 {
-    static const char *names[] = {"ingest", "read", "admin"};
-    size_t off = 0;
-
-    if (len)
-        buf[0] = '\0';
-    for (int i = 0; i < 3; i++) {
-        if (!(scopes & (1u << i)))
-            continue;
-        int n = snprintf(buf + off, len - off, "%s%s", off ? "," : "", names[i]);
-        if (n < 0 || (size_t)n >= len - off)
-            return;
-        off += (size_t)n;
-    }
+    rv_db_scopes_str(scopes, buf, len);
 }
