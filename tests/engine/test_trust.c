@@ -14,36 +14,21 @@
 #include "rv_run.h"
 #include "rv_sim.h"
 #include "rv_whatif.h"
+#include "common/rv_test_trace.h"
 #include "common/rv_test_util.h"
 
 static const char *traces;
 
-typedef struct loaded {
-    rv_trace *tr;
-    rv_graph *g;
-    rv_sim *s;
-} loaded;
+typedef rv_test_loaded loaded;
 
 static int load(const char *rel, loaded *l)
 {
-    char path[1024];
-    rv_error err;
-    memset(l, 0, sizeof(*l));
-    snprintf(path, sizeof(path), "%s/%s", traces, rel);
-    if (rv_kineto_read_file(path, NULL, &l->tr, &err) != 0 ||
-        rv_graph_build(l->tr, NULL, &l->g, &err) != 0 ||
-        rv_sim_run(l->g, RV_SCHED_EARLIEST_START, &l->s, &err) != 0) {
-        fprintf(stderr, "%s: %s\n", path, err.message);
-        return -1;
-    }
-    return 0;
+    return rv_test_load(traces, rel, l);
 }
 
 static void unload(loaded *l)
 {
-    rv_sim_free(l->s);
-    rv_graph_free(l->g);
-    rv_trace_free(l->tr);
+    rv_test_unload(l);
 }
 
 /* The answer to doc on l (new; NULL with the error printed). */
