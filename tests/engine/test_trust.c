@@ -267,6 +267,20 @@ static void test_platform_pooled(void)
     unload(&l);
 }
 
+/* Item 9: "gpu" changes the hardware energy and precision use, not kernel
+ * times (no cross-GPU timing model yet): the answer says so. */
+static void test_gpu_override_says_time_kept(void)
+{
+    loaded l;
+    CU_ASSERT_EQUAL_FATAL(load("kineto/resnet50-v100-workers0.pt.trace.json.gz", &l), 0);
+    rv_run_result *r = run(&l, "{\"gpu\":\"H100-SXM5\"}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT(has_warning(r, "gpu_not_rescaled"));
+    CU_ASSERT_DOUBLE_EQUAL(r->sum.predicted_us, r->sum.baseline_us, 1e-6 * r->sum.baseline_us);
+    rv_run_result_free(r);
+    unload(&l);
+}
+
 int main(void)
 {
     traces = rv_test_shared_traces("param/dlrm-8rank/worker0.kineto.json.gz");
@@ -285,5 +299,6 @@ int main(void)
     CU_add_test(s, "collectives by any library's name", test_collectives_by_any_name);
     CU_add_test(s, "critical path of one step", test_critical_path);
     CU_add_test(s, "platform statistics that may pool hardware", test_platform_pooled);
+    CU_add_test(s, "gpu override keeps time and says so", test_gpu_override_says_time_kept);
     return rv_test_run() ? 1 : 0;
 }
