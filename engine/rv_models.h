@@ -124,6 +124,11 @@ void rv_models__remove(rv_graph *g, int32_t i, int keep_gap);
 int rv_models__insert_after(rv_graph *g, int32_t anchor, const int32_t *next, int64_t dur_ns,
                             int sel_kind, int32_t *side_of_thread);
 
+/* ns * mult rounded, saturated at RV_MODELS_MAX_TASK_NS (a task of more
+ * than a day is no what-if; past it sums would overflow the clock). */
+#define RV_MODELS_MAX_TASK_NS ((int64_t)86400 * 1000000000)
+int64_t rv_models__scaled_ns(int64_t ns, double mult);
+
 /* Adds {code, message} to the "warnings" array of a model's applied entry
  * (obj, borrowed); rv_run lifts them into the answer's warnings. */
 void rv_models__warn(json_t *obj, const char *code, const char *fmt, ...)

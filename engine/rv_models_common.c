@@ -2,6 +2,7 @@
  * thread order, the typical launch cost, and removing a task. Kept apart
  * from rv_whatif.c so the models depend on this module and the request
  * document depends on the models, never the other way round. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,4 +88,14 @@ void rv_models__warn(json_t *obj, const char *code, const char *fmt, ...)
             return;
     }
     json_array_append_new(arr, json_pack("{s:s,s:s}", "code", code, "message", msg));
+}
+
+int64_t rv_models__scaled_ns(int64_t ns, double mult)
+{
+    double v = (double)ns * mult;
+    if (!(v < (double)RV_MODELS_MAX_TASK_NS))
+        return isnan(v) ? 0 : RV_MODELS_MAX_TASK_NS;
+    if (v <= 0)
+        return 0;
+    return (int64_t)llround(v);
 }

@@ -71,9 +71,9 @@ static int cpu_speed(const rv_opt *o, rv_graph *g, json_t *applied)
         /* The blocking part of a synchronizing call is GPU time, not CPU
          * work; only its own overhead would scale, and the simulator
          * re-times the wait anyway. */
-        t->dur_ns = (int64_t)llround((double)t->dur_ns / o->factor);
-        t->gap_ns = (int64_t)llround((double)t->gap_ns / o->factor);
-        t->gap_dl_ns = (int64_t)llround((double)t->gap_dl_ns / o->factor);
+        t->dur_ns = rv_models__scaled_ns(t->dur_ns, 1.0 / o->factor);
+        t->gap_ns = rv_models__scaled_ns(t->gap_ns, 1.0 / o->factor);
+        t->gap_dl_ns = rv_models__scaled_ns(t->gap_dl_ns, 1.0 / o->factor);
         if (t->gap_dl_ns > t->gap_ns)
             t->gap_dl_ns = t->gap_ns;
         n++;

@@ -162,7 +162,9 @@ const rv_kind_spec rv_spec_kinds[] = {
      4,
      "A faster (> 1) or slower (< 1) CPU: CPU calls and gaps divide by the factor.",
      "{\"kind\":\"cpu_speed\",\"factor\":1.5}",
-     {NUM("factor", O(factor), 0, 100, 1, NULL, 1, "single-thread speed ratio")}},
+     /* At least 1/100: a slower CPU than that is no what-if, and
+      * dividing by less made durations overflow (found by fuzzing). */
+     {NUM("factor", O(factor), 0.01, 100, 0, NULL, 1, "single-thread speed ratio")}},
     {"gradient_accumulation",
      "Gradient accumulation",
      RV_OPT_GRAD_ACCUM,
