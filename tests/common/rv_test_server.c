@@ -12,7 +12,10 @@
 #include <unistd.h>
 
 #include "common/http_client.h"
+#include "rv_auth.h"
+#include "rv_db.h"
 #include "rv_pgembed.h"
+#include "rv_sha256.h"
 
 int rv_testsrv_free_port(void)
 {
@@ -149,4 +152,46 @@ int rv_testsrv_teardown(rv_testsrv *s)
     }
     s->home[0] = '\0';
     return 0;
+}
+
+int rv_testsrv_conninfo(const rv_testsrv *s, char *out, size_t cap)
+{
+    rv_pgembed *pg = NULL;
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (rv_pgembed_start(s->home, &pg, &e) != 0) {
+        fprintf(stderr, "pgembed: %s\n", e.message);
+        return 1;
+    }
+    snprintf(out, cap, "%s", rv_pgembed_conninfo(pg));
+    rv_pgembed_detach(pg);
+    return 0;
+}
+
+int rv_testsrv_tokens(const rv_testsrv *s, const rv_testsrv_token *t, size_t n)
+{
+    char conninfo[1024], id[RV_TOKEN_ID_LEN + 1], hash[RV_SHA256_HEX_LEN + 1];
+    rv_db *db = NULL;
+    rv_error e;
+    int rc = 0;
+
+    rv_error_clear(&e);
+    if (rv_testsrv_conninfo(s, conninfo, sizeof(conninfo)) != 0)
+        return 1;
+    if (rv_db_open(conninfo, 1, &db, &e) != 0) {
+        fprintf(stderr, "db: %s\n", e.message);
+        return 1;
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int64_t row;
+        rv_auth_token_generate(t[i].out, id);
+        rv_sha256_hex(t[i].out, strlen(t[i].out), hash);
+        if (rv_db_token_create(db, t[i].name, t[i].scopes, hash, &row, &e) != 0) {
+            fprintf(stderr, "token %s: %s\n", t[i].name, e.message);
+            rc = 1;
+        }
+    }
+    rv_db_close(db);
+    return rc;
 }

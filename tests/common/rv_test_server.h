@@ -5,6 +5,7 @@
 #ifndef RV_TEST_SERVER_H
 #define RV_TEST_SERVER_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
 typedef struct rv_testsrv {
@@ -38,6 +39,23 @@ int rv_testsrv_wait(int port, const char *path, const char *token, long want, in
 /* Sends sig to *pid and reaps it; *pid becomes -1. Does nothing when
  * *pid <= 0. */
 void rv_testsrv_stop(pid_t *pid, int sig);
+
+/* The conninfo of the embedded cluster in s->home (a running server's, or
+ * started here and left running for the servers) into out (cap bytes).
+ * 0, or 1 with the reason printed. */
+int rv_testsrv_conninfo(const rv_testsrv *s, char *out, size_t cap);
+
+/* A token to make: its name and scopes (RV_SCOPE_*), and where the secret
+ * goes (RV_TOKEN_LEN + 1 bytes). */
+typedef struct rv_testsrv_token {
+    const char *name;
+    unsigned scopes;
+    char *out;
+} rv_testsrv_token;
+
+/* Creates the n tokens in the database of the cluster in s->home (a server
+ * reloads its token table every second). 0, or 1 with the reason printed. */
+int rv_testsrv_tokens(const rv_testsrv *s, const rv_testsrv_token *t, size_t n);
 
 /* After the servers are stopped: stops an embedded cluster still running in
  * the home (a killed server leaves it up), ends libcurl and removes the

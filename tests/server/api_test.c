@@ -106,24 +106,9 @@ static const char *err_code(const tc_resp *r)
     return code;
 }
 
-static int make_token(rv_db *db, const char *name, unsigned scopes, char *tok)
-{
-    char id[RV_TOKEN_ID_LEN + 1], hash[RV_SHA256_HEX_LEN + 1];
-    int64_t row;
-    rv_error e;
-
-    rv_error_clear(&e);
-    rv_auth_token_generate(tok, id);
-    rv_sha256_hex(tok, strlen(tok), hash);
-    return rv_db_token_create(db, name, scopes, hash, &row, &e);
-}
-
 static int suite_init(void)
 {
     const char *t = getenv("RV_SHARED_TRACES");
-    rv_pgembed *pg = NULL;
-    rv_db *db = NULL;
-    rv_error e;
 
     if (!t) {
         fprintf(stderr, "skip: RV_SHARED_TRACES unset\n");
@@ -148,22 +133,11 @@ static int suite_init(void)
                 g_srv.home);
         return 77;
     }
-    rv_error_clear(&e);
-    if (rv_pgembed_start(g_srv.home, &pg, &e) != 0) {
-        fprintf(stderr, "pgembed: %s\n", e.message);
-        return 1;
-    }
-    snprintf(conninfo, sizeof(conninfo), "%s", rv_pgembed_conninfo(pg));
-    rv_pgembed_detach(pg);
-    if (rv_db_open(conninfo, 1, &db, &e) != 0) {
-        fprintf(stderr, "db: %s\n", e.message);
-        return 1;
-    }
-    rc = make_token(db, "test-admin", RV_SCOPE_ADMIN, tok_admin) |
-         make_token(db, "test-read", RV_SCOPE_READ, tok_read) |
-         make_token(db, "test-ingest", RV_SCOPE_INGEST, tok_ingest);
-    rv_db_close(db);
-    if (rc != 0)
+    const rv_testsrv_token toks[] = {{"test-admin", RV_SCOPE_ADMIN, tok_admin},
+                                     {"test-read", RV_SCOPE_READ, tok_read},
+                                     {"test-ingest", RV_SCOPE_INGEST, tok_ingest}};
+    if (rv_testsrv_conninfo(&g_srv, conninfo, sizeof(conninfo)) != 0 ||
+        rv_testsrv_tokens(&g_srv, toks, 3) != 0)
         return 1;
     /* The server reloads its token table every second. */
     return wait_status(port_a, "/v1/traces", 200, 10) == 0 ? 0 : 1;

@@ -357,8 +357,6 @@ static void test_budget_stops_a_long_whatif(void)
  * worker answers at once instead of after the rest of the what-if. */
 static void test_client_gone_frees_the_worker(void)
 {
-    rv_pgembed *pg = NULL;
-    rv_error e;
     char conninfo[1024], path[64];
     resp r, g;
 
@@ -369,10 +367,7 @@ static void test_client_gone_frees_the_worker(void)
         printf("\n    skipped under a sanitizer (timings)");
         return;
     }
-    rv_error_clear(&e);
-    CU_ASSERT_EQUAL_FATAL(rv_pgembed_start(g_srv.home, &pg, &e), 0);
-    snprintf(conninfo, sizeof(conninfo), "%s", rv_pgembed_conninfo(pg));
-    rv_pgembed_detach(pg);
+    CU_ASSERT_EQUAL_FATAL(rv_testsrv_conninfo(&g_srv, conninfo, sizeof(conninfo)), 0);
     const char *args[] = {"--database", conninfo,          "--workers", "1", "--http-threads",
                           "2",          "--whatif-budget", "60000",     NULL};
     g_port_b = rv_testsrv_free_port();

@@ -267,29 +267,8 @@ static int closed_by_server(int fd, char *seen, size_t cap, size_t *nseen)
 
 static int make_token(void)
 {
-    rv_pgembed *pg = NULL;
-    rv_db *db = NULL;
-    char id[RV_TOKEN_ID_LEN + 1], hash[RV_SHA256_HEX_LEN + 1];
-    int64_t row;
-    rv_error e;
-
-    rv_error_clear(&e);
-    if (rv_pgembed_start(g_srv.home, &pg, &e) != 0) {
-        fprintf(stderr, "pgembed: %s\n", e.message);
-        return 1;
-    }
-    char conninfo[1024];
-    snprintf(conninfo, sizeof(conninfo), "%s", rv_pgembed_conninfo(pg));
-    rv_pgembed_detach(pg);
-    if (rv_db_open(conninfo, 1, &db, &e) != 0) {
-        fprintf(stderr, "db: %s\n", e.message);
-        return 1;
-    }
-    rv_auth_token_generate(tok, id);
-    rv_sha256_hex(tok, strlen(tok), hash);
-    int rc = rv_db_token_create(db, "hostile-admin", RV_SCOPE_ADMIN, hash, &row, &e);
-    rv_db_close(db);
-    return rc != 0;
+    const rv_testsrv_token t = {"hostile-admin", RV_SCOPE_ADMIN, tok};
+    return rv_testsrv_tokens(&g_srv, &t, 1);
 }
 
 static int suite_init(void)

@@ -149,18 +149,6 @@ static long long shard_rows(int64_t job, const char *state)
     return scalar(q);
 }
 
-static int make_token(rv_db *db, const char *name, unsigned scopes, char *tok)
-{
-    char id[RV_TOKEN_ID_LEN + 1], hash[RV_SHA256_HEX_LEN + 1];
-    int64_t row;
-    rv_error e;
-
-    rv_error_clear(&e);
-    rv_auth_token_generate(tok, id);
-    rv_sha256_hex(tok, strlen(tok), hash);
-    return rv_db_token_create(db, name, scopes, hash, &row, &e);
-}
-
 static long postmaster_pid(void)
 {
     char p[512];
@@ -266,9 +254,6 @@ static int64_t long_job(const char *token, int salt, int missing)
 static int suite_init(void)
 {
     const char *t = getenv("RV_SHARED_TRACES");
-    rv_pgembed *pg = NULL;
-    rv_db *db = NULL;
-    rv_error e;
     char p[1200];
 
     if (!t) {
@@ -300,22 +285,11 @@ static int suite_init(void)
                 g_srv.home);
         return 77;
     }
-    rv_error_clear(&e);
-    if (rv_pgembed_start(g_srv.home, &pg, &e) != 0) {
-        fprintf(stderr, "pgembed: %s\n", e.message);
-        return 1;
-    }
-    snprintf(conninfo, sizeof(conninfo), "%s", rv_pgembed_conninfo(pg));
-    rv_pgembed_detach(pg);
-    if (rv_db_open(conninfo, 1, &db, &e) != 0) {
-        fprintf(stderr, "db: %s\n", e.message);
-        return 1;
-    }
-    rc = make_token(db, "jobs-admin", RV_SCOPE_ADMIN, tok_admin) |
-         make_token(db, "jobs-read", RV_SCOPE_READ, tok_read) |
-         make_token(db, "jobs-read2", RV_SCOPE_READ, tok_read2);
-    rv_db_close(db);
-    if (rc != 0)
+    const rv_testsrv_token toks[] = {{"jobs-admin", RV_SCOPE_ADMIN, tok_admin},
+                                     {"jobs-read", RV_SCOPE_READ, tok_read},
+                                     {"jobs-read2", RV_SCOPE_READ, tok_read2}};
+    if (rv_testsrv_conninfo(&g_srv, conninfo, sizeof(conninfo)) != 0 ||
+        rv_testsrv_tokens(&g_srv, toks, 3) != 0)
         return 1;
     if (rv_testsrv_wait(port, "/v1/traces", tok_admin, 200, 10, NULL) != 0)
         return 1;
