@@ -69,20 +69,6 @@ static int load(const char *path, loaded *l)
     return 0;
 }
 
-/* A side of the diff: the baseline of a loaded trace over its median window. */
-static int base_side(const loaded *l, rv_diff_side *sd, rv_error *err)
-{
-    rv_iter_figures fig;
-    if (rv_report_iteration(l->g, l->s, RV_ITER_MEDIAN, &fig, err) != 0)
-        return -1;
-    sd->g = l->g;
-    sd->s = l->s;
-    sd->w = rv_report_window(l->g, l->s, -1);
-    sd->iteration_us = fig.simulated_us;
-    sd->measured_us = fig.measured_us;
-    return 0;
-}
-
 int rv_cmd_diff(int argc, char **argv)
 {
     const char *paths[2] = {NULL, NULL}, *whatif_text = NULL;
@@ -142,18 +128,15 @@ int rv_cmd_diff(int argc, char **argv)
             print_error("what-if failed", &err);
             goto out;
         }
-        sa = (rv_diff_side){la.g, la.s, res->base_win, res->base_fig.simulated_us,
-                            res->base_fig.measured_us};
-        sb = (rv_diff_side){rv_run_pred_graph(res), rv_run_pred_sim(res), res->pred_win,
-                            res->pred_fig.simulated_us, 0};
+        rv_diff_sides_of_run(res, &sa, &sb);
     } else {
         if (load(paths[1], &lb) != 0)
             goto out;
-        if (base_side(&la, &sa, &err) != 0) {
+        if (rv_diff_side_baseline(la.g, la.s, &sa, &err) != 0) {
             print_error(paths[0], &err);
             goto out;
         }
-        if (base_side(&lb, &sb, &err) != 0) {
+        if (rv_diff_side_baseline(lb.g, lb.s, &sb, &err) != 0) {
             print_error(paths[1], &err);
             goto out;
         }

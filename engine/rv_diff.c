@@ -1,6 +1,8 @@
 /* Trace diff: per-iteration op, kernel-class and kernel tables of two runs. */
 #include "rv_diff.h"
 
+#include "rv_run.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -371,4 +373,22 @@ json_t *rv_diff_render(const rv_diff *d, int top, const char *label_a, const cha
                      "delta_us", r3(d->iteration_us_b - d->iteration_us_a), "ops",
                      table_json(d->ops, d->nops, t, 1), "kernel_classes", classes, "kernels",
                      table_json(d->kernels, d->nkernels, t, 0));
+}
+
+int rv_diff_side_baseline(const rv_graph *g, const rv_sim *s, rv_diff_side *out, rv_error *err)
+{
+    rv_iter_figures fig;
+    int rc = rv_report_iteration(g, s, RV_ITER_MEDIAN, &fig, err);
+    if (rc != 0)
+        return rc;
+    *out = (rv_diff_side){g, s, rv_report_window(g, s, -1), fig.simulated_us, fig.measured_us};
+    return 0;
+}
+
+void rv_diff_sides_of_run(const rv_run_result *r, rv_diff_side *a, rv_diff_side *b)
+{
+    *a = (rv_diff_side){r->graph, r->base, r->base_win, r->base_fig.simulated_us,
+                        r->base_fig.measured_us};
+    *b = (rv_diff_side){rv_run_pred_graph(r), rv_run_pred_sim(r), r->pred_win,
+                        r->pred_fig.simulated_us, 0};
 }

@@ -69,6 +69,15 @@ typedef struct rv_diff {
     rv_diff_row classes[RV_KC_COUNT]; /* by rv_kclass; names static, not owned */
 } rv_diff;
 
+/* A trace's baseline over its median window (g and s borrowed). 0, or
+ * the error of rv_report_iteration. */
+int rv_diff_side_baseline(const rv_graph *g, const rv_sim *s, rv_diff_side *out, rv_error *err);
+
+/* The two sides of a what-if: its baseline and its prediction (r
+ * borrowed; run with keep_predicted for the prediction's own graph). */
+struct rv_run_result;
+void rv_diff_sides_of_run(const struct rv_run_result *r, rv_diff_side *a, rv_diff_side *b);
+
 /* Compares a and b (borrowed). Returns 0 and *out (new; rv_diff_free), or
  * RV_ERR_NOMEM / RV_ERR_INVALID (a side without graph or simulation). */
 int rv_diff_compute(const rv_diff_side *a, const rv_diff_side *b, rv_diff **out, rv_error *err);

@@ -14,21 +14,6 @@
 #include "rv_run.h"
 #include "rv_whatif.h"
 
-/* A stored trace's baseline over its median window. */
-static int base_side(const rv_loaded *l, rv_diff_side *sd, rv_error *e)
-{
-    rv_iter_figures fig;
-    int rc = rv_report_iteration(l->graph, l->base, RV_ITER_MEDIAN, &fig, e);
-    if (rc != 0)
-        return rc;
-    sd->g = l->graph;
-    sd->s = l->base;
-    sd->w = rv_report_window(l->graph, l->base, -1);
-    sd->iteration_us = fig.simulated_us;
-    sd->measured_us = fig.measured_us;
-    return 0;
-}
-
 /* Renders d with the ids (a side's "trace_id"; b's is 0 for a what-if) and
  * answers 200, or a 500 when out of memory. */
 static void answer(rv_req *r, const rv_diff *d, int top, int64_t id, int64_t with)
@@ -103,10 +88,7 @@ static void diff(rv_req *r, rv_app *a, int post)
             rv_req_error_rv(r, &e);
             goto out;
         }
-        sa = (rv_diff_side){la.graph, la.base, res->base_win, res->base_fig.simulated_us,
-                            res->base_fig.measured_us};
-        sb = (rv_diff_side){rv_run_pred_graph(res), rv_run_pred_sim(res), res->pred_win,
-                            res->pred_fig.simulated_us, 0};
+        rv_diff_sides_of_run(res, &sa, &sb);
     } else {
         if (rv_api_load(a, with, &lb, &e) != 0) {
             if (e.code == RV_ERR_NOTFOUND)
@@ -114,7 +96,8 @@ static void diff(rv_req *r, rv_app *a, int post)
             rv_req_error_rv(r, &e);
             goto out;
         }
-        if (base_side(&la, &sa, &e) != 0 || base_side(&lb, &sb, &e) != 0) {
+        if (rv_diff_side_baseline(la.graph, la.base, &sa, &e) != 0 ||
+            rv_diff_side_baseline(lb.graph, lb.base, &sb, &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;
         }

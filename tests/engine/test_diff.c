@@ -16,14 +16,13 @@
 #include "rv_run.h"
 #include "rv_sim.h"
 #include "rv_whatif.h"
+#include "common/rv_test_trace.h"
 #include "common/rv_test_util.h"
 
 static const char *traces;
 
 typedef struct loaded {
-    rv_trace *tr;
-    rv_graph *g;
-    rv_sim *s;
+    rv_test_loaded t;
     rv_diff_side side; /* the baseline over the median window */
 } loaded;
 
@@ -31,26 +30,19 @@ static loaded w0, w4;
 
 static int load(const char *rel, loaded *l)
 {
-    char path[1024];
     rv_error err;
-    rv_iter_figures f;
-    snprintf(path, sizeof(path), "%s/%s", traces, rel);
-    if (rv_kineto_read_file(path, NULL, &l->tr, &err) != 0 ||
-        rv_graph_build(l->tr, NULL, &l->g, &err) != 0 || rv_sim_run(l->g, 0, &l->s, &err) != 0 ||
-        rv_report_iteration(l->g, l->s, RV_ITER_MEDIAN, &f, &err) != 0) {
-        fprintf(stderr, "%s: %s\n", path, err.message);
+    if (rv_test_load(traces, rel, &l->t) != 0)
+        return -1;
+    if (rv_diff_side_baseline(l->t.g, l->t.s, &l->side, &err) != 0) {
+        fprintf(stderr, "%s: %s\n", rel, err.message);
         return -1;
     }
-    l->side =
-        (rv_diff_side){l->g, l->s, rv_report_window(l->g, l->s, -1), f.simulated_us, f.measured_us};
     return 0;
 }
 
 static void unload(loaded *l)
 {
-    rv_sim_free(l->s);
-    rv_graph_free(l->g);
-    rv_trace_free(l->tr);
+    rv_test_unload(&l->t);
 }
 
 static const rv_diff_row *find(const rv_diff_row *rows, size_t n, const char *name)
@@ -118,8 +110,8 @@ static void test_whatif(void)
         rv_whatif_parse_text("{\"optimizations\":[{\"kind\":\"dataloader\",\"workers\":4}]}", &w,
                              &err),
         0);
-    CU_ASSERT_EQUAL_FATAL(rv_run(w0.g, w0.s, w, &o, &res, &err), 0);
-    rv_diff_side a = {w0.g, w0.s, res->base_win, res->base_fig.simulated_us, 0};
+    CU_ASSERT_EQUAL_FATAL(rv_run(w0.t.g, w0.t.s, w, &o, &res, &err), 0);
+    rv_diff_side a = {w0.t.g, w0.t.s, res->base_win, res->base_fig.simulated_us, 0};
     rv_diff_side b = {rv_run_pred_graph(res), rv_run_pred_sim(res), res->pred_win,
                       res->pred_fig.simulated_us, 0};
     CU_ASSERT_EQUAL_FATAL(rv_diff_compute(&a, &b, &d, &err), 0);
