@@ -145,7 +145,7 @@ int rv_cmd_diff(int argc, char **argv)
         print_error("diff failed", &err);
         goto out;
     }
-    out = rv_diff_render(d, top, paths[0], whatif_text ? "what-if" : paths[1]);
+    out = rv_diff_render(d, top, paths[0], whatif_text ? "what-if" : paths[1], res);
     if (!out) {
         fprintf(stderr, "reverie: out of memory\n");
         goto out;

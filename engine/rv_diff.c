@@ -355,7 +355,23 @@ static json_t *side_json(const char *label, double iter_us, double meas_us, doub
     return o;
 }
 
-json_t *rv_diff_render(const rv_diff *d, int top, const char *label_a, const char *label_b)
+/* A side replayed more than 2% off its measurement: its figures carry
+ * that error. */
+static void warn_replay(json_t *arr, const char *side, double sim_us, double meas_us)
+{
+    double err = meas_us > 0 ? fabs(sim_us - meas_us) / meas_us : 0;
+    char msg[200];
+    if (err <= 0.02)
+        return;
+    snprintf(msg, sizeof(msg),
+             "side %s replays its measured step %.1f%% off: its figures carry at least that "
+             "error",
+             side, err * 100);
+    json_array_append_new(arr, json_pack("{s:s,s:s}", "code", "replay_error", "message", msg));
+}
+
+json_t *rv_diff_render(const rv_diff *d, int top, const char *label_a, const char *label_b,
+                       const rv_run_result *run)
 {
     size_t t = top < 1 ? 1 : (top > RV_DIFF_TOP_MAX ? RV_DIFF_TOP_MAX : (size_t)top);
     json_t *classes = json_array();
@@ -366,13 +382,18 @@ json_t *rv_diff_render(const rv_diff *d, int top, const char *label_a, const cha
             json_decref(classes);
             return NULL;
         }
+    json_t *warnings = run ? rv_run_warnings_json(run) : json_array();
+    if (warnings && !run) {
+        warn_replay(warnings, "a", d->iteration_us_a, d->measured_us_a);
+        warn_replay(warnings, "b", d->iteration_us_b, d->measured_us_b);
+    }
     /* "o" takes its references even when packing fails. */
-    return json_pack("{s:o, s:o, s:f, s:o, s:o, s:o}", "a",
+    return json_pack("{s:o, s:o, s:f, s:o, s:o, s:o, s:o*}", "a",
                      side_json(label_a, d->iteration_us_a, d->measured_us_a, d->iterations_a), "b",
                      side_json(label_b, d->iteration_us_b, d->measured_us_b, d->iterations_b),
                      "delta_us", r3(d->iteration_us_b - d->iteration_us_a), "ops",
                      table_json(d->ops, d->nops, t, 1), "kernel_classes", classes, "kernels",
-                     table_json(d->kernels, d->nkernels, t, 0));
+                     table_json(d->kernels, d->nkernels, t, 0), "warnings", warnings);
 }
 
 int rv_diff_side_baseline(const rv_graph *g, const rv_sim *s, rv_diff_side *out, rv_error *err)

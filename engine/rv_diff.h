@@ -88,8 +88,11 @@ void rv_diff_free(rv_diff *d);
 /* The diff as JSON (new reference; NULL on OOM): {a, b, delta_us, ops,
  * kernel_classes, kernels}, the op and kernel tables cut to their top rows
  * (top clamped to [1, RV_DIFF_TOP_MAX]). label_a/label_b (borrowed, may be
- * NULL) name the sides. */
-json_t *rv_diff_render(const rv_diff *d, int top, const char *label_a, const char *label_b);
+ * NULL) name the sides. "warnings" says what the comparison rests on: the
+ * what-if's warnings when run (borrowed) is its rv_run result, and a side
+ * whose replay error is over 2%. */
+json_t *rv_diff_render(const rv_diff *d, int top, const char *label_a, const char *label_b,
+                       const struct rv_run_result *run);
 
 /* Its name in JSON: "same", "changed", "appeared", "vanished". */
 const char *rv_diff_status_name(int status);

@@ -228,6 +228,13 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
                     "gpu %s changes the hardware the energy and precision models use; kernel "
                     "times are the trace's, not rescaled to that GPU",
                     over);
+    if (g->inferred_waits || g->inferred_idle || g->inferred_holds || g->prewindow_gpu)
+        rv_run_warn(r, "graph_inferred",
+                    "the trace lacks records the graph needed: %zu cross-stream waits inferred, "
+                    "%zu stream idle gaps kept as measured (a what-if cannot move them), %zu "
+                    "lost launches held by their launcher, %zu GPU tasks queued before "
+                    "profiling (docs/internals/graph.md)",
+                    g->inferred_waits, g->inferred_idle, g->inferred_holds, g->prewindow_gpu);
     if (g->launch_lat_assumed)
         rv_run_warn(r, "launch_latency_assumed",
                     "only %zu launches met an idle stream, too few to measure the launch "

@@ -16,9 +16,10 @@
 
 /* Renders d with the ids (a side's "trace_id"; b's is 0 for a what-if) and
  * answers 200, or a 500 when out of memory. */
-static void answer(rv_req *r, const rv_diff *d, int top, int64_t id, int64_t with)
+static void answer(rv_req *r, const rv_diff *d, int top, int64_t id, int64_t with,
+                   const rv_run_result *run)
 {
-    json_t *o = rv_diff_render(d, top, NULL, with > 0 ? NULL : "what-if");
+    json_t *o = rv_diff_render(d, top, NULL, with > 0 ? NULL : "what-if", run);
     json_t *a = o ? json_object_get(o, "a") : NULL, *b = o ? json_object_get(o, "b") : NULL;
     if (!a || !b || json_object_set_new(a, "trace_id", json_integer(id)) != 0 ||
         (with > 0 && json_object_set_new(b, "trace_id", json_integer(with)) != 0) ||
@@ -106,7 +107,7 @@ static void diff(rv_req *r, rv_app *a, int post)
         rv_req_error_rv(r, &e);
         goto out;
     }
-    answer(r, d, (int)top, id, with);
+    answer(r, d, (int)top, id, with, res);
 out:
     rv_diff_free(d);
     rv_run_result_free(res);

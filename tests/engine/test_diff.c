@@ -77,7 +77,7 @@ static void test_workers_pair(void)
                                d->kernels[i].time_us_b - d->kernels[i].time_us_a, 1e-9);
     CU_ASSERT(d->iteration_us_b < d->iteration_us_a);
     /* The rendering: the top rows and the totals. */
-    json_t *j = rv_diff_render(d, 3, "w0", "w4");
+    json_t *j = rv_diff_render(d, 3, "w0", "w4", NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(j);
     json_t *ops = json_object_get(j, "ops");
     CU_ASSERT_EQUAL(json_array_size(json_object_get(ops, "rows")), 3);
