@@ -300,6 +300,44 @@ static void test_backrefs_refused_quickly(void)
     }
 }
 
+/* Resident memory of pid in MiB (from /proc), or -1. */
+static long rss_mib(pid_t pid)
+{
+    char path[64], line[256];
+    long kb = -1;
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb < 0 ? -1 : kb / 1024;
+}
+
+/* The nested counted repeat allocated gigabytes at compile time under
+ * glibc regcomp: now it is refused and reveried stays alive and small. */
+static void test_nested_repeat_keeps_server_small(void)
+{
+    static const char doc[] = "{\"optimizations\":[{\"kind\":\"scale\",\"select\":{\"name\":"
+                              "\"((a{1,255}){1,255}){1,255}\"},\"factor\":0.5}]}";
+    char p[64];
+    resp w, hz;
+    snprintf(p, sizeof(p), "/v1/traces/%lld/whatif", (long long)g_id);
+    http("POST", p, "application/json", doc, NULL, 5000 * SLOW, &w);
+    http("GET", "/healthz", NULL, NULL, NULL, 2000 * SLOW, &hz);
+    long mib = rss_mib(g_pid);
+    printf("\n    nested repeat: %ld in %.0f ms; reveried alive (/healthz %ld), RSS %ld MiB",
+           w.status, w.ms, hz.status, mib);
+    CU_ASSERT(w.status == 400 || w.status == 422);
+    CU_ASSERT_EQUAL(hz.status, 200);
+    /* A sanitizer's shadow memory is not the server's own. */
+    CU_ASSERT(mib > 0 && (RV_SANITIZED || mib < 500));
+    free(w.body);
+    free(hz.body);
+}
+
 /* More events than --max-events: 413 naming the limit. */
 static void test_upload_over_max_events(void)
 {
@@ -421,6 +459,7 @@ int main(void)
     }
     CU_pSuite s = CU_add_suite("budget", NULL, NULL);
     CU_add_test(s, "back-reference what-ifs are refused quickly", test_backrefs_refused_quickly);
+    CU_add_test(s, "the nested repeat keeps reveried small", test_nested_repeat_keeps_server_small);
     CU_add_test(s, "an upload over --max-events gets 413", test_upload_over_max_events);
     CU_add_test(s, "the budget stops a long what-if", test_budget_stops_a_long_whatif);
     CU_add_test(s, "a what-if whose client left frees its worker",
