@@ -1,0 +1,348 @@
+/* Joining an execution trace to the Kineto trace of the same run.
+ *
+ * Ops are matched first by id: an ET node's rf_id is the Kineto op's
+ * "External id" in traces such as HTA's simple-add, and the match is kept
+ * when the names agree. Older PyTorch numbered the two differently (the
+ * PARAM DLRM traces: Kineto's ids run per thread), so when ids and names
+ * disagree, each ET thread's ops (in rf_id order) are aligned with one
+ * Kineto thread's ops (in start order) by name, skipping what only one side
+ * has and starting over where the trace repeats the ET's iteration. GPU
+ * tasks then follow correlation ids to their launching runtime call and
+ * take the innermost joined op enclosing it. See docs/internals/et-reader.md. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rv_et.h"
+#include "rv_map.h"
+#include "rv_sort.h"
+
+#define LOOKAHEAD 16
+
+typedef struct opref {
+    int64_t k1, k2, k3; /* sort keys, most significant last */
+    int32_t idx;        /* event or node index */
+    uint32_t name;      /* trace string id of the name (UINT32_MAX: not in the trace) */
+} opref;
+
+static int is_op(const rv_event *e)
+{
+    return e->cat == RV_CAT_CPU_OP || e->cat == RV_CAT_USER_ANNOTATION;
+}
+
+static int is_launch(const rv_event *e)
+{
+    return e->cat == RV_CAT_RUNTIME || e->cat == RV_CAT_DRIVER;
+}
+
+/* The ET's bookkeeping nodes ("[pytorch|profiler|execution_trace|thread]")
+ * have no Kineto counterpart. */
+static int et_node_is_op(const rv_et *et, const rv_et_node *n)
+{
+    return strncmp(rv_et_str(et, n->name), "[pytorch|profiler|execution_", 28) != 0;
+}
+
+static void sort3(opref *v, size_t n)
+{
+    rv_sort_i64(v, n, sizeof(*v), offsetof(opref, k1));
+    rv_sort_i64(v, n, sizeof(*v), offsetof(opref, k2));
+    rv_sort_i64(v, n, sizeof(*v), offsetof(opref, k3));
+}
+
+/* Method 1: rf_id = External id with agreeing names. Returns matches. */
+static size_t join_by_id(const rv_et *et, const rv_trace *t, const uint32_t *et_name, int32_t *map,
+                         int dry, int *rc)
+{
+    rv_map ids;
+    size_t agree = 0;
+    rv_map_init(&ids, et->nnodes + 1);
+    *rc = 0;
+    for (size_t i = 0; i < et->nnodes; i++) {
+        const rv_et_node *n = &et->nodes[i];
+        if (n->rf_id == RV_NONE || !et_node_is_op(et, n))
+            continue;
+        int r = rv_map_put(&ids, (uint64_t)n->rf_id, (uint32_t)i);
+        if (r < 0) {
+            *rc = r;
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < t->nevents; i++) {
+        const rv_event *e = &t->events[i];
+        uint32_t ni;
+        if (!is_op(e) || e->external_id == RV_NONE ||
+            !rv_map_get(&ids, (uint64_t)e->external_id, &ni))
+            continue;
+        if (et_name[ni] != e->name)
+            continue;
+        agree++;
+        if (!dry)
+            map[i] = (int32_t)ni;
+    }
+out:
+    rv_map_free(&ids);
+    return agree;
+}
+
+/* Greedy alignment of ET names a[] with trace names b[]; assigns
+ * out[b index] = a index when out is set. Returns the matches. */
+static size_t align(const opref *a, size_t na, const opref *b, size_t nb, int32_t *out)
+{
+    size_t i = 0, j = 0, m = 0;
+    if (!na)
+        return 0;
+    while (j < nb) {
+        if (i >= na)
+            i = 0; /* the trace repeats the ET's iteration */
+        if (a[i].name == b[j].name) {
+            if (out)
+                out[b[j].idx] = a[i].idx;
+            m++;
+            i++;
+            j++;
+            continue;
+        }
+        size_t d = 0, e = 0;
+        for (size_t k = 1; k <= LOOKAHEAD && j + k < nb; k++)
+            if (b[j + k].name == a[i].name &&
+                (i + 1 >= na || j + k + 1 >= nb || b[j + k + 1].name == a[i + 1].name)) {
+                d = k;
+                break;
+            }
+        for (size_t k = 1; k <= LOOKAHEAD && i + k < na; k++)
+            if (a[i + k].name == b[j].name &&
+                (i + k + 1 >= na || j + 1 >= nb || a[i + k + 1].name == b[j + 1].name)) {
+                e = k;
+                break;
+            }
+        if (d && (!e || d <= e)) {
+            j += d;
+        } else if (e) {
+            i += e;
+        } else {
+            /* Lost: find where in the ET the next three trace ops sit. */
+            size_t p = na;
+            if (j + 2 < nb)
+                for (size_t k = 0; k + 2 < na; k++)
+                    if (a[k].name == b[j].name && a[k + 1].name == b[j + 1].name &&
+                        a[k + 2].name == b[j + 2].name) {
+                        p = k;
+                        break;
+                    }
+            if (p < na)
+                i = p;
+            else
+                j++;
+        }
+    }
+    return m;
+}
+
+/* Method 2: per-thread order. */
+static int join_by_order(const rv_et *et, const rv_trace *t, const uint32_t *et_name, int32_t *map)
+{
+    size_t na = 0, nb = 0, nta = 0, ntb = 0;
+    opref *a = malloc((et->nnodes + 1) * sizeof(*a));
+    opref *b = malloc((t->nevents + 1) * sizeof(*b));
+    size_t *sa = NULL, *sb = NULL; /* thread run starts, plus the end */
+    size_t *score = NULL;
+    int rc = RV_ERR_NOMEM;
+    if (!a || !b)
+        goto out;
+    for (size_t i = 0; i < et->nnodes; i++) {
+        const rv_et_node *n = &et->nodes[i];
+        if (!et_node_is_op(et, n))
+            continue;
+        a[na++] =
+            (opref){n->rf_id != RV_NONE ? n->rf_id : n->id, 0, n->tid, (int32_t)i, et_name[i]};
+    }
+    for (size_t i = 0; i < t->nevents; i++) {
+        const rv_event *e = &t->events[i];
+        if (!is_op(e))
+            continue;
+        b[nb++] = (opref){-e->dur_ns, e->ts_ns, (int64_t)(((uint64_t)e->pid << 32) | e->tid),
+                          (int32_t)i, e->name};
+    }
+    sort3(a, na);
+    sort3(b, nb);
+    sa = malloc((na + 2) * sizeof(*sa));
+    sb = malloc((nb + 2) * sizeof(*sb));
+    if (!sa || !sb)
+        goto out;
+    for (size_t i = 0; i < na; i++)
+        if (i == 0 || a[i].k3 != a[i - 1].k3)
+            sa[nta++] = i;
+    sa[nta] = na;
+    for (size_t i = 0; i < nb; i++)
+        if (i == 0 || b[i].k3 != b[i - 1].k3)
+            sb[ntb++] = i;
+    sb[ntb] = nb;
+    score = calloc(nta * ntb + 1, sizeof(*score));
+    if (!score)
+        goto out;
+    for (size_t x = 0; x < nta; x++)
+        for (size_t y = 0; y < ntb; y++)
+            score[x * ntb + y] =
+                align(a + sa[x], sa[x + 1] - sa[x], b + sb[y], sb[y + 1] - sb[y], NULL);
+    /* Pair threads best score first, each thread once. */
+    for (;;) {
+        size_t bx = 0, by = 0, best = 0;
+        for (size_t x = 0; x < nta; x++)
+            for (size_t y = 0; y < ntb; y++)
+                if (score[x * ntb + y] > best) {
+                    best = score[x * ntb + y];
+                    bx = x;
+                    by = y;
+                }
+        if (!best)
+            break;
+        align(a + sa[bx], sa[bx + 1] - sa[bx], b + sb[by], sb[by + 1] - sb[by], map);
+        for (size_t y = 0; y < ntb; y++)
+            score[bx * ntb + y] = 0;
+        for (size_t x = 0; x < nta; x++)
+            score[x * ntb + by] = 0;
+    }
+    rc = 0;
+out:
+    free(a);
+    free(b);
+    free(sa);
+    free(sb);
+    free(score);
+    return rc;
+}
+
+/* Attributes GPU tasks to the innermost joined op enclosing their launch. */
+static int attribute_kernels(const rv_trace *t, rv_et_join *j)
+{
+    size_t n = 0, depth = 0;
+    opref *v = malloc((t->nevents + 1) * sizeof(*v));
+    int32_t *stack = malloc((t->nevents + 1) * sizeof(*stack));
+    int32_t *launch_node = malloc((t->nevents + 1) * sizeof(*launch_node));
+    rv_map corr;
+    int rc = RV_ERR_NOMEM;
+    rv_map_init(&corr, t->nevents + 1);
+    if (!v || !stack || !launch_node)
+        goto out;
+    for (size_t i = 0; i < t->nevents; i++) {
+        const rv_event *e = &t->events[i];
+        if (is_op(e) || is_launch(e))
+            v[n++] = (opref){-e->dur_ns, e->ts_ns, (int64_t)(((uint64_t)e->pid << 32) | e->tid),
+                             (int32_t)i, 0};
+    }
+    sort3(v, n);
+    for (size_t k = 0; k < n; k++) {
+        const rv_event *e = &t->events[v[k].idx];
+        if (k > 0 && v[k].k3 != v[k - 1].k3)
+            depth = 0;
+        while (depth > 0) {
+            const rv_event *p = &t->events[stack[depth - 1]];
+            if (p->ts_ns <= e->ts_ns && e->ts_ns + e->dur_ns <= p->ts_ns + p->dur_ns)
+                break;
+            depth--;
+        }
+        if (is_op(e)) {
+            stack[depth++] = v[k].idx;
+            continue;
+        }
+        /* -2: no op encloses it; -1: ops do, none joined; else the node. */
+        int32_t node = depth ? -1 : -2;
+        for (size_t s = depth; s-- > 0;)
+            if (j->node_of_event[stack[s]] >= 0) {
+                node = j->node_of_event[stack[s]];
+                break;
+            }
+        launch_node[v[k].idx] = node;
+        if (e->correlation != RV_NONE &&
+            (rc = rv_map_put(&corr, (uint64_t)e->correlation, (uint32_t)v[k].idx)) < 0)
+            goto out;
+    }
+    for (size_t i = 0; i < t->nevents; i++) {
+        const rv_event *e = &t->events[i];
+        uint32_t li;
+        if (!rv_cat_is_gpu_task(e->cat))
+            continue;
+        j->kernels++;
+        if (e->correlation == RV_NONE || !rv_map_get(&corr, (uint64_t)e->correlation, &li) ||
+            launch_node[li] == -2)
+            continue;
+        j->kernels_launched++;
+        if (launch_node[li] >= 0) {
+            j->kernels_joined++;
+            j->node_of_event[i] = launch_node[li];
+        }
+    }
+    rc = 0;
+out:
+    rv_map_free(&corr);
+    free(v);
+    free(stack);
+    free(launch_node);
+    return rc;
+}
+
+int rv_et_join_trace(const rv_et *et, const rv_trace *t, rv_et_join *j, rv_error *err)
+{
+    uint32_t *et_name = NULL;
+    int rc = 0;
+    rv_error_clear(err);
+    memset(j, 0, sizeof(*j));
+    j->node_of_event = malloc((t->nevents + 1) * sizeof(*j->node_of_event));
+    et_name = malloc((et->nnodes + 1) * sizeof(*et_name));
+    if (!j->node_of_event || !et_name) {
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory joining the ET");
+        goto out;
+    }
+    j->nevents = t->nevents;
+    for (size_t i = 0; i < t->nevents; i++) {
+        j->node_of_event[i] = -1;
+        j->ops += is_op(&t->events[i]);
+    }
+    /* ET names in the trace's string ids: then names compare as ids. */
+    for (size_t i = 0; i < et->nnodes; i++) {
+        const char *s = rv_et_str(et, et->nodes[i].name);
+        et_name[i] = rv_strtab_find(&t->strings, s, strlen(s));
+    }
+    size_t ops_et = 0;
+    for (size_t i = 0; i < et->nnodes; i++)
+        ops_et += et_node_is_op(et, &et->nodes[i]);
+    size_t by_id = join_by_id(et, t, et_name, j->node_of_event, 1, &rc);
+    if (rc < 0) {
+        rc = rv_error_set(err, rc, -1, -1, "out of memory joining the ET");
+        goto out;
+    }
+    /* Ids are trusted when nearly every ET op found its namesake. */
+    if (by_id > 0 && by_id * 100 >= ops_et * 95) {
+        j->method = RV_ET_JOIN_ID;
+        join_by_id(et, t, et_name, j->node_of_event, 0, &rc);
+    } else {
+        j->method = RV_ET_JOIN_ORDER;
+        rc = join_by_order(et, t, et_name, j->node_of_event);
+    }
+    if (rc < 0) {
+        rc = rv_error_set(err, rc, -1, -1, "out of memory joining the ET");
+        goto out;
+    }
+    for (size_t i = 0; i < t->nevents; i++)
+        j->ops_joined += j->node_of_event[i] >= 0;
+    if (j->ops_joined == 0) {
+        rc = rv_error_set(err, RV_ERR_NOTFOUND, -1, -1,
+                          "no op of the execution trace matches an op of the Kineto trace (by "
+                          "record-function id or by name and order): are they from the same run?");
+        goto out;
+    }
+    if ((rc = attribute_kernels(t, j)) < 0)
+        rc = rv_error_set(err, rc, -1, -1, "out of memory joining the ET");
+out:
+    free(et_name);
+    if (rc < 0)
+        rv_et_join_free(j);
+    return rc;
+}
+
+void rv_et_join_free(rv_et_join *j)
+{
+    if (!j)
+        return;
+    free(j->node_of_event);
+    j->node_of_event = NULL;
+}
