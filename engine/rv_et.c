@@ -22,6 +22,8 @@
 typedef struct tval {
     int64_t tensor_id, numel;
     int32_t itemsize;
+    int32_t nvals; /* ints of a scalar or int list; -1 none */
+    uint32_t off;
 } tval;
 typedef struct tshape {
     int32_t ndims;
@@ -84,7 +86,10 @@ static int read_int(reader *r, int depth, int64_t *v, int *ok)
     if (c == '-' || (c >= '0' && c <= '9')) {
         if ((rc = rv_jscan_number(&r->js)) < 0)
             return rc;
-        *ok = rv_jscan_dec_i64(r->js.num, r->js.num_len, 0, v) == RV_JSCAN_OK;
+        /* Integers only: 0.5 is a double argument, not an id or a size. */
+        *ok = !memchr(r->js.num, '.', r->js.num_len) && !memchr(r->js.num, 'e', r->js.num_len) &&
+              !memchr(r->js.num, 'E', r->js.num_len) &&
+              rv_jscan_dec_i64(r->js.num, r->js.num_len, 0, v) == RV_JSCAN_OK;
         return 0;
     }
     return rv_jscan_skip(&r->js, depth);
@@ -129,32 +134,70 @@ static int open_array(reader *r, const char *what)
     return 0;
 }
 
+/* Appends one int to et->dims (shapes and int values share it). */
+static int push_int(reader *r, int64_t d)
+{
+    rv_et *et = r->et;
+    if (et->ndims == et->cap_dims) {
+        if (et->ndims >= MAX_DIMS_ALL)
+            return FAIL(r, RV_ERR_LIMIT, "more than %zu shape dims and values in the ET",
+                        (size_t)MAX_DIMS_ALL);
+        size_t nc = et->cap_dims ? et->cap_dims * 2 : 1024;
+        int64_t *p = realloc(et->dims, nc * sizeof(*p));
+        if (!p)
+            return nomem(r);
+        et->dims = p;
+        et->cap_dims = nc;
+    }
+    et->dims[et->ndims++] = d;
+    return 0;
+}
+
 /* One entry of a values list: a tensor is [id, storage, offset, numel,
- * itemsize, device]; anything else is skipped. */
+ * itemsize, device]; an int or a flat list of ints (sizes, strides,
+ * groups) is kept as values; anything else is skipped. */
 static int read_value(reader *r, int depth, tval *v)
 {
+    rv_et *et = r->et;
     int c = rv_jscan_ws(&r->js), rc, more;
-    int64_t num[5] = {0};
-    int n = 0, ok, numeric = 1, last_str = 0;
+    size_t start = et->ndims;
+    int n = 0, ok, ints = 1, last_str = 0;
     v->tensor_id = v->numel = RV_NONE;
     v->itemsize = 0;
+    v->nvals = -1;
+    v->off = (uint32_t)start;
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        int64_t d = 0;
+        if ((rc = read_int(r, depth, &d, &ok)) < 0)
+            return rc;
+        if (ok) {
+            if ((rc = push_int(r, d)) < 0)
+                return rc;
+            v->nvals = 1;
+        }
+        return 0;
+    }
     if (c != '[')
         return rv_jscan_skip(&r->js, depth);
     rv_jscan_eat(&r->js);
     for (int first = 1; (more = array_more(r, first)) > 0; first = 0) {
         c = rv_jscan_ws(&r->js);
         last_str = 0;
-        if (n < 5 && (c == '-' || (c >= '0' && c <= '9'))) {
-            if ((rc = read_int(r, depth + 1, &num[n], &ok)) < 0)
+        if (ints && n < RV_ET_MAX_DIMS && (c == '-' || (c >= '0' && c <= '9'))) {
+            int64_t d = 0;
+            if ((rc = read_int(r, depth + 1, &d, &ok)) < 0)
                 return rc;
-            numeric &= ok;
+            if (ok && (rc = push_int(r, d)) < 0)
+                return rc;
+            ints &= ok;
         } else if (c == '"') {
             rv_jscan_eat(&r->js);
             if ((rc = rv_jscan_string(&r->js, NULL)) < 0)
                 return rc;
             last_str = 1;
+            ints = 0;
         } else {
-            numeric = 0;
+            ints = 0;
             if ((rc = rv_jscan_skip(&r->js, depth + 1)) < 0)
                 return rc;
         }
@@ -162,11 +205,17 @@ static int read_value(reader *r, int depth, tval *v)
     }
     if (more < 0)
         return more;
-    if (n == 6 && numeric && last_str && num[3] >= 0 && num[4] >= 0 && num[4] <= 64) {
+    const int64_t *num = et->dims + start;
+    if (n == 6 && last_str && et->ndims - start == 5 && num[3] >= 0 && num[4] >= 0 &&
+        num[4] <= 64) {
         v->tensor_id = num[0];
         v->numel = num[3];
         v->itemsize = (int32_t)num[4];
+    } else if (ints) {
+        v->nvals = n;
+        return 0;
     }
+    et->ndims = start; /* not an int list: give the values back */
     return 0;
 }
 
@@ -193,18 +242,8 @@ static int read_shape(reader *r, int depth, tshape *sh)
                 flat = 0;
                 continue;
             }
-            if (et->ndims == et->cap_dims) {
-                if (et->ndims >= MAX_DIMS_ALL)
-                    return FAIL(r, RV_ERR_LIMIT, "more than %zu shape dims in the ET",
-                                (size_t)MAX_DIMS_ALL);
-                size_t nc = et->cap_dims ? et->cap_dims * 2 : 1024;
-                int64_t *p = realloc(et->dims, nc * sizeof(*p));
-                if (!p)
-                    return nomem(r);
-                et->dims = p;
-                et->cap_dims = nc;
-            }
-            et->dims[et->ndims++] = d;
+            if ((rc = push_int(r, d)) < 0)
+                return rc;
             n++;
         } else {
             flat = 0;
@@ -370,6 +409,8 @@ static int push_args(reader *r, const side *sd, uint32_t *count)
         a->ndims = i < sd->nshapes ? sd->shapes[i].ndims : -1;
         a->dims_off = i < sd->nshapes ? sd->shapes[i].off : 0;
         a->type = i < sd->ntypes ? sd->types[i] : 0;
+        a->nvals = i < sd->nvals ? sd->vals[i].nvals : -1;
+        a->vals_off = i < sd->nvals ? sd->vals[i].off : 0;
     }
     *count = n;
     return 0;

@@ -32,6 +32,8 @@ typedef struct rv_et_arg {
     int32_t ndims;     /* rank of a flat shape; -1 when the shape is nested or absent */
     uint32_t dims_off; /* first dim in rv_et.dims */
     uint32_t type;     /* string id of the type ("Tensor(float)", "Int") */
+    int32_t nvals;     /* an int or a flat int list (sizes, strides): its length; -1 none */
+    uint32_t vals_off; /* first value in rv_et.dims */
 } rv_et_arg;
 
 typedef struct rv_et_node {
@@ -86,6 +88,12 @@ static inline const int64_t *rv_et_dims(const rv_et *et, const rv_et_arg *a)
     return a->ndims >= 0 ? et->dims + a->dims_off : NULL;
 }
 
+/* Values of an int or int-list arg (borrowed), NULL when it has none. */
+static inline const int64_t *rv_et_vals(const rv_et *et, const rv_et_arg *a)
+{
+    return a->nvals >= 0 ? et->dims + a->vals_off : NULL;
+}
+
 /* Whether an arg is a tensor (by its type, else by its value). */
 int rv_et_arg_is_tensor(const rv_et *et, const rv_et_arg *a);
 
@@ -111,6 +119,11 @@ enum { RV_ET_JOIN_ID = 1, RV_ET_JOIN_ORDER = 2 };
  * filled (free with rv_et_join_free), RV_ERR_NOTFOUND with err set when
  * no op joins, or RV_ERR_NOMEM. */
 int rv_et_join_trace(const rv_et *et, const rv_trace *t, rv_et_join *j, rv_error *err);
+
+/* Puts the shapes of each joined op's ET node (inputs, then outputs) on
+ * t, replacing what the Kineto reader found (t->shapes_source becomes
+ * RV_SHAPES_ET). 0 or RV_ERR_NOMEM. */
+int rv_et_shapes_to_trace(const rv_et *et, const rv_et_join *j, rv_trace *t);
 
 /* Frees what j holds. NULL-safe. */
 void rv_et_join_free(rv_et_join *j);

@@ -14,6 +14,7 @@
 
 #include "rv_et.h"
 #include "rv_map.h"
+#include "rv_shapes.h"
 #include "rv_sort.h"
 
 #define LOOKAHEAD 16
@@ -27,11 +28,6 @@ typedef struct opref {
 static int is_op(const rv_event *e)
 {
     return e->cat == RV_CAT_CPU_OP || e->cat == RV_CAT_USER_ANNOTATION;
-}
-
-static int is_launch(const rv_event *e)
-{
-    return e->cat == RV_CAT_RUNTIME || e->cat == RV_CAT_DRIVER;
 }
 
 /* The ET's bookkeeping nodes ("[pytorch|profiler|execution_trace|thread]")
@@ -214,70 +210,28 @@ out:
 /* Attributes GPU tasks to the innermost joined op enclosing their launch. */
 static int attribute_kernels(const rv_trace *t, rv_et_join *j)
 {
-    size_t n = 0, depth = 0;
-    opref *v = malloc((t->nevents + 1) * sizeof(*v));
-    int32_t *stack = malloc((t->nevents + 1) * sizeof(*stack));
-    int32_t *launch_node = malloc((t->nevents + 1) * sizeof(*launch_node));
-    rv_map corr;
-    int rc = RV_ERR_NOMEM;
-    rv_map_init(&corr, t->nevents + 1);
-    if (!v || !stack || !launch_node)
-        goto out;
-    for (size_t i = 0; i < t->nevents; i++) {
-        const rv_event *e = &t->events[i];
-        if (is_op(e) || is_launch(e))
-            v[n++] = (opref){-e->dur_ns, e->ts_ns, (int64_t)(((uint64_t)e->pid << 32) | e->tid),
-                             (int32_t)i, 0};
-    }
-    sort3(v, n);
-    for (size_t k = 0; k < n; k++) {
-        const rv_event *e = &t->events[v[k].idx];
-        if (k > 0 && v[k].k3 != v[k - 1].k3)
-            depth = 0;
-        while (depth > 0) {
-            const rv_event *p = &t->events[stack[depth - 1]];
-            if (p->ts_ns <= e->ts_ns && e->ts_ns + e->dur_ns <= p->ts_ns + p->dur_ns)
-                break;
-            depth--;
-        }
-        if (is_op(e)) {
-            stack[depth++] = v[k].idx;
-            continue;
-        }
-        /* -2: no op encloses it; -1: ops do, none joined; else the node. */
-        int32_t node = depth ? -1 : -2;
-        for (size_t s = depth; s-- > 0;)
-            if (j->node_of_event[stack[s]] >= 0) {
-                node = j->node_of_event[stack[s]];
-                break;
-            }
-        launch_node[v[k].idx] = node;
-        if (e->correlation != RV_NONE &&
-            (rc = rv_map_put(&corr, (uint64_t)e->correlation, (uint32_t)v[k].idx)) < 0)
-            goto out;
+    int32_t *parent = malloc((t->nevents + 1) * sizeof(*parent));
+    if (!parent || rv_shapes_op_tree(t, parent) < 0) {
+        free(parent);
+        return RV_ERR_NOMEM;
     }
     for (size_t i = 0; i < t->nevents; i++) {
-        const rv_event *e = &t->events[i];
-        uint32_t li;
-        if (!rv_cat_is_gpu_task(e->cat))
+        if (!rv_cat_is_gpu_task(t->events[i].cat))
             continue;
         j->kernels++;
-        if (e->correlation == RV_NONE || !rv_map_get(&corr, (uint64_t)e->correlation, &li) ||
-            launch_node[li] == -2)
+        int32_t p = parent[i];
+        if (p < 0)
             continue;
         j->kernels_launched++;
-        if (launch_node[li] >= 0) {
+        while (p >= 0 && j->node_of_event[p] < 0)
+            p = parent[p];
+        if (p >= 0) {
             j->kernels_joined++;
-            j->node_of_event[i] = launch_node[li];
+            j->node_of_event[i] = j->node_of_event[p];
         }
     }
-    rc = 0;
-out:
-    rv_map_free(&corr);
-    free(v);
-    free(stack);
-    free(launch_node);
-    return rc;
+    free(parent);
+    return 0;
 }
 
 int rv_et_join_trace(const rv_et *et, const rv_trace *t, rv_et_join *j, rv_error *err)
@@ -345,4 +299,75 @@ void rv_et_join_free(rv_et_join *j)
         return;
     free(j->node_of_event);
     j->node_of_event = NULL;
+}
+
+int rv_et_shapes_to_trace(const rv_et *et, const rv_et_join *j, rv_trace *t)
+{
+    rv_shape_arg *args = malloc(RV_SHAPES_MAX_ARGS * sizeof(*args));
+    size_t cap = 256;
+    int64_t *ints = malloc(cap * sizeof(*ints));
+    int rc = 0;
+    if (!args || !ints) {
+        free(args);
+        free(ints);
+        return RV_ERR_NOMEM;
+    }
+    rv_shapes_clear(t);
+    t->shapes_source = RV_SHAPES_ET;
+    for (size_t i = 0; i < t->nevents && i < j->nevents && rc == 0; i++) {
+        int32_t ni = j->node_of_event[i];
+        if (ni < 0 || !is_op(&t->events[i]))
+            continue;
+        const rv_et_node *n = &et->nodes[ni];
+        size_t na = n->n_in + n->n_out, nints = 0;
+        if (na > RV_SHAPES_MAX_ARGS)
+            na = RV_SHAPES_MAX_ARGS;
+        for (size_t a = 0; a < na; a++) {
+            const rv_et_arg *g = &et->args[n->args_off + a];
+            nints += (size_t)(g->ndims > 0 ? g->ndims : 0) + (size_t)(g->nvals > 0 ? g->nvals : 0);
+        }
+        if (nints > cap) {
+            size_t nc = nints * 2;
+            int64_t *p = realloc(ints, nc * sizeof(*p));
+            if (!p) {
+                rc = RV_ERR_NOMEM;
+                break;
+            }
+            ints = p;
+            cap = nc;
+        }
+        size_t k = 0;
+        for (size_t a = 0; a < na; a++) {
+            const rv_et_arg *g = &et->args[n->args_off + a];
+            const char *ty = rv_et_str(et, g->type);
+            rv_shape_arg *o = &args[a];
+            memset(o, 0, sizeof(*o));
+            o->is_out = a >= n->n_in;
+            o->ndims = g->ndims;
+            o->nvals = g->nvals;
+            if (g->ndims > 0) {
+                o->dims = (uint32_t)k;
+                memcpy(ints + k, rv_et_dims(et, g), (size_t)g->ndims * sizeof(*ints));
+                k += (size_t)g->ndims;
+            }
+            if (g->nvals > 0) {
+                o->vals = (uint32_t)k;
+                memcpy(ints + k, rv_et_vals(et, g), (size_t)g->nvals * sizeof(*ints));
+                k += (size_t)g->nvals;
+            }
+            if (rv_et_arg_is_tensor(et, g)) {
+                o->ptype = (uint8_t)rv_shapes_ptype(ty, strlen(ty));
+                int isz = g->itemsize > 0 ? g->itemsize : rv_shapes_itemsize(ty, strlen(ty));
+                o->itemsize = (uint8_t)(isz > 0 && isz < 256 ? isz : 0);
+            } else {
+                o->ndims = -1; /* a list argument's "shape" is not a tensor's */
+            }
+        }
+        rc = rv_shapes_add(t, (int32_t)i, args, na, ints, k);
+        if (rc > 0)
+            rc = 0; /* the caps: later ops go without */
+    }
+    free(args);
+    free(ints);
+    return rc;
 }

@@ -15,6 +15,7 @@
 #include "rv_jscan.h"
 #include "rv_jsonw.h"
 #include "rv_precision.h"
+#include "rv_shapes.h"
 
 #define MAX_NAME      ((size_t)4 << 20) /* longest event name kept */
 #define MAX_SHORT     256               /* pid, tid, cat, ph, metadata strings */
@@ -60,6 +61,7 @@ typedef struct reader {
 
     /* Top-level metadata seen. */
     int seen_events, seen_reverie, seen_et_nodes, seen_et_schema;
+    rv_shapes_pending *shp; /* the current op's record_shapes arguments */
     size_t total_events;
     uint32_t rv_gpu;
 } reader;
@@ -264,6 +266,7 @@ static int read_text_value(reader *r, int depth, rv_buf *b, int *ok)
 static int read_input_types(reader *r, int depth, uint8_t *code)
 {
     int c = ws(r), rc, ok, k = RV_PT_NONE;
+    size_t i = 0;
     if (c != '[')
         return skip_value(r, depth);
     eat(r);
@@ -272,6 +275,7 @@ static int read_input_types(reader *r, int depth, uint8_t *code)
             return rc;
         if (ok)
             k = rv_prec_type_merge(k, rv_prec_type_code(r->sbuf.p, r->sbuf.len));
+        rv_shapes_note_type(r->shp, i++, ok ? r->sbuf.p : NULL, r->sbuf.len);
         c = ws(r);
         if (c == ',') {
             eat(r);
@@ -467,6 +471,10 @@ static int parse_args(reader *r, int depth, rv_event *ev)
             rc = read_int_arg(r, depth + 1, 0, &out_nelems);
         } else if (n == 10 && !memcmp(k, "Input type", 10)) {
             rc = read_input_types(r, depth + 1, &ev->in_type);
+        } else if (n == 10 && !memcmp(k, "Input Dims", 10)) {
+            rc = rv_shapes_read_dims(&r->js, depth + 1, r->shp);
+        } else if (n == 15 && !memcmp(k, "Concrete Inputs", 15)) {
+            rc = rv_shapes_read_concrete(&r->js, depth + 1, r->shp, &r->sbuf);
         } else if (n == 5 && !memcmp(k, "dtype", 5)) {
             int ok;
             rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
@@ -566,6 +574,7 @@ static int parse_event(reader *r, int depth)
     s.flow_id = RV_NONE;
     rv_event_init(&ev);
     rv_buf_reset(&r->name);
+    rv_shapes_pending_reset(r->shp);
 
     if ((rc = object_first(r)) < 0)
         return rc;
@@ -651,6 +660,8 @@ static int parse_event(reader *r, int depth)
         int64_t idx = rv_trace_push(r->t, &ev);
         if (idx < 0)
             return FAIL_AT(r, (int)idx, start, "cannot keep event (%s)", rv_err_name((int)idx));
+        if (s.cat == RV_CAT_CPU_OP && (rc = rv_shapes_commit(r->t, (int32_t)idx, r->shp)) < 0)
+            return FAIL_AT(r, rc, start, "cannot keep the op's shapes (%s)", rv_err_name(rc));
         if (ev.correlation == RV_NONE &&
             (rv_cat_is_gpu_task(s.cat) || s.cat == RV_CAT_RUNTIME || s.cat == RV_CAT_DRIVER))
             r->missing_corr++;
@@ -1027,6 +1038,7 @@ static void reader_free(reader *r)
     rv_buf_free(&r->sbuf);
     rv_buf_free(&r->fix);
     free(r->flows);
+    rv_shapes_pending_free(r->shp);
 }
 
 /* Common driver: exactly one of mem (with len) or f is set. */
@@ -1051,7 +1063,8 @@ static int run(const unsigned char *mem, size_t len, FILE *f, const rv_kineto_op
     rv_buf_init(&r.sbuf, MAX_NAME);
     rv_buf_init(&r.fix, 3 * MAX_NAME); /* each bad byte becomes 3 */
     r.t = rv_trace_new();
-    if (!r.t) {
+    r.shp = rv_shapes_pending_new();
+    if (!r.t || !r.shp) {
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
         goto out;
     }

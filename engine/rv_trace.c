@@ -114,6 +114,9 @@ void rv_trace_free(rv_trace *t)
         return;
     free(t->events);
     free(t->devices);
+    free(t->op_shapes);
+    free(t->shape_args);
+    free(t->shape_ints);
     rv_strtab_free(&t->strings);
     free(t);
 }

@@ -81,6 +81,30 @@ typedef struct rv_strtab {
     rv_map index; /* hash of the text -> id */
 } rv_strtab;
 
+/* One argument of an op whose shapes are known (Kineto's record_shapes
+ * "Input Dims"/"Input type"/"Concrete Inputs", or a joined execution
+ * trace). Dims and values are runs in rv_trace.shape_ints. */
+typedef struct rv_shape_arg {
+    int32_t ndims;    /* rank of a flat tensor shape; -1 none (scalar, list, nested) */
+    int32_t nvals;    /* ints of a scalar or int-list value; -1 none */
+    uint32_t dims;    /* first dim in shape_ints */
+    uint32_t vals;    /* first value in shape_ints */
+    uint8_t ptype;    /* rv_prec_type of a tensor (rv_precision.h); 0 unknown */
+    uint8_t is_out;   /* an output (ETs only; Kineto records inputs) */
+    uint8_t itemsize; /* bytes per element of a tensor; 0 unknown */
+    uint8_t pad;
+} rv_shape_arg;
+
+/* The arguments of one op event. */
+typedef struct rv_op_shape {
+    int32_t event;  /* index of the op in rv_trace.events */
+    uint32_t first; /* first argument in rv_trace.shape_args */
+    uint32_t nargs;
+} rv_op_shape;
+
+/* Where shapes came from (rv_trace.shapes_source). */
+enum { RV_SHAPES_NONE = 0, RV_SHAPES_KINETO, RV_SHAPES_ET };
+
 typedef struct rv_trace {
     rv_event *events; /* in input order */
     size_t nevents, cap_events;
@@ -97,6 +121,16 @@ typedef struct rv_trace {
     uint32_t job;         /* collector: job name */
     double power_limit_w; /* collector/NVML: cap the trace ran at; 0 = unknown */
     int64_t base_time_ns; /* "baseTimeNanoseconds" when present, else 0 */
+
+    /* Op shapes, sorted by event (rv_shapes.h); empty when the trace has none. */
+    rv_op_shape *op_shapes;
+    size_t nop_shapes, cap_op_shapes;
+    rv_shape_arg *shape_args;
+    size_t nshape_args, cap_shape_args;
+    int64_t *shape_ints;
+    size_t nshape_ints, cap_shape_ints;
+    int shapes_source;    /* RV_SHAPES_* */
+    int shapes_truncated; /* the caps on shapes were hit: later ops have none */
 
     /* What the reader saw but did not keep, for reports and diagnostics. */
     size_t skipped_events; /* async, counters, flows, metadata, python */
