@@ -14,6 +14,7 @@
 
 #include "cli_args.h"
 #include "rv_cli.h"
+#include "rv_et.h"
 #include "rv_graph.h"
 #include "rv_kineto.h"
 #include "rv_report.h"
@@ -27,9 +28,12 @@ static void usage(FILE *f)
     fprintf(f, "usage: reverie simulate TRACE [--iteration N|median] [--whatif JSON|@FILE]\n"
                "                         [--timeline OUT.json] [--predicted-timeline OUT.json]\n"
                "                         [--top K] [--compact] [--format json|table]\n"
+               "                         [--et EXECUTION_TRACE]\n"
                "\n"
                "TRACE is a Kineto / PyTorch profiler trace (.json or .json.gz).\n"
                "--iteration   report step N (ProfilerStep#N) or the median step (default)\n"
+               "--et          the PyTorch execution trace of the same run (.json, .gz,\n"
+               "              .tar.gz): its shapes give flops, mfu and throughput\n"
                "--whatif      a what-if request document (see docs/whatif.md)\n"
                "--timeline    write the simulated baseline as Chrome-trace JSON (Perfetto)\n"
                "--predicted-timeline  the same for the what-if prediction\n"
@@ -128,9 +132,28 @@ static int write_timeline(const char *path, const rv_graph *g, const rv_sim *s, 
     return 0;
 }
 
+/* Reads the ET at path, joins it to tr and puts its shapes on tr. 0, or
+ * -1 with the reason printed. */
+static int attach_et(const char *path, rv_trace *tr, rv_et_join *join)
+{
+    rv_et *et = NULL;
+    rv_error err;
+    int rc = rv_et_read_file(path, NULL, &et, &err);
+    if (rc == 0)
+        rc = rv_et_join_trace(et, tr, join, &err);
+    if (rc == 0 && rv_et_shapes_to_trace(et, join, tr) != 0)
+        rc = rv_error_set(&err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    if (rc != 0)
+        print_error(path, &err);
+    rv_et_free(et);
+    return rc == 0 ? 0 : -1;
+}
+
 int rv_cmd_simulate(int argc, char **argv)
 {
     const char *path = NULL, *whatif_text = NULL, *timeline = NULL, *ptimeline = NULL;
+    const char *et_path = NULL;
+    rv_et_join join = {0};
     rv_run_opts opts = {.iteration = RV_ITER_MEDIAN, .top_kernels = RV_RUN_TOP_KERNELS};
     int compact = 0, table = 0, status = 1;
     enum { MAX_OH = 256 };
@@ -175,6 +198,8 @@ int rv_cmd_simulate(int argc, char **argv)
             }
         } else if (i + 1 < argc && strcmp(a, "--whatif") == 0) {
             whatif_text = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--et") == 0) {
+            et_path = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--timeline") == 0) {
             timeline = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--predicted-timeline") == 0) {
@@ -205,6 +230,8 @@ int rv_cmd_simulate(int argc, char **argv)
         print_error(path, &err);
         goto out;
     }
+    if (et_path && attach_et(et_path, tr, &join) != 0)
+        goto out;
     if (rv_graph_build(tr, NULL, &g, &err) != 0) {
         print_error(path, &err);
         goto out;
@@ -243,6 +270,13 @@ int rv_cmd_simulate(int argc, char **argv)
             break;
         }
     }
+    if (et_path)
+        rv_run_warn(res, "et_joined",
+                    "execution trace %s joined by %s: %zu of %zu ops matched, %zu of %zu GPU "
+                    "tasks launched under an op attributed to an ET node",
+                    et_path,
+                    join.method == RV_ET_JOIN_ID ? "record-function id" : "op order and name",
+                    join.ops_joined, join.ops, join.kernels_joined, join.kernels_launched);
     out = rv_run_render(res, path);
     if (!out) {
         fprintf(stderr, "reverie: out of memory\n");
@@ -259,6 +293,7 @@ int rv_cmd_simulate(int argc, char **argv)
         goto out;
     status = 0;
 out:
+    rv_et_join_free(&join);
     rv_oh_table_free(oh_table);
     for (int i = 0; i < n_oh; i++)
         rv_trace_free(oh_traces[i]);

@@ -11,6 +11,7 @@
 /* The inputs of one op, positional as in the op's schema. */
 typedef struct opargs {
     const rv_trace *t;
+    int32_t event;
     const rv_shape_arg *in[64];
     int nin;
     const rv_shape_arg *out0; /* first output (ETs), NULL */
@@ -168,6 +169,33 @@ static double conv_out(const opargs *o, const rv_shape_arg *x, const rv_shape_ar
     return q >= 0 ? (double)(int64_t)q + 1 : 0;
 }
 
+/* Old Kineto traces record no stride or padding: the output's spatial
+ * size is then read from the next op on the thread that takes an
+ * [N, K, ...] tensor of the same rank (the conv's norm or activation). */
+#define NEXT_OPS 64
+static double conv_out_next(const opargs *o, const rv_shape_arg *x, double nb, double k, int i)
+{
+    const rv_trace *t = o->t;
+    const rv_event *me = &t->events[o->event];
+    int seen = 0;
+    for (size_t e = (size_t)o->event + 1; e < t->nevents && seen < NEXT_OPS; e++) {
+        const rv_event *ev = &t->events[e];
+        if (ev->cat != RV_CAT_CPU_OP || ev->pid != me->pid || ev->tid != me->tid)
+            continue;
+        seen++;
+        /* The conv's own wrappers carry its input, not its output. */
+        if (strstr(rv_trace_str(t, ev->name), "conv"))
+            continue;
+        const rv_op_shape *s = rv_shapes_of(t, (int32_t)e);
+        for (uint32_t a = 0; s && a < s->nargs; a++) {
+            const rv_shape_arg *y = &t->shape_args[s->first + a];
+            if (is_tensor(y) && y->ndims == x->ndims && dim(o, y, 0) == nb && dim(o, y, 1) == k)
+                return dim(o, y, 2 + i);
+        }
+    }
+    return 0;
+}
+
 static int conv(const opargs *o, const char *n, rv_op_cost *c)
 {
     /* Argument positions of stride, padding, dilation, transposed. */
@@ -182,7 +210,24 @@ static int conv(const opargs *o, const char *n, rv_op_cost *c)
         {"aten::_convolution", 3, 4, 5, 6},
         {"aten::cudnn_convolution", 3, 2, 4, -1},
         {"aten::miopen_convolution", 4, 3, 5, -1},
+        {"aten::mkldnn_convolution", 4, 3, 5, -1},
     };
+    if (!strcmp(n, "aten::cudnn_convolution_backward") ||
+        !strcmp(n, "aten::miopen_convolution_backward") ||
+        !strcmp(n, "aten::cudnn_convolution_backward_input")) {
+        /* Older PyTorch: (input or its size, grad_output, weight, ...). */
+        const rv_shape_arg *go = tin(o, 1, 3), *w = tin(o, 2, 3);
+        if (!go || !w)
+            return 0;
+        double kv = 1;
+        for (int i = 2; i < w->ndims; i++)
+            kv *= dim(o, w, i);
+        int passes = strstr(n, "_input") ? 1 : 2;
+        c->flops = passes * 2.0 * numel(o, go) * dim(o, w, 1) * kv;
+        c->bytes = 2 * tbytes(o, go) + 2 * tbytes(o, w) + (tin(o, 0, 3) ? tbytes(o, o->in[0]) : 0);
+        c->cls = RV_FC_CONV;
+        return c->flops > 0;
+    }
     if (!strcmp(n, "aten::convolution_backward")) {
         /* (grad_output [N, K, P...], input, weight [K, C/g, R...], ...):
          * grad input and grad weight, each a forward's worth. */
@@ -215,8 +260,10 @@ static int conv(const opargs *o, const char *n, rv_op_cost *c)
             /* Transposed: every input pixel meets the whole kernel. */
             c->flops = 2.0 * numel(o, x) * dim(o, w, 1) * kv;
         } else {
-            for (int i = 0; i < x->ndims - 2; i++)
-                out *= conv_out(o, x, w, i, tab[t].sp, tab[t].pp, tab[t].dp);
+            for (int i = 0; i < x->ndims - 2; i++) {
+                double q = conv_out(o, x, w, i, tab[t].sp, tab[t].pp, tab[t].dp);
+                out *= q > 0 ? q : conv_out_next(o, x, dim(o, x, 0), dim(o, w, 0), i);
+            }
             c->flops = rv_flops_conv(dim(o, x, 0), dim(o, w, 0), dim(o, w, 1), kv, out);
         }
         c->bytes = tbytes(o, x) + tbytes(o, w) + dim(o, x, 0) * dim(o, w, 0) * out * isz(x);
@@ -423,6 +470,7 @@ int rv_flops_op(const rv_trace *t, int32_t event, rv_op_cost *c)
         return 0;
     memset(&o, 0, sizeof(o));
     o.t = t;
+    o.event = event;
     int pt = RV_PT_NONE;
     for (uint32_t i = 0; i < s->nargs; i++) {
         const rv_shape_arg *a = &t->shape_args[s->first + i];

@@ -128,6 +128,12 @@ static const rv_hw rv_hw_rows[] = {
      896,
      50,
      6},
+    /* [M] NVIDIA L4 (Ada, 72 W PCIe): datasheet dense peaks (the sparse
+     * figures are twice these), 300 GB/s GDDR6, 58 SMs at 2040 MHz. */
+    {"L4", "nvidia", 58, 2040, 210, 300, {30.3, 60, 121, 121, 242}, 72, 40, 16, 0, 25, 4},
+    /* [M] NVIDIA A10 (Ampere, 150 W PCIe): dense peaks, 600 GB/s GDDR6,
+     * 72 SMs at 1695 MHz, no fp8. */
+    {"A10", "nvidia", 72, 1695, 210, 600, {31.2, 62.5, 125, 125, 0}, 150, 100, 20, 0, 25, 4},
 };
 
 #define RV_HW_NROWS (sizeof(rv_hw_rows) / sizeof(rv_hw_rows[0]))
@@ -209,6 +215,12 @@ const rv_hw *rv_hw_lookup(const char *device_name)
         return row("RTX6000");
     if (strstr(s, "2080TI") || strstr(s, "2080 TI"))
         return row("RTX2080Ti");
+    if (has_model(s, "A10"))
+        return row("A10"); /* A10 and A10G; A100 was matched above */
+    /* "NVIDIA L4": L4 as a word of its own (not L40, L40S). */
+    for (const char *p = strstr(s, "L4"); p; p = strstr(p + 1, "L4"))
+        if ((p == s || p[-1] == ' ') && !isalnum((unsigned char)p[2]))
+            return row("L4");
     /* "Tesla T4", "NVIDIA T4": T4 as a word of its own (not "RTX4000"). */
     for (const char *p = strstr(s, "T4"); p; p = strstr(p + 1, "T4"))
         if ((p == s || p[-1] == ' ' || p[-1] == '-') && !isalnum((unsigned char)p[2]))

@@ -62,6 +62,8 @@ typedef struct reader {
     /* Top-level metadata seen. */
     int seen_events, seen_reverie, seen_et_nodes, seen_et_schema;
     rv_shapes_pending *shp; /* the current op's record_shapes arguments */
+    rv_mem_sample mem;      /* the current event's "[memory]" args */
+    int64_t mem_dev_type;
     size_t total_events;
     uint32_t rv_gpu;
 } reader;
@@ -473,6 +475,18 @@ static int parse_args(reader *r, int depth, rv_event *ev)
             rc = read_input_types(r, depth + 1, &ev->in_type);
         } else if (n == 10 && !memcmp(k, "Input Dims", 10)) {
             rc = rv_shapes_read_dims(&r->js, depth + 1, r->shp);
+        } else if (n == 15 && !memcmp(k, "Total Allocated", 15)) {
+            rc = read_int_arg(r, depth + 1, 0, &r->mem.allocated);
+        } else if (n == 14 && !memcmp(k, "Total Reserved", 14)) {
+            rc = read_int_arg(r, depth + 1, 0, &r->mem.reserved);
+        } else if (n == 5 && !memcmp(k, "Bytes", 5)) {
+            rc = read_int_arg(r, depth + 1, 0, &r->mem.bytes);
+        } else if (n == 11 && !memcmp(k, "Device Type", 11)) {
+            rc = read_int_arg(r, depth + 1, 0, &r->mem_dev_type);
+        } else if (n == 9 && !memcmp(k, "Device Id", 9)) {
+            v = RV_NONE;
+            rc = read_int_arg(r, depth + 1, 0, &v);
+            r->mem.device = to_i32(v, RV_NONE);
         } else if (n == 15 && !memcmp(k, "Concrete Inputs", 15)) {
             rc = rv_shapes_read_concrete(&r->js, depth + 1, r->shp, &r->sbuf);
         } else if (n == 5 && !memcmp(k, "dtype", 5)) {
@@ -575,6 +589,8 @@ static int parse_event(reader *r, int depth)
     rv_event_init(&ev);
     rv_buf_reset(&r->name);
     rv_shapes_pending_reset(r->shp);
+    r->mem = (rv_mem_sample){0, 0, RV_NONE, RV_NONE, RV_NONE, 0};
+    r->mem_dev_type = RV_NONE;
 
     if ((rc = object_first(r)) < 0)
         return rc;
@@ -668,6 +684,13 @@ static int parse_event(reader *r, int depth)
         return 0;
     }
     r->t->skipped_events++;
+    /* GPU allocator events (device type 1 is CUDA, also on ROCm builds). */
+    if (s.ph == 'i' && s.have_name && r->name.len == 8 && !memcmp(r->name.p, "[memory]", 8) &&
+        r->mem_dev_type == 1 && r->mem.device >= 0 && s.ts_st == ST_OK) {
+        r->mem.ts_ns = s.ts_ns;
+        if ((rc = rv_trace_add_mem(r->t, &r->mem)) < 0)
+            return FAIL_AT(r, rc, start, "cannot keep a memory event (%s)", rv_err_name(rc));
+    }
     if ((s.ph == 's' || s.ph == 'f') && s.cat == -2 && s.flow_id != RV_NONE && s.ts_st == ST_OK)
         return add_flow(r, &s);
     return 0;

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "rv_metrics.h"
+
 /* Numbers at full precision (jansson's 17 digits), so the CLI, the API
  * and fleet rows print the very same values. */
 #define RV_RUN_JSON_FLAGS JSON_COMPACT
@@ -56,6 +58,7 @@ void rv_run_result_free(rv_run_result *r)
     json_decref(r->top_kernels);
     json_decref(r->critical_path);
     json_decref(r->per_iteration);
+    json_decref(r->metrics);
     rv_sim_free(r->pred_sim);
     rv_graph_free(r->pred_graph);
     free(r);
@@ -357,6 +360,11 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     rv_whatif_energy_params(NULL, g, &bp);
     step_stats(r);
     assess(r, w, &bp);
+    r->metrics = rv_metrics_compute(r, w);
+    if (!r->metrics) {
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory writing the metrics");
+        goto out;
+    }
     if (r->base_fig.iter >= 0)
         r->step = g->iters[r->base_fig.iter].step;
     else
@@ -468,6 +476,9 @@ static json_t *render(const rv_run_result *r, const char *label, int64_t trace_i
                          (json_int_t)r->graph->inferred_holds, "kept_stream_idle",
                          (json_int_t)r->graph->inferred_idle, "queued_before_window",
                          (json_int_t)r->graph->prewindow_gpu));
+    const char *mk;
+    json_t *mv;
+    json_object_foreach(r->metrics, mk, mv) bad |= put(o, mk, json_incref(mv));
     if (bad) {
         json_decref(o);
         return NULL;

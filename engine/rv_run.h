@@ -78,6 +78,7 @@ typedef struct rv_run_result {
     size_t uncorrelated_gpu;
     /* Reports (owned; each may be NULL only after an allocation failure). */
     json_t *applied, *breakdown_base, *breakdown_pred, *top_kernels, *critical_path, *per_iteration;
+    json_t *metrics; /* TBD's metrics (rv_metrics.h): keys appended to the answer */
     rv_step_stats steps;
     rv_warning warnings[RV_RUN_MAX_WARNINGS];
     size_t nwarnings;

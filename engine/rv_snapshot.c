@@ -2,6 +2,7 @@
 #include "rv_buf.h"
 #include "rv_mem.h"
 #include "rv_precision.h"
+#include "rv_shapes.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -106,6 +107,47 @@ static uint64_t get_le64(const uint8_t *p)
         }                                                                                          \
     } while (0)
 
+/* Sections after the event columns, each optional for readers: the op
+ * shapes (rv_shapes.h), then the GPU memory events. */
+static void encode_extras(const rv_trace *t, rv_buf *b)
+{
+    wb_u(b, (uint64_t)t->shapes_source);
+    wb_u(b, (uint64_t)t->shapes_truncated);
+    wb_u(b, t->nop_shapes);
+    wb_u(b, t->nshape_args);
+    wb_u(b, t->nshape_ints);
+    int64_t prev = -1;
+    for (size_t i = 0; i < t->nop_shapes; i++) {
+        wb_u(b, (uint64_t)(t->op_shapes[i].event - prev));
+        prev = t->op_shapes[i].event;
+        wb_u(b, t->op_shapes[i].nargs);
+    }
+    for (size_t i = 0; i < t->nshape_args; i++) {
+        const rv_shape_arg *a = &t->shape_args[i];
+        wb_s(b, a->ndims);
+        wb_s(b, a->nvals);
+        wb_u(b, a->dims);
+        wb_u(b, a->vals);
+        wb_u(b, a->ptype);
+        wb_u(b, a->is_out);
+        wb_u(b, a->itemsize);
+    }
+    for (size_t i = 0; i < t->nshape_ints; i++)
+        wb_s(b, t->shape_ints[i]);
+    wb_u(b, t->nmem);
+    wb_u(b, (uint64_t)t->mem_truncated);
+    int64_t pts = 0;
+    for (size_t i = 0; i < t->nmem; i++) {
+        const rv_mem_sample *m = &t->mem[i];
+        wb_s(b, (int64_t)((uint64_t)m->ts_ns - (uint64_t)pts));
+        pts = m->ts_ns;
+        wb_s(b, m->bytes);
+        wb_s(b, m->allocated);
+        wb_s(b, m->reserved);
+        wb_s(b, m->device);
+    }
+}
+
 static void encode_body(const rv_trace *t, rv_buf *b)
 {
     uint32_t nstr = t->strings.count;
@@ -172,6 +214,7 @@ static void encode_body(const rv_trace *t, rv_buf *b)
     ENC_COL(b, t, e->sync_kind, 0);
     /* Added after version 1's columns; readers take it when present. */
     ENC_COL(b, t, e->in_type, 0);
+    encode_extras(t, b);
 }
 
 int rv_snapshot_encode(const rv_trace *t, int level, uint8_t **out, size_t *out_len, rv_error *err)
@@ -338,6 +381,85 @@ static int decode_events(rbuf *r, rv_trace *t, uint32_t nstr, rv_error *err)
     return 0;
 }
 
+static int bad_extra(const rbuf *r, rv_error *err, const char *what)
+{
+    return rv_error_set(err, RV_ERR_PARSE, rb_off(r), -1, "snapshot: %s %s", what,
+                        r->bad ? "truncated" : "is bad");
+}
+
+/* The sections encode_extras writes, every count bounded by the bytes
+ * left (each item costs at least one) and every index checked. */
+static int decode_extras(rbuf *r, rv_trace *t, rv_error *err)
+{
+    size_t left = (size_t)(r->end - r->p);
+    uint64_t src = rb_u(r), trunc = rb_u(r), nops = rb_u(r), nargs = rb_u(r), nints = rb_u(r);
+    if (r->bad || src > RV_SHAPES_ET || trunc > 1 || nops > left || nargs > left || nints > left)
+        return bad_extra(r, err, "shapes header");
+    t->shapes_source = (int)src;
+    t->shapes_truncated = (int)trunc;
+    t->op_shapes = malloc((size_t)(nops + 1) * sizeof(*t->op_shapes));
+    t->shape_args = malloc((size_t)(nargs + 1) * sizeof(*t->shape_args));
+    t->shape_ints = malloc((size_t)(nints + 1) * sizeof(*t->shape_ints));
+    if (!t->op_shapes || !t->shape_args || !t->shape_ints)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "snapshot: out of memory for shapes");
+    t->cap_op_shapes = (size_t)nops + 1;
+    t->cap_shape_args = (size_t)nargs + 1;
+    t->cap_shape_ints = (size_t)nints + 1;
+    int64_t ev = -1;
+    uint64_t first = 0;
+    for (uint64_t i = 0; i < nops; i++) {
+        uint64_t d = rb_u(r), na = rb_u(r);
+        if (r->bad || d == 0 || d > t->nevents || (uint64_t)(ev + (int64_t)d) >= t->nevents ||
+            na > nargs - first)
+            return bad_extra(r, err, "op shape");
+        ev += (int64_t)d;
+        t->op_shapes[i] = (rv_op_shape){(int32_t)ev, (uint32_t)first, (uint32_t)na};
+        first += na;
+    }
+    if (first != nargs)
+        return bad_extra(r, err, "op shape argument count");
+    t->nop_shapes = (size_t)nops;
+    for (uint64_t i = 0; i < nargs; i++) {
+        int64_t nd = rb_s(r), nv = rb_s(r);
+        uint64_t dims = rb_u(r), vals = rb_u(r), pt = rb_u(r), out = rb_u(r), isz = rb_u(r);
+        if (r->bad || nd < -1 || nv < -1 || nd > 64 || nv > 64 || pt >= RV_PT_COUNT || out > 1 ||
+            isz > 255 || (nd >= 0 && dims + (uint64_t)nd > nints) ||
+            (nv >= 0 && vals + (uint64_t)nv > nints))
+            return bad_extra(r, err, "shape argument");
+        t->shape_args[i] = (rv_shape_arg){(int32_t)nd, (int32_t)nv,  (uint32_t)dims, (uint32_t)vals,
+                                          (uint8_t)pt, (uint8_t)out, (uint8_t)isz,   0};
+    }
+    t->nshape_args = (size_t)nargs;
+    for (uint64_t i = 0; i < nints; i++)
+        t->shape_ints[i] = rb_s(r);
+    if (r->bad)
+        return bad_extra(r, err, "shape values");
+    t->nshape_ints = (size_t)nints;
+    if (r->p == r->end)
+        return 0;
+    left = (size_t)(r->end - r->p);
+    uint64_t nmem = rb_u(r), mtrunc = rb_u(r);
+    if (r->bad || nmem > left || nmem > RV_TRACE_MAX_MEM || mtrunc > 1)
+        return bad_extra(r, err, "memory events header");
+    t->mem_truncated = (int)mtrunc;
+    int64_t ts = 0;
+    for (uint64_t i = 0; i < nmem; i++) {
+        rv_mem_sample m = {0};
+        ts = (int64_t)((uint64_t)ts + (uint64_t)rb_s(r));
+        m.ts_ns = ts;
+        m.bytes = rb_s(r);
+        m.allocated = rb_s(r);
+        m.reserved = rb_s(r);
+        int64_t dev = rb_s(r);
+        if (r->bad || !IN32(dev))
+            return bad_extra(r, err, "memory event");
+        m.device = (int32_t)dev;
+        if (rv_trace_add_mem(t, &m) < 0)
+            return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "snapshot: out of memory");
+    }
+    return 0;
+}
+
 static int decode_body(const uint8_t *body, size_t len, rv_trace *t, rv_error *err)
 {
     rbuf r = {body, body + len, body, 0};
@@ -433,6 +555,9 @@ static int decode_body(const uint8_t *body, size_t len, rv_trace *t, rv_error *e
     t->nevents = (size_t)nev;
     int rc = decode_events(&r, t, (uint32_t)nstr, err);
     if (rc)
+        return rc;
+    /* Snapshots written before the shapes and memory sections end here. */
+    if (r.p != r.end && (rc = decode_extras(&r, t, err)) != 0)
         return rc;
     if (r.p != r.end)
         return rv_error_set(err, RV_ERR_PARSE, rb_off(&r), -1,

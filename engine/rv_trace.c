@@ -117,6 +117,7 @@ void rv_trace_free(rv_trace *t)
     free(t->op_shapes);
     free(t->shape_args);
     free(t->shape_ints);
+    free(t->mem);
     rv_strtab_free(&t->strings);
     free(t);
 }
@@ -173,4 +174,22 @@ const char *rv_cat_name(int cat)
     if (cat < 0 || cat >= RV_CAT_COUNT)
         return "unknown";
     return names[cat];
+}
+
+int rv_trace_add_mem(rv_trace *t, const rv_mem_sample *m)
+{
+    if (t->nmem >= RV_TRACE_MAX_MEM) {
+        t->mem_truncated = 1;
+        return 1;
+    }
+    if (t->nmem == t->cap_mem) {
+        size_t nc = t->cap_mem ? t->cap_mem * 2 : 1024;
+        rv_mem_sample *p = realloc(t->mem, nc * sizeof(*p));
+        if (!p)
+            return RV_ERR_NOMEM;
+        t->mem = p;
+        t->cap_mem = nc;
+    }
+    t->mem[t->nmem++] = *m;
+    return 0;
 }

@@ -102,6 +102,18 @@ typedef struct rv_op_shape {
     uint32_t nargs;
 } rv_op_shape;
 
+/* One "[memory]" event of the PyTorch profiler on a GPU: an allocation
+ * (bytes > 0) or a free (bytes < 0) and, in newer traces, the allocator's
+ * totals after it. */
+typedef struct rv_mem_sample {
+    int64_t ts_ns;
+    int64_t bytes;
+    int64_t allocated; /* "Total Allocated"; RV_NONE when the trace lacks it */
+    int64_t reserved;  /* "Total Reserved"; RV_NONE */
+    int32_t device;
+    int32_t pad;
+} rv_mem_sample;
+
 /* Where shapes came from (rv_trace.shapes_source). */
 enum { RV_SHAPES_NONE = 0, RV_SHAPES_KINETO, RV_SHAPES_ET };
 
@@ -131,6 +143,11 @@ typedef struct rv_trace {
     size_t nshape_ints, cap_shape_ints;
     int shapes_source;    /* RV_SHAPES_* */
     int shapes_truncated; /* the caps on shapes were hit: later ops have none */
+
+    /* GPU memory events in input order; capped at RV_TRACE_MAX_MEM. */
+    rv_mem_sample *mem;
+    size_t nmem, cap_mem;
+    int mem_truncated;
 
     /* What the reader saw but did not keep, for reports and diagnostics. */
     size_t skipped_events; /* async, counters, flows, metadata, python */
@@ -170,6 +187,11 @@ int64_t rv_trace_push(rv_trace *t, const rv_event *ev);
  * RV_TRACE_MAX_DEVICES. */
 #define RV_TRACE_MAX_DEVICES 65536
 int rv_trace_add_device(rv_trace *t, const rv_device *d);
+
+/* Appends a memory sample (copied): 0, RV_ERR_NOMEM, or 1 past
+ * RV_TRACE_MAX_MEM (dropped, mem_truncated set). */
+#define RV_TRACE_MAX_MEM ((size_t)16 * 1024 * 1024)
+int rv_trace_add_mem(rv_trace *t, const rv_mem_sample *m);
 
 /* Initializes an event with every optional field set to "absent". */
 void rv_event_init(rv_event *ev);

@@ -13,6 +13,7 @@
 
 #include "rv_et.h"
 #include "rv_flops.h"
+#include "rv_hw.h"
 #include "rv_kineto.h"
 #include "rv_precision.h"
 #include "rv_shapes.h"
@@ -176,6 +177,35 @@ static void test_attention(void)
     CU_ASSERT_EQUAL(cost_of("aten::some_custom_op", add, 3, NULL, NULL), -1);
 }
 
+/* The hardware rows mfu divides by: every GPU the issue names is found
+ * from the names traces carry, and near names are not taken for them. */
+static void test_hw_rows(void)
+{
+    static const struct {
+        const char *trace_name, *row;
+    } cases[] = {
+        {"NVIDIA L4", "L4"},
+        {"NVIDIA A10", "A10"},
+        {"NVIDIA A10G", "A10"},
+        {"NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB"},
+        {"NVIDIA H200", "H200-SXM"},
+        {"NVIDIA B200", "B200"},
+        {"AMD Instinct MI300X", "MI300X"},
+        {"AMD Instinct MI250X", "MI250X"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const rv_hw *h = rv_hw_lookup(cases[i].trace_name);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+        CU_ASSERT_STRING_EQUAL(h->name, cases[i].row);
+        CU_ASSERT(h->tflops[RV_DT_FP32] > 0 && h->hbm_gbps > 0 && h->sms > 0 && h->max_sm_mhz > 0);
+    }
+    CU_ASSERT_PTR_NULL(rv_hw_lookup("NVIDIA L40S"));
+    CU_ASSERT_PTR_NULL(rv_hw_lookup("NVIDIA L40"));
+    CU_ASSERT_DOUBLE_EQUAL(rv_hw_peak(rv_hw_lookup("NVIDIA L4"), RV_DT_BF16), 121, 1e-9);
+    /* A10 has no fp8 path: its fp16 rate stands in. */
+    CU_ASSERT_DOUBLE_EQUAL(rv_hw_peak(rv_hw_lookup("NVIDIA A10"), RV_DT_FP8), 125, 1e-9);
+}
+
 /* ---- public traces ---- */
 
 static double report(const char *what, const rv_trace *t)
@@ -271,6 +301,7 @@ int main(void)
     CU_add_test(s, "GEMM closed forms", test_gemm);
     CU_add_test(s, "convolution closed forms", test_conv);
     CU_add_test(s, "attention and elementwise", test_attention);
+    CU_add_test(s, "hardware rows", test_hw_rows);
     if (g_traces) {
         CU_add_test(s, "Kineto record_shapes traces", test_kineto_shapes);
         CU_add_test(s, "ETs joined to their Kineto traces", test_et_shapes);

@@ -1,0 +1,268 @@
+/* TBD's metrics on every answer; see rv_metrics.h and
+ * docs/models/metrics.md. */
+#include "rv_metrics.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "rv_flops.h"
+#include "rv_hw.h"
+#include "rv_power.h"
+#include "rv_precision.h"
+#include "rv_shapes.h"
+
+/* rv_prec_type -> rv_dtype; -1 when no peak applies. */
+static int dtype_of_ptype(int pt)
+{
+    switch (pt) {
+    case RV_PT_FP32: return RV_DT_FP32;
+    case RV_PT_FP16: return RV_DT_FP16;
+    case RV_PT_BF16: return RV_DT_BF16;
+    case RV_PT_FP8: return RV_DT_FP8;
+    default: return -1;
+    }
+}
+
+static json_t *before_after(double b, double p)
+{
+    return json_pack("{s:f,s:f}", "baseline", b, "predicted", p);
+}
+
+/* GPUs (device ids) of the graph's GPU threads that ran work. */
+static int gpu_count(const rv_graph *g)
+{
+    int seen[64] = {0}, n = 0;
+    for (size_t i = 0; i < g->nthreads; i++) {
+        int d = g->threads[i].device;
+        if (d >= 0 && g->threads[i].first >= 0) {
+            if (d < 64 && !seen[d]) {
+                seen[d] = 1;
+                n++;
+            } else if (d >= 64) {
+                n++;
+            }
+        }
+    }
+    return n > 0 ? n : 1;
+}
+
+/* The batch size the shapes say: the leading dim of the first conv input,
+ * else of the first attention query or rank >= 3 linear/matmul input,
+ * else of the first 2-D linear/addmm input. 0 when none. *from names it. */
+static int64_t infer_batch(const rv_trace *t, const char **from)
+{
+    static const char *const conv[] = {"aten::conv2d",      "aten::conv1d",       "aten::conv3d",
+                                       "aten::convolution", "aten::_convolution", NULL};
+    static const char *const seq[] = {"aten::scaled_dot_product_attention", "aten::linear",
+                                      "aten::matmul", NULL};
+    static const char *const mlp[] = {"aten::linear", "aten::addmm", NULL};
+    const char *const *lists[3] = {conv, seq, mlp};
+    static const char *const names[3] = {"the first convolution's input",
+                                         "the first attention or 3-D linear input",
+                                         "the first linear layer's input rows"};
+    for (int pass = 0; pass < 3; pass++) {
+        for (size_t k = 0; k < t->nop_shapes; k++) {
+            const rv_op_shape *s = &t->op_shapes[k];
+            const char *n = rv_trace_str(t, t->events[s->event].name);
+            int hit = 0;
+            for (const char *const *l = lists[pass]; *l && !hit; l++)
+                hit = !strcmp(n, *l);
+            if (!hit)
+                continue;
+            /* addmm's input rows are its second argument. */
+            uint32_t ai = (pass == 2 && !strcmp(n, "aten::addmm")) ? 1 : 0;
+            if (ai >= s->nargs)
+                continue;
+            const rv_shape_arg *a = &t->shape_args[s->first + ai];
+            int min_rank = pass == 0 ? 3 : pass == 1 ? 3 : 2;
+            if (a->ndims < min_rank || (pass == 2 && a->ndims != 2))
+                continue;
+            int64_t b = rv_shapes_dims(t, a)[0];
+            if (b > 0) {
+                *from = names[pass];
+                return b;
+            }
+        }
+    }
+    return 0;
+}
+
+static json_t *flops_json(rv_run_result *r, const rv_flops_trace *f, double *per_step)
+{
+    const rv_graph *g = r->graph;
+    const rv_trace *t = g->trace;
+    double sum = 0, by_cls[RV_FC_COUNT] = {0};
+    for (size_t i = 0; i < g->ntasks; i++) {
+        const rv_task *k = &g->tasks[i];
+        if (k->event < 0 || (size_t)k->event >= t->nevents || f->flops[k->event] <= 0)
+            continue;
+        int64_t a = r->base->start_ns[i];
+        if (a < r->base_win.t0_ns || a >= r->base_win.t1_ns)
+            continue;
+        sum += f->flops[k->event];
+        by_cls[f->cls[k->event]] += f->flops[k->event];
+    }
+    double per = r->base_win.per > 0 ? r->base_win.per : 1;
+    *per_step = sum / per;
+    json_t *cls = json_object();
+    for (int c = 1; c < RV_FC_COUNT; c++)
+        if (by_cls[c] > 0)
+            json_object_set_new(cls, rv_flops_class_name(c), json_real(by_cls[c] / per));
+    int dt = dtype_of_ptype(f->dominant_ptype);
+    return json_pack("{s:f,s:s,s:s?,s:o,s:I,s:I,s:I}", "per_step", *per_step, "source",
+                     t->shapes_source == RV_SHAPES_ET ? "execution_trace" : "kineto_shapes",
+                     "dtype", dt >= 0 ? rv_dtype_name(dt) : NULL, "by_class", cls, "ops_costed",
+                     (json_int_t)f->ops_costed, "gpu_tasks_costed", (json_int_t)f->gpu_tasks_costed,
+                     "gpu_tasks", (json_int_t)f->gpu_tasks);
+}
+
+/* The measured span the memory peak is read over: the reported step, the
+ * steps, or the whole trace. */
+static void mem_window(const rv_run_result *r, int64_t *t0, int64_t *t1)
+{
+    const rv_graph *g = r->graph;
+    *t0 = INT64_MIN;
+    *t1 = INT64_MAX;
+    if (r->base_fig.iter >= 0) {
+        *t0 = g->origin_ns + g->iters[r->base_fig.iter].start_ns;
+        *t1 = g->origin_ns + g->iters[r->base_fig.iter].end_ns;
+    } else if (g->niters > 0) {
+        *t0 = g->origin_ns + g->iters[0].start_ns;
+        *t1 = g->origin_ns + g->iters[g->niters - 1].end_ns;
+    }
+}
+
+static json_t *memory_json(rv_run_result *r)
+{
+    const rv_trace *t = r->graph->trace;
+    const char *none = "the trace has no GPU \"[memory]\" events (record with profile_memory=True)";
+    if (!t || t->nmem == 0)
+        return json_pack("{s:n,s:n,s:s}", "peak_bytes", "breakdown", "reason", none);
+    int64_t t0, t1, peak = -1, running[64] = {0};
+    int totals = 0;
+    for (size_t i = 0; i < t->nmem; i++)
+        totals |= t->mem[i].allocated != RV_NONE;
+    mem_window(r, &t0, &t1);
+    for (size_t i = 0; i < t->nmem; i++) {
+        const rv_mem_sample *m = &t->mem[i];
+        int64_t v;
+        if (totals) {
+            if (m->allocated == RV_NONE)
+                continue;
+            v = m->allocated;
+        } else {
+            int d = m->device >= 0 && m->device < 64 ? m->device : 63;
+            running[d] += m->bytes;
+            v = running[d];
+        }
+        if (m->ts_ns >= t0 && m->ts_ns <= t1 && v > peak)
+            peak = v;
+    }
+    if (peak < 0)
+        return json_pack("{s:n,s:n,s:s}", "peak_bytes", "breakdown", "reason",
+                         "no GPU memory event falls inside the reported steps");
+    if (!totals)
+        rv_run_warn(r, "memory_lower_bound",
+                    "the trace's memory events carry allocations but not the allocator's "
+                    "totals: peak_bytes counts from the start of profiling, so memory held "
+                    "before it (weights, optimizer state) is missing");
+    return json_pack("{s:I,s:s,s:n,s:s}", "peak_bytes", (json_int_t)peak, "source",
+                     totals ? "allocator_totals" : "allocations_since_profiling_start", "breakdown",
+                     "reason",
+                     "the breakdown needs an execution trace's tensor ids to tell weights, "
+                     "gradients and optimizer state from activations; not computed yet");
+}
+
+static json_t *utilization_json(const rv_run_result *r)
+{
+    const json_t *bd[2] = {r->breakdown_base, r->breakdown_pred};
+    double gpu[2], cpu[2];
+    for (int k = 0; k < 2; k++) {
+        const json_t *cg = json_object_get(bd[k], "cpu_gpu");
+        double win = json_number_value(json_object_get(bd[k], "window_us"));
+        double busy = json_number_value(json_object_get(cg, "cpu_only_us")) +
+                      json_number_value(json_object_get(cg, "parallel_us"));
+        gpu[k] = json_number_value(json_object_get(bd[k], "gpu_utilization"));
+        cpu[k] = win > 0 ? busy / win : 0;
+    }
+    return json_pack("{s:o,s:o}", "gpu", before_after(gpu[0], gpu[1]), "cpu",
+                     before_after(cpu[0], cpu[1]));
+}
+
+json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
+{
+    const rv_graph *g = r->graph;
+    const rv_trace *t = g->trace;
+    json_t *o = json_object();
+    rv_flops_trace f;
+    int have_f = 0;
+    double per_step = 0;
+    if (!o)
+        return NULL;
+    memset(&f, 0, sizeof(f));
+    if (t && t->nop_shapes > 0 && rv_flops_of_trace(t, &f) == 0)
+        have_f = 1;
+    if (have_f && f.total_flops > 0) {
+        json_object_set_new(o, "flops", flops_json(r, &f, &per_step));
+    } else {
+        json_object_set_new(o, "flops", json_null());
+        rv_run_warn(r, "flops_unknown",
+                    t && t->nop_shapes
+                        ? "no op with shapes has a FLOP formula: flops and mfu are null"
+                        : "the trace has no op shapes (record_shapes=True, or an execution "
+                          "trace with --et): flops and mfu are null");
+    }
+    /* MFU against the dense peak of the dtype most FLOPs ran in. */
+    const rv_hw *hw = t ? rv_hw_lookup(rv_trace_str(t, t->platform_gpu)) : NULL;
+    const char *over = rv_whatif_gpu_override(w);
+    const rv_hw *phw = over ? rv_hw_lookup(over) : hw;
+    int dt = dtype_of_ptype(f.dominant_ptype);
+    double peak = dt >= 0 ? rv_hw_peak(hw, dt) : 0, ppeak = dt >= 0 ? rv_hw_peak(phw, dt) : 0;
+    int ngpu = gpu_count(g);
+    if (per_step > 0 && peak > 0 && ppeak > 0 && r->sum.baseline_us > 0 &&
+        r->sum.predicted_us > 0) {
+        double mb = per_step / (r->sum.baseline_us * 1e-6) / (peak * 1e12 * ngpu);
+        double mp = per_step / (r->sum.predicted_us * 1e-6) / (ppeak * 1e12 * ngpu);
+        json_object_set_new(o, "mfu", before_after(mb, mp));
+        if (mb > 1 || mp > 1)
+            rv_run_warn(r, "mfu_above_peak",
+                        "model FLOP/s exceed the %s peak of %s: kernels likely ran in a faster "
+                        "mode than their inputs' type (TF32 for fp32)",
+                        rv_dtype_name(dt), hw ? hw->name : "the GPU");
+    } else {
+        json_object_set_new(o, "mfu", json_null());
+        if (per_step > 0)
+            rv_run_warn(r, "mfu_unknown", "%s: mfu is null",
+                        dt < 0   ? "the FLOPs' dtype is not fp32, fp16, bf16 or fp8"
+                        : !hw    ? "the trace's GPU is not in the hardware table"
+                        : !ppeak ? "the requested GPU is not in the hardware table"
+                                 : "the GPU has no peak for the FLOPs' dtype");
+    }
+    /* Batch size: the request's, else what the shapes say. */
+    rv_energy_params ep;
+    rv_whatif_energy_params(w, g, &ep);
+    const char *from = "the request";
+    int64_t batch = ep.batch_size > 0 ? ep.batch_size : 0;
+    if (!batch && t)
+        batch = infer_batch(t, &from);
+    if (batch > 0 && r->sum.baseline_us > 0 && r->sum.predicted_us > 0) {
+        json_object_set_new(o, "batch_size",
+                            json_pack("{s:I,s:s}", "value", (json_int_t)batch, "source", from));
+        json_object_set_new(o, "throughput",
+                            before_after((double)batch / (r->sum.baseline_us * 1e-6),
+                                         (double)batch / (r->sum.predicted_us * 1e-6)));
+        if (ep.batch_size <= 0)
+            rv_run_warn(r, "batch_inferred",
+                        "batch size %lld is read from %s; give batch_size in the request if "
+                        "that is not the samples per step",
+                        (long long)batch, from);
+    } else {
+        json_object_set_new(o, "batch_size", json_null());
+        json_object_set_new(o, "throughput", json_null());
+    }
+    json_object_set_new(o, "utilization", utilization_json(r));
+    json_object_set_new(o, "memory", memory_json(r));
+    if (have_f)
+        rv_flops_trace_free(&f);
+    return o;
+}
