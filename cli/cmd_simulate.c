@@ -132,9 +132,7 @@ static int write_timeline(const char *path, const rv_graph *g, const rv_sim *s, 
     return 0;
 }
 
-/* Reads the ET at path, joins it to tr and puts its shapes on tr. 0, or
- * -1 with the reason printed. */
-static int attach_et(const char *path, rv_trace *tr, rv_et_join *join)
+int rv_cli_attach_et(const char *path, rv_trace *tr, rv_et_join *join)
 {
     rv_et *et = NULL;
     rv_error err;
@@ -230,7 +228,7 @@ int rv_cmd_simulate(int argc, char **argv)
         print_error(path, &err);
         goto out;
     }
-    if (et_path && attach_et(et_path, tr, &join) != 0)
+    if (et_path && rv_cli_attach_et(et_path, tr, &join) != 0)
         goto out;
     if (rv_graph_build(tr, NULL, &g, &err) != 0) {
         print_error(path, &err);

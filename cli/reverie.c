@@ -14,6 +14,7 @@ typedef struct command {
 static const command commands[] = {
     {"simulate", rv_cmd_simulate, "simulate a trace (and a what-if), print a JSON report"},
     {"diff", rv_cmd_diff, "compare two traces, or a trace and its what-if, per op and kernel"},
+    {"kernels", rv_cmd_kernels, "kernel-model error per class and kernel time on other GPUs"},
     {"snapshot", rv_cmd_snapshot, "write a trace's binary snapshot (fast to load)"},
     {"sweep", rv_cmd_sweep, "one row per value of a what-if field (--vary F=a:b:step)"},
     {"whatif", rv_cmd_whatif, "ask reveried for a what-if on a stored trace"},

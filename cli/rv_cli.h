@@ -19,11 +19,20 @@ int rv_cmd_fleet(int argc, char **argv);
 /* `reverie snapshot TRACE OUT`. */
 int rv_cmd_snapshot(int argc, char **argv);
 
+/* `reverie kernels TRACE [--et ET] [--to GPU]...` (cmd_kernels.c). */
+int rv_cmd_kernels(int argc, char **argv);
+
 #include "rv_error.h"
+#include "rv_et.h"
 #include "rv_trace.h"
 
 /* Loads a Kineto trace (plain or gzip) or a binary snapshot, by its first
  * bytes. *out is new (rv_trace_free). */
 int rv_cli_load_trace(const char *path, rv_trace **out, rv_error *err);
+
+/* Reads the execution trace at path, joins it to tr and puts its shapes on
+ * tr; *join (free with rv_et_join_free) says how it joined. 0, or -1 with
+ * the reason printed (cmd_simulate.c). */
+int rv_cli_attach_et(const char *path, rv_trace *tr, rv_et_join *join);
 
 #endif

@@ -502,8 +502,9 @@ void rv_flops_trace_free(rv_flops_trace *f)
     free(f->flops);
     free(f->bytes);
     free(f->cls);
+    free(f->ptype);
     f->flops = f->bytes = NULL;
-    f->cls = NULL;
+    f->cls = f->ptype = NULL;
 }
 
 int rv_flops_of_trace(const rv_trace *t, rv_flops_trace *f)
@@ -519,7 +520,9 @@ int rv_flops_of_trace(const rv_trace *t, rv_flops_trace *f)
     f->flops = calloc(n + 1, sizeof(*f->flops));
     f->bytes = calloc(n + 1, sizeof(*f->bytes));
     f->cls = calloc(n + 1, 1);
-    if (!parent || !owner || !launched || !cost || !has || !f->flops || !f->bytes || !f->cls)
+    f->ptype = calloc(n + 1, 1);
+    if (!parent || !owner || !launched || !cost || !has || !f->flops || !f->bytes || !f->cls ||
+        !f->ptype)
         goto out;
     if (rv_shapes_op_tree(t, parent) < 0)
         goto out;
@@ -548,6 +551,7 @@ int rv_flops_of_trace(const rv_trace *t, rv_flops_trace *f)
         f->flops[i] = cost[p].flops * share;
         f->bytes[i] = cost[p].bytes * share;
         f->cls[i] = (uint8_t)cost[p].cls;
+        f->ptype[i] = (uint8_t)cost[p].ptype;
         f->gpu_tasks_costed++;
     }
     for (size_t i = 0; i < n; i++)

@@ -47,6 +47,7 @@ double rv_flops_conv(double n, double k, double c, double rs, double pq);
 typedef struct rv_flops_trace {
     double *flops, *bytes; /* per event (t->nevents): GPU tasks only, else 0 */
     uint8_t *cls;          /* per event: rv_flops_class of a GPU task */
+    uint8_t *ptype;        /* per event: rv_prec_type of a GPU task's op */
     double total_flops, total_bytes;
     double flops_by_ptype[8]; /* indexed by rv_prec_type */
     int dominant_ptype;       /* the ptype with the most FLOPs; 0 none */

@@ -59,6 +59,14 @@ class Reverie:
             argv += ["--whatif", json.dumps(whatif, separators=(",", ":"))]
         return self._run(argv)
 
+    def kernels(self, trace, et=None, to=()):
+        argv = ["kernels", trace]
+        if et:
+            argv += ["--et", et]
+        for g in to:
+            argv += ["--to", g]
+        return self._run(argv)
+
     def sweep(self, trace, whatif, vary):
         return self._run(["sweep", trace, "--whatif", json.dumps(whatif), "--vary", vary, "--json"])
 
@@ -234,6 +242,80 @@ def public_amp_dle(rv, traces):
                         note="DLE: DGX-1 V100 16GB, batch 256, NHWC, DALI (GPU-bound); ours: the "
                              "batch-32 trace with CPU work /20 so it is GPU-bound, speedup of the "
                              "simulated step. Different setups: reported, not targeted"))
+    return rows
+
+
+# Public traces with op shapes (Kineto record_shapes, or the run's execution
+# trace) for the kernel models; the ET, when given, supplies the shapes.
+KERNEL_TRACES = [
+    ("kineto/resnet50-v100-workers0.pt.trace.json.gz", None),
+    ("param/resnet-2080ti.kineto.json.gz", "param/resnet-2080ti.et.json.gz"),
+    ("param/linear-2080ti.kineto.json.gz", "param/linear-2080ti.et.json.gz"),
+    ("param/dlrm-8rank/worker0.kineto.json.gz", "param/dlrm-8rank/worker0.et.json.gz"),
+    ("tracelens/h100-bert-small-forward.json.gz", None),
+    ("tracelens/h100-falconsai-vit-forward.json.gz", None),
+]
+CROSS_GPU_TO = ["A100-SXM4-80GB", "V100-SXM2", "H200-SXM", "MI300X"]
+
+
+def kernel_models(rv, traces):
+    """Per-class error of the kernel models (engine/rv_kmodel.c) on the held-out
+    half of each trace's costed kernels; reported, not tuned."""
+    rows = []
+    for rel, et in KERNEL_TRACES:
+        trace = os.path.join(traces, rel)
+        if not os.path.exists(trace) or (et and not os.path.exists(os.path.join(traces, et))):
+            continue
+        k = rv.kernels(trace, os.path.join(traces, et) if et else None)
+        for c in k["classes"]:
+            r = row("%s %s" % (rel, c["class"]), "kernel_model", workload_of(rel), "geomean_rel_error",
+                    None, None, "public", False, trace=SHARED + "/" + rel, platform=k["platform"],
+                    kernel_class=c["class"], kernels=c["kernels_held_out"],
+                    model_error=c["model_error"], roofline_error=c["roofline_error"],
+                    shapes="execution trace" if et else "kineto")
+            rows.append(r)
+    return rows
+
+
+def cross_gpu(rv, traces):
+    """Kernel time rescaled to other GPUs (rv_kmodel_rescale_s). The V100
+    ResNet-50 trace against NVIDIA's measured V100 FP32 -> A100 TF32
+    throughput; the H100 traces have no counterpart here: predictions only."""
+    rows = []
+    table = os.path.join(traces, "ground-truth/dle-resnet50-amp-scaling.md")
+    trace = os.path.join(traces, "kineto/resnet50-v100-workers0.pt.trace.json.gz")
+    if os.path.exists(table) and os.path.exists(trace):
+        a100 = v100 = None
+        v100s = []
+        with open(table) as f:
+            for line in f:
+                cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                if len(cells) == 5 and cells[1] == "1":
+                    if cells[0].startswith("DGX A100"):
+                        a100 = float(cells[2])
+                    elif cells[0].startswith("DGX-1 (V100"):
+                        v100s.append(float(cells[2]))
+        if a100 and v100s:
+            v100 = statistics.mean(v100s)
+            k = rv.kernels(trace, None, ["A100-SXM4-80GB"])["rescaled"][0]
+            rows.append(row("resnet50 V100 FP32 -> A100 TF32, kernel time vs DLE 1-GPU throughput",
+                            "cross_gpu", "resnet50-v100", "gpu_speedup", a100 / v100,
+                            k["kernel_ms"] / k["predicted_ms"], "public", False,
+                            trace=SHARED + "/kineto/resnet50-v100-workers0.pt.trace.json.gz",
+                            truth=SHARED + "/ground-truth/dle-resnet50-amp-scaling.md",
+                            note="DLE: batch 256, NHWC, DALI, GPU-bound, img/s; ours: the batch-32 "
+                                 "trace's kernel time, each kernel rescaled through the roofline "
+                                 "at its measured efficiency"))
+    for rel in ("tracelens/h100-bert-small-forward.json.gz",
+                "tracelens/h100-falconsai-vit-forward.json.gz"):
+        trace = os.path.join(traces, rel)
+        if not os.path.exists(trace):
+            continue
+        k = rv.kernels(trace, None, CROSS_GPU_TO)
+        for r in k["rescaled"]:
+            rows.append(row("%s H100 -> %s" % (rel, r["gpu"]), "cross_gpu", workload_of(rel),
+                            "kernel_ms", None, r["predicted_ms"], "public", False,
+                            trace=SHARED + "/" + rel, h100_kernel_ms=r["kernel_ms"], to=r["gpu"]))
     return rows
 
 
@@ -529,6 +611,48 @@ def render_md(rows):
         add("What is compared: %s." % ref[0]["note"])
         add("")
 
+    km = [r for r in rows if r["kind"] == "kernel_model"]
+    if km:
+        add("## Kernel models, public traces with shapes (reported, not tuned)")
+        add("")
+        add("`reverie kernels TRACE [--et ET]`: each costed kernel's time predicted as its roofline "
+            "time (FLOPs and bytes from the op shapes, docs/models/flops.md) over the median "
+            "efficiency of its class and size bucket, fitted on every other kernel of the trace "
+            "and measured on the rest (docs/models/kernels.md). Error: geometric mean of "
+            "|predicted − measured| / measured. Kernels repeat from step to step, so the held-out "
+            "half has twins in the fitted half: these are in-trace figures, not transfer.")
+        add("")
+        add("| trace | shapes | class | kernels | model error | bare roofline error |")
+        add("|---|---|---|---|---|---|")
+        for r in km:
+            add("| %s | %s | %s | %d | %s | %s |" % (
+                r["trace"].replace(SHARED + "/", ""), r.get("shapes", "–"), r["kernel_class"],
+                r["kernels"], pct(r["model_error"], False), pct(r["roofline_error"], False)))
+        add("")
+    xg = [r for r in rows if r["kind"] == "cross_gpu"]
+    if xg:
+        add("## Cross-GPU predictions (reported, not targeted)")
+        add("")
+        add("Kernel time rescaled to another GPU: a costed kernel keeps its measured efficiency "
+            "and takes the target's roofline (fp32 GEMM/conv as TF32 where the target has it); "
+            "other kernels scale with memory bandwidth. Not yet wired into the `gpu` what-if.")
+        add("")
+        add("| comparison | measured | predicted | error |")
+        add("|---|---|---|---|")
+        for r in xg:
+            if r["metric"] == "gpu_speedup":
+                add("| %s | %.2f× | %.2f× | %s |" % (r["name"], r["measured"], r["predicted"],
+                                                    pct(r["error"])))
+        for r in xg:
+            if r["metric"] == "kernel_ms":
+                add("| %s (H100 kernel time %.3f ms) | – | %.3f ms | no measurement here |" % (
+                    r["name"], r["h100_kernel_ms"], r["predicted"]))
+        for r in xg:
+            if r.get("note"):
+                add("")
+                add("%s: %s." % (r["name"], r["note"]))
+        add("")
+
     gpu = [r for r in rows if r["source"] == "gpu"]
     add("## Real GPU ground truth (bench/gpu)")
     add("")
@@ -635,6 +759,8 @@ def main():
     rows += public_dataloader(rv, args.traces)
     rows += public_power(rv, args.traces)
     rows += public_amp_dle(rv, args.traces)
+    rows += kernel_models(rv, args.traces)
+    rows += cross_gpu(rv, args.traces)
     if args.gpu_results:
         rows += gpu_rows(rv, args.gpu_results, args.import_traces)
     elif args.carry and os.path.exists(args.carry):

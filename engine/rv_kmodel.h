@@ -1,0 +1,59 @@
+/* Kernel models: a kernel's time from its FLOPs and bytes (rv_flops.h) and
+ * the hardware table. The roofline time max(F / peak, B / bandwidth) is
+ * divided by an efficiency (achieved / roofline) fitted per kernel class
+ * and size bucket (log2 of FLOPs for GEMM, conv and attention, of bytes
+ * for the rest) from measured kernels: the baseline the DLRM performance
+ * paper improves on with learned models. A kernel on another GPU keeps its
+ * efficiency and takes that GPU's roofline (Habitat's rule for kernels it
+ * has no model of). See docs/models/kernels.md. */
+#ifndef RV_KMODEL_H
+#define RV_KMODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rv_flops.h"
+#include "rv_hw.h"
+#include "rv_trace.h"
+
+#define RV_KMODEL_BUCKETS 64
+
+typedef struct rv_kmodel {
+    const rv_hw *hw; /* the GPU the efficiencies were measured on (borrowed) */
+    double eff[RV_FC_COUNT][RV_KMODEL_BUCKETS]; /* median efficiency; 0 empty */
+    double cls_eff[RV_FC_COUNT];                /* the class's median; 0 empty */
+    size_t n[RV_FC_COUNT];                      /* kernels fitted per class */
+} rv_kmodel;
+
+/* The dtype a costed task computes in on hw: its ops' dtype, with fp32
+ * GEMM/conv/attention on tensor-core TF32 when tf32 is set and hw has it. */
+int rv_kmodel_dtype(const rv_hw *hw, int ptype, int cls, int tf32);
+
+/* Roofline seconds of F FLOPs and B bytes in dtype on hw (0 when hw lacks
+ * a rate). */
+double rv_kmodel_roofline_s(const rv_hw *hw, int dtype, double flops, double bytes);
+
+/* Fits m from the costed GPU tasks of t (f from rv_flops_of_trace) on hw,
+ * using task i only when (i % mod) == rem (mod 1: all). */
+void rv_kmodel_fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw,
+                   size_t mod, size_t rem);
+
+/* Predicted seconds of a task of class cls with F FLOPs and B bytes in
+ * rv_prec_type ptype on hw (the fitted GPU or another). 0 when unknown. */
+double rv_kmodel_predict_s(const rv_kmodel *m, const rv_hw *hw, int cls, int ptype, double flops,
+                           double bytes, int tf32);
+
+/* Per-class error of m on the costed GPU tasks of t with (i % mod) == rem:
+ * geometric mean over kernels of |predicted - measured| / measured (each
+ * floored at 1e-4) in gm[cls], kernels in count[cls]. */
+void rv_kmodel_error(const rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, size_t mod,
+                     size_t rem, double gm[RV_FC_COUNT], size_t count[RV_FC_COUNT]);
+
+/* Seconds a task measured at t_s on `from` takes on `to`: a costed task
+ * (cls != RV_FC_NONE) keeps its efficiency, t_s x roofline(to) /
+ * roofline(from); anything else scales with memory bandwidth. tf32_to: fp32
+ * GEMM/conv/attention run as TF32 on `to` where it has it. */
+double rv_kmodel_rescale_s(const rv_hw *from, const rv_hw *to, int cls, int ptype, double flops,
+                           double bytes, double t_s, int tf32_to);
+
+#endif
