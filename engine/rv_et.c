@@ -205,9 +205,9 @@ static int read_value(reader *r, int depth, tval *v)
     }
     if (more < 0)
         return more;
-    const int64_t *num = et->dims + start;
-    if (n == 6 && last_str && et->ndims - start == 5 && num[3] >= 0 && num[4] >= 0 &&
-        num[4] <= 64) {
+    /* dims is non-NULL whenever five ints were pushed. */
+    const int64_t *num = et->ndims - start == 5 ? et->dims + start : NULL;
+    if (n == 6 && last_str && num && num[3] >= 0 && num[4] >= 0 && num[4] <= 64) {
         v->tensor_id = num[0];
         v->numel = num[3];
         v->itemsize = (int32_t)num[4];

@@ -85,13 +85,13 @@ static inline const char *rv_et_str(const rv_et *et, uint32_t id)
 /* Dims of a flat shape (borrowed), NULL when arg has none. */
 static inline const int64_t *rv_et_dims(const rv_et *et, const rv_et_arg *a)
 {
-    return a->ndims >= 0 ? et->dims + a->dims_off : NULL;
+    return a->ndims >= 0 && et->dims ? et->dims + a->dims_off : NULL;
 }
 
 /* Values of an int or int-list arg (borrowed), NULL when it has none. */
 static inline const int64_t *rv_et_vals(const rv_et *et, const rv_et_arg *a)
 {
-    return a->nvals >= 0 ? et->dims + a->vals_off : NULL;
+    return a->nvals >= 0 && et->dims ? et->dims + a->vals_off : NULL;
 }
 
 /* Whether an arg is a tensor (by its type, else by its value). */

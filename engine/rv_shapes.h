@@ -40,11 +40,11 @@ const rv_op_shape *rv_shapes_of(const rv_trace *t, int32_t event);
 /* The dims / values of an argument (borrowed), NULL when it has none. */
 static inline const int64_t *rv_shapes_dims(const rv_trace *t, const rv_shape_arg *a)
 {
-    return a->ndims >= 0 ? t->shape_ints + a->dims : NULL;
+    return a->ndims >= 0 && t->shape_ints ? t->shape_ints + a->dims : NULL;
 }
 static inline const int64_t *rv_shapes_vals(const rv_trace *t, const rv_shape_arg *a)
 {
-    return a->nvals >= 0 ? t->shape_ints + a->vals : NULL;
+    return a->nvals >= 0 && t->shape_ints ? t->shape_ints + a->vals : NULL;
 }
 
 /* The op tree: parent[i] for every event i (caller's array of t->nevents):

@@ -17,6 +17,7 @@
 #include "rv_kineto.h"
 #include "rv_precision.h"
 #include "rv_shapes.h"
+#include "rv_snapshot.h"
 #include "common/rv_test_util.h"
 
 static const char *g_traces;
@@ -252,6 +253,29 @@ static void test_kineto_shapes(void)
         double fl = report(rels[i], t);
         if (i == 0)
             g_dlrm_kineto = fl;
+        rv_trace_free(t);
+    }
+    /* Shapes and memory events survive the store's snapshot. */
+    {
+        rv_trace *t = load_kineto("tracelens/h100-bert-small-forward.json.gz"), *u = NULL;
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        rv_error e;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+        CU_ASSERT_EQUAL_FATAL(rv_snapshot_encode(t, 1, &buf, &len, &e), 0);
+        CU_ASSERT_EQUAL_FATAL(rv_snapshot_decode(buf, len, &u, &e), 0);
+        CU_ASSERT_EQUAL(u->shapes_source, t->shapes_source);
+        CU_ASSERT_EQUAL_FATAL(u->nop_shapes, t->nop_shapes);
+        CU_ASSERT_EQUAL_FATAL(u->nshape_args, t->nshape_args);
+        CU_ASSERT_EQUAL_FATAL(u->nshape_ints, t->nshape_ints);
+        CU_ASSERT(t->nmem > 0);
+        CU_ASSERT_EQUAL_FATAL(u->nmem, t->nmem);
+        CU_ASSERT(!memcmp(u->op_shapes, t->op_shapes, t->nop_shapes * sizeof(*t->op_shapes)));
+        CU_ASSERT(!memcmp(u->shape_args, t->shape_args, t->nshape_args * sizeof(*t->shape_args)));
+        CU_ASSERT(!memcmp(u->shape_ints, t->shape_ints, t->nshape_ints * sizeof(*t->shape_ints)));
+        CU_ASSERT(!memcmp(u->mem, t->mem, t->nmem * sizeof(*t->mem)));
+        free(buf);
+        rv_trace_free(u);
         rv_trace_free(t);
     }
     /* A trace recorded without shapes has none. */
