@@ -122,7 +122,9 @@ int rv_et_join_trace(const rv_et *et, const rv_trace *t, rv_et_join *j, rv_error
 
 /* Puts the shapes of each joined op's ET node (inputs, then outputs) on
  * t, replacing what the Kineto reader found (t->shapes_source becomes
- * RV_SHAPES_ET). 0 or RV_ERR_NOMEM. */
+ * RV_SHAPES_ET), and the persistent memory the ET shows (t->mem_model:
+ * distinct parameter tensors, their gradients when there is a backward
+ * pass, the optimizer's state by its name). 0 or RV_ERR_NOMEM. */
 int rv_et_shapes_to_trace(const rv_et *et, const rv_et_join *j, rv_trace *t);
 
 /* Frees what j holds. NULL-safe. */

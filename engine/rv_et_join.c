@@ -301,6 +301,87 @@ void rv_et_join_free(rv_et_join *j)
     j->node_of_event = NULL;
 }
 
+/* Bytes of the distinct tensors in the parameter positions of the ops that
+ * own parameters (weight and bias of linear, conv, norms; embedding tables). */
+static int64_t param_bytes(const rv_et *et)
+{
+    static const struct {
+        const char *name;
+        int pos[4];
+    } tab[] = {
+        {"aten::linear", {1, 2, -1, -1}},         {"aten::conv1d", {1, 2, -1, -1}},
+        {"aten::conv2d", {1, 2, -1, -1}},         {"aten::conv3d", {1, 2, -1, -1}},
+        {"aten::convolution", {1, 2, -1, -1}},    {"aten::embedding", {0, -1, -1, -1}},
+        {"aten::embedding_bag", {0, -1, -1, -1}}, {"aten::layer_norm", {2, 3, -1, -1}},
+        {"aten::batch_norm", {1, 2, 3, 4}},       {"aten::group_norm", {2, 3, -1, -1}},
+    };
+    rv_map seen;
+    int64_t total = 0;
+    rv_map_init(&seen, et->nargs + 1);
+    for (size_t i = 0; i < et->nnodes; i++) {
+        const rv_et_node *n = &et->nodes[i];
+        const char *name = rv_et_str(et, n->name);
+        for (size_t k = 0; k < sizeof(tab) / sizeof(tab[0]); k++) {
+            if (strcmp(name, tab[k].name) != 0)
+                continue;
+            for (int p = 0; p < 4; p++) {
+                int pos = tab[k].pos[p];
+                if (pos < 0 || (uint32_t)pos >= n->n_in)
+                    continue;
+                const rv_et_arg *a = &et->args[n->args_off + (uint32_t)pos];
+                if (a->tensor_id == RV_NONE || a->numel <= 0 || a->itemsize <= 0 ||
+                    rv_map_put(&seen, (uint64_t)a->tensor_id, 0) != 1)
+                    continue;
+                total += a->numel * a->itemsize;
+            }
+        }
+    }
+    rv_map_free(&seen);
+    return total;
+}
+
+/* The optimizer a node names ("Optimizer.step#Adam.step") and the state it
+ * keeps per parameter element: Adam(W) two moments, SGD (momentum assumed),
+ * Adagrad and RMSprop one buffer. */
+static const char *optimizer_of(const rv_et *et, double *per_param)
+{
+    static const struct {
+        const char *key;
+        double state;
+    } tab[] = {{"#AdamW.", 2},    {"#Adam.", 2},    {"#LAMB.", 2},    {"#Lamb.", 2},
+               {"#Adadelta.", 2}, {"#Adagrad.", 1}, {"#RMSprop.", 1}, {"#SGD.", 1}};
+    for (size_t i = 0; i < et->nnodes; i++) {
+        const char *name = rv_et_str(et, et->nodes[i].name);
+        if (strncmp(name, "Optimizer.step#", 15) != 0)
+            continue;
+        for (size_t k = 0; k < sizeof(tab) / sizeof(tab[0]); k++)
+            if (strstr(name + 14, tab[k].key)) {
+                *per_param = tab[k].state;
+                return tab[k].key + 1;
+            }
+    }
+    return NULL;
+}
+
+static void memory_model(const rv_et *et, rv_trace *t)
+{
+    int backward = 0;
+    for (size_t i = 0; i < et->nnodes && !backward; i++)
+        backward = strstr(rv_et_str(et, et->nodes[i].name), "Backward") != NULL;
+    double per = 0;
+    const char *opt = optimizer_of(et, &per);
+    t->mem_model = 1;
+    t->mem_weights = param_bytes(et);
+    t->mem_gradients = backward ? t->mem_weights : 0;
+    t->mem_optimizer_state = opt ? (int64_t)(per * (double)t->mem_weights) : RV_NONE;
+    t->mem_optimizer = 0;
+    if (opt) {
+        size_t n = strcspn(opt, ".");
+        uint32_t id = rv_strtab_intern(&t->strings, opt, n);
+        t->mem_optimizer = id == UINT32_MAX ? 0 : id;
+    }
+}
+
 int rv_et_shapes_to_trace(const rv_et *et, const rv_et_join *j, rv_trace *t)
 {
     rv_shape_arg *args = malloc(RV_SHAPES_MAX_ARGS * sizeof(*args));
@@ -314,6 +395,7 @@ int rv_et_shapes_to_trace(const rv_et *et, const rv_et_join *j, rv_trace *t)
     }
     rv_shapes_clear(t);
     t->shapes_source = RV_SHAPES_ET;
+    memory_model(et, t);
     for (size_t i = 0; i < t->nevents && i < j->nevents && rc == 0; i++) {
         int32_t ni = j->node_of_event[i];
         if (ni < 0 || !is_op(&t->events[i]))

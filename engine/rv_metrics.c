@@ -132,10 +132,40 @@ static void mem_window(const rv_run_result *r, int64_t *t0, int64_t *t1)
     }
 }
 
+/* Weights, gradients and optimizer state from a joined ET; activations and
+ * the rest are what the peak leaves (null without a peak). */
+static json_t *breakdown_json(const rv_trace *t, int64_t peak)
+{
+    if (!t->mem_model)
+        return json_null();
+    json_t *b = json_object();
+    int64_t known = t->mem_weights + t->mem_gradients;
+    json_object_set_new(b, "weights", json_integer((json_int_t)t->mem_weights));
+    json_object_set_new(b, "gradients", json_integer((json_int_t)t->mem_gradients));
+    if (t->mem_optimizer_state != RV_NONE) {
+        json_object_set_new(b, "optimizer_state", json_integer(t->mem_optimizer_state));
+        known += t->mem_optimizer_state;
+    } else {
+        json_object_set_new(b, "optimizer_state", json_null());
+    }
+    json_object_set_new(b, "activations_and_other",
+                        peak >= 0 && t->mem_optimizer_state != RV_NONE
+                            ? json_integer((json_int_t)(peak > known ? peak - known : 0))
+                            : json_null());
+    json_object_set_new(b, "optimizer",
+                        t->mem_optimizer ? json_string(rv_trace_str(t, t->mem_optimizer))
+                                         : json_null());
+    json_object_set_new(b, "source", json_string("execution_trace"));
+    return b;
+}
+
 static json_t *memory_json(rv_run_result *r)
 {
     const rv_trace *t = r->graph->trace;
     const char *none = "the trace has no GPU \"[memory]\" events (record with profile_memory=True)";
+    if (t && t->nmem == 0 && t->mem_model)
+        return json_pack("{s:n,s:o,s:s}", "peak_bytes", "breakdown", breakdown_json(t, -1),
+                         "reason", none);
     if (!t || t->nmem == 0)
         return json_pack("{s:n,s:n,s:s}", "peak_bytes", "breakdown", "reason", none);
     int64_t t0, t1, peak = -1, running[64] = {0};
@@ -166,11 +196,15 @@ static json_t *memory_json(rv_run_result *r)
                     "the trace's memory events carry allocations but not the allocator's "
                     "totals: peak_bytes counts from the start of profiling, so memory held "
                     "before it (weights, optimizer state) is missing");
+    if (t->mem_model)
+        return json_pack("{s:I,s:s,s:o}", "peak_bytes", (json_int_t)peak, "source",
+                         totals ? "allocator_totals" : "allocations_since_profiling_start",
+                         "breakdown", breakdown_json(t, totals ? peak : -1));
     return json_pack("{s:I,s:s,s:n,s:s}", "peak_bytes", (json_int_t)peak, "source",
                      totals ? "allocator_totals" : "allocations_since_profiling_start", "breakdown",
                      "reason",
-                     "the breakdown needs an execution trace's tensor ids to tell weights, "
-                     "gradients and optimizer state from activations; not computed yet");
+                     "the breakdown needs the run's execution trace (--et) to tell weights, "
+                     "gradients and optimizer state from activations");
 }
 
 static json_t *utilization_json(const rv_run_result *r)

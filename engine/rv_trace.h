@@ -144,6 +144,12 @@ typedef struct rv_trace {
     int shapes_source;    /* RV_SHAPES_* */
     int shapes_truncated; /* the caps on shapes were hit: later ops have none */
 
+    /* What an execution trace says of the persistent memory (bytes), when
+     * one was joined (mem_model 1): rv_et_shapes_to_trace. */
+    int mem_model;
+    int64_t mem_weights, mem_gradients, mem_optimizer_state; /* RV_NONE: unknown */
+    uint32_t mem_optimizer;                                  /* string id, e.g. "Adam" */
+
     /* GPU memory events in input order; capped at RV_TRACE_MAX_MEM. */
     rv_mem_sample *mem;
     size_t nmem, cap_mem;

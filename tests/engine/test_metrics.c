@@ -19,6 +19,8 @@
 
 #include <jansson.h>
 
+#include "rv_et.h"
+#include "rv_kineto.h"
 #include "rv_run.h"
 #include "rv_whatif.h"
 #include "common/rv_test_trace.h"
@@ -169,6 +171,50 @@ static void test_no_shapes(void)
     json_decref(o);
 }
 
+/* With the run's execution trace: the parameters of the 2080 Ti ResNet
+ * (torchvision ResNet-18: 11,689,512 parameters, fp32) and SGD's momentum
+ * buffer as the optimizer state. */
+static void test_breakdown_from_et(void)
+{
+    char p[4096];
+    rv_trace *t = NULL;
+    rv_et *et = NULL;
+    rv_et_join j;
+    rv_graph *g = NULL;
+    rv_sim *s = NULL;
+    rv_run_result *r = NULL;
+    rv_error e;
+    snprintf(p, sizeof(p), "%s/param/resnet-2080ti.kineto.json.gz", g_traces);
+    CU_ASSERT_EQUAL_FATAL(rv_kineto_read_file(p, NULL, &t, &e), 0);
+    snprintf(p, sizeof(p), "%s/param/resnet-2080ti.et.json.gz", g_traces);
+    CU_ASSERT_EQUAL_FATAL(rv_et_read_file(p, NULL, &et, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_et_join_trace(et, t, &j, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_et_shapes_to_trace(et, &j, t), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_graph_build(t, NULL, &g, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_sim_run(g, RV_SCHED_EARLIEST_START, &s, &e), 0);
+    rv_run_opts opts = {.iteration = RV_ITER_MEDIAN};
+    CU_ASSERT_EQUAL_FATAL(rv_run(g, s, NULL, &opts, &r, &e), 0);
+    json_t *o = rv_run_render(r, "resnet-2080ti");
+    const json_t *b = json_object_get(json_object_get(o, "memory"), "breakdown");
+    double w = json_number_value(json_object_get(b, "weights"));
+    printf("\n  resnet-2080ti (ResNet-18) from its ET: weights %.0f bytes, optimizer %s", w,
+           json_string_value(json_object_get(b, "optimizer")));
+    CU_ASSERT(fabs(w / (11689512.0 * 4) - 1) < 0.01);
+    CU_ASSERT_EQUAL(json_number_value(json_object_get(b, "gradients")), w);
+    CU_ASSERT_EQUAL(json_number_value(json_object_get(b, "optimizer_state")), w);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(b, "optimizer")), "SGD");
+    CU_ASSERT_STRING_EQUAL(
+        json_string_value(json_object_get(json_object_get(o, "flops"), "source")),
+        "execution_trace");
+    json_decref(o);
+    rv_run_result_free(r);
+    rv_sim_free(s);
+    rv_graph_free(g);
+    rv_et_join_free(&j);
+    rv_et_free(et);
+    rv_trace_free(t);
+}
+
 int main(void)
 {
     g_traces = rv_test_require_shared_traces("kineto/resnet50-v100-workers0.pt.trace.json.gz");
@@ -178,5 +224,6 @@ int main(void)
     CU_add_test(s, "ResNet-50 V100: conv FLOPs, mfu, batch, memory", test_resnet_v100);
     CU_add_test(s, "BERT H100: bf16 mfu, allocator peak, request batch", test_bert_h100);
     CU_add_test(s, "no shapes: null with a warning", test_no_shapes);
+    CU_add_test(s, "memory breakdown from an ET", test_breakdown_from_et);
     return rv_test_run() ? 1 : 0;
 }
