@@ -52,10 +52,11 @@ static long parse_int_array(const char *s, long long *v, size_t cap)
 static int sketch_of_row(PGresult *r, int ri, int col, rv_sketch *sk, rv_error *err)
 {
     enum { CAP = RV_SKETCH_KMAX - RV_SKETCH_KMIN + 1 };
-    long long *keys = malloc(2 * CAP * sizeof(*keys)), *counts = keys + CAP;
+    long long *keys = malloc((size_t)2 * CAP * sizeof(*keys));
     int rc = 0;
     if (!keys)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    long long *counts = keys + CAP;
     sk->n = strtoull(PQgetvalue(r, ri, col), NULL, 10);
     sk->zeros = strtoull(PQgetvalue(r, ri, col + 1), NULL, 10);
     sk->sum = strtod(PQgetvalue(r, ri, col + 2), NULL);
