@@ -67,6 +67,9 @@ $$;
 -- the platform's advisory lock (a rebuild takes it alone) and lock the rows
 -- they touch in (type, op_name) order, so two of them never deadlock; the
 -- row locks last until the caller commits, which follows at once.
+-- updated_at is the clock's time, not the transaction's start, so that a
+-- platform's version (row count and latest update, rv_db_trace_overheads)
+-- moves forward even when an ingest that began earlier commits later.
 CREATE FUNCTION rv_overheads_merge_trace(pid bigint, tid bigint) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -76,7 +79,7 @@ BEGIN
     INSERT INTO platform_overhead_sketches AS p
         (platform_id, type, op_name, n, zeros, sum, sumsq, min, max, keys, counts, updated_at)
     SELECT pid, s.type, s.op_name, s.n, s.zeros, s.sum, s.sumsq, s.min, s.max, s.keys, s.counts,
-           now()
+           clock_timestamp()
     FROM trace_overhead_sketches s WHERE s.trace_id = tid ORDER BY s.type, s.op_name
     ON CONFLICT (platform_id, type, op_name) DO UPDATE SET
         n = p.n + EXCLUDED.n, zeros = p.zeros + EXCLUDED.zeros, sum = p.sum + EXCLUDED.sum,
@@ -112,7 +115,7 @@ BEGIN
     h AS (SELECT type, op_name, array_agg(k ORDER BY k) AS keys, array_agg(c ORDER BY k) AS counts
           FROM b GROUP BY type, op_name)
     SELECT pid, m.type, m.op_name, m.n, m.zeros, m.sum, m.sumsq, m.min, m.max,
-           coalesce(h.keys, '{}'), coalesce(h.counts, '{}'), now()
+           coalesce(h.keys, '{}'), coalesce(h.counts, '{}'), clock_timestamp()
     FROM m LEFT JOIN h USING (type, op_name) ORDER BY m.type, m.op_name;
     GET DIAGNOSTICS nrows = ROW_COUNT;
     RETURN nrows;
