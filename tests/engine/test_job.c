@@ -1,0 +1,190 @@
+/* A distributed job as one global graph, on the real 8-rank DLRM job:
+ * replay per rank, the cross-rank edges, stragglers, clock alignment and
+ * the job-level what-ifs. Skips (77) without RV_SHARED_TRACES. */
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rv_graph.h"
+#include "rv_job.h"
+#include "rv_job_int.h"
+#include "rv_run.h"
+#include "rv_sim.h"
+#include "rv_whatif.h"
+#include "common/rv_test_trace.h"
+#include "common/rv_test_util.h"
+
+#define NR 8
+
+static const char *traces;
+static rv_test_loaded dlrm[NR];
+static rv_job *job;
+
+static void build(rv_job_rank *rk, size_t n, rv_job **out)
+{
+    rv_error err;
+    rv_error_clear(&err);
+    if (rv_job_build(rk, n, out, &err) != 0)
+        fprintf(stderr, "\n  build: %s\n", err.message);
+}
+
+static void ranks_of(rv_job_rank *rk)
+{
+    for (int i = 0; i < NR; i++)
+        rk[i] = (rv_job_rank){dlrm[i].g, dlrm[i].s, -1, -1, NULL};
+}
+
+/* The answer to doc (NULL: the replay) on j (new; NULL with the error
+ * printed). */
+static rv_job_result *run(const rv_job *j, const char *doc)
+{
+    rv_whatif *w = NULL;
+    rv_job_result *r = NULL;
+    rv_run_opts o = {.iteration = RV_ITER_MEDIAN};
+    rv_error err;
+    rv_error_clear(&err);
+    if (doc && rv_whatif_parse_text(doc, &w, &err) != 0) {
+        fprintf(stderr, "\n  %s: %s\n", doc, err.message);
+        return NULL;
+    }
+    if (rv_job_run(j, w, &o, &r, &err) != 0)
+        fprintf(stderr, "\n  %s: %s\n", doc ? doc : "replay", err.message);
+    rv_whatif_free(w);
+    return r;
+}
+
+static int first_straggler(const rv_job_result *r)
+{
+    json_t *o = rv_job_render(r, NULL);
+    json_t *s = json_array_get(json_object_get(o, "stragglers"), 0);
+    int rank = s ? (int)json_integer_value(json_object_get(s, "rank")) : -1;
+    json_decref(o);
+    return rank;
+}
+
+/* Done-when 1: one job, each rank's step replayed within 2%, the slowest
+ * rank named, wait and transfer per rank. */
+static void test_replay(void)
+{
+    rv_job_result *r = run(job, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_EQUAL(rv_job_world_size(job), NR);
+    CU_ASSERT_EQUAL(r->nslots, NR);
+    CU_ASSERT(job->ncoll >= 8);
+    json_t *o = rv_job_render(r, "dlrm");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    double worst = 0, wsum = 0, xsum = 0;
+    for (size_t i = 0; i < r->nslots; i++) {
+        const rv_job_slot *sl = &r->slots[i];
+        printf("\n  rank %d measured %.1f replay %.1f error %.2f%% wait %.1f transfer %.1f",
+               sl->rank, sl->measured_us, sl->baseline_us, sl->replay_error * 100, sl->wait_us,
+               sl->transfer_us);
+        CU_ASSERT(sl->replay_error <= 0.02);
+        CU_ASSERT(sl->wait_us >= 0 && sl->transfer_us > 0);
+        if (sl->replay_error > worst)
+            worst = sl->replay_error;
+        wsum += sl->wait_us;
+        xsum += sl->transfer_us;
+    }
+    printf("\n  worst per-rank replay error %.3f%%", worst * 100);
+    CU_ASSERT(wsum > 0 && xsum > 0);
+    /* The contract. */
+    static const char *const keys[] = {"measured_us",      "baseline_us", "predicted_us",
+                                       "speedup",          "warnings",    "ranks",
+                                       "clock_offsets_us", "stragglers"};
+    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+        CU_ASSERT_PTR_NOT_NULL(json_object_get(o, keys[k]));
+    json_t *rk = json_array_get(json_object_get(o, "ranks"), 0);
+    static const char *const rkeys[] = {"rank",         "measured_us",  "baseline_us",
+                                        "predicted_us", "replay_error", "wait_us",
+                                        "transfer_us"};
+    for (size_t k = 0; k < sizeof(rkeys) / sizeof(rkeys[0]); k++)
+        CU_ASSERT_PTR_NOT_NULL(json_object_get(rk, rkeys[k]));
+    CU_ASSERT_EQUAL(json_object_size(json_object_get(o, "clock_offsets_us")), NR);
+    /* The slowest rank: rank 7 enters the collectives last in the trace
+     * (its NCCL kernels last a few microseconds, the others wait). */
+    int s = first_straggler(r);
+    printf("\n  first straggler: rank %d", s);
+    CU_ASSERT_EQUAL(s, 7);
+    CU_ASSERT(json_array_size(json_object_get(o, "critical_path")) > 0);
+    CU_ASSERT(json_array_size(json_object_get(o, "collective_waits")) > 0);
+    json_decref(o);
+    rv_job_result_free(r);
+}
+
+/* Done-when 1: the cross-rank edges. In the job's run no rank leaves a
+ * collective before the last rank entered it, also when one rank is made
+ * slower; simulated alone, as before, the slowed rank enters after its
+ * peers have already left. */
+static void test_cross_rank_edges(void)
+{
+    static const char *const docs[] = {
+        NULL, "{\"optimizations\": [{\"kind\": \"scale\", \"factor\": 1.5, \"select\": "
+              "{\"kind\": \"kernel\"}, \"ranks\": [7]}]}"};
+    for (size_t d = 0; d < 2; d++) {
+        rv_job_result *r = run(job, docs[d]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        CU_ASSERT_EQUAL(r->ncolls, job->ncoll);
+        for (size_t c = 0; c < r->ncolls; c++)
+            CU_ASSERT(r->colls[c].first_leave_us >= r->colls[c].last_enter_us);
+        rv_job_result_free(r);
+    }
+    /* Rank 7 slowed and simulated alone: its collectives start later on
+     * the aligned clock while the others' end as measured. */
+    rv_whatif *w = NULL;
+    rv_run_result *rr = NULL;
+    rv_run_opts o = {.iteration = RV_ITER_MEDIAN, .keep_predicted = 1};
+    rv_error err;
+    CU_ASSERT_EQUAL_FATAL(rv_whatif_parse_text(docs[1], &w, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_run(dlrm[7].g, dlrm[7].s, w, &o, &rr, &err), 0);
+    const rv_graph *g3 = rv_run_pred_graph(rr);
+    const rv_sim *s3 = rv_run_pred_sim(rr);
+    size_t violated = 0;
+    for (size_t c = 0; c < job->ncoll; c++) {
+        int32_t t3 = job->coll_task[c * NR + 7];
+        double enter3 = (double)g3->origin_ns + job->offset_ns[7] + (double)s3->start_ns[t3];
+        for (int p = 0; p < NR; p++) {
+            if (p == 7)
+                continue;
+            const rv_task *t = &dlrm[p].g->tasks[job->coll_task[c * NR + p]];
+            double leave = (double)dlrm[p].g->origin_ns + job->offset_ns[p] +
+                           (double)(dlrm[p].s->end_ns[job->coll_task[c * NR + p]]);
+            (void)t;
+            if (leave < enter3)
+                violated++;
+        }
+    }
+    printf("\n  per-rank simulation: %zu (collective, rank) pairs leave before rank 7 enters",
+           violated);
+    CU_ASSERT(violated > 0);
+    rv_run_result_free(rr);
+    rv_whatif_free(w);
+}
+
+int main(void)
+{
+    traces = rv_test_require_shared_traces("param/dlrm-8rank/worker0.kineto.json.gz");
+    for (int i = 0; i < NR; i++) {
+        char rel[128];
+        snprintf(rel, sizeof(rel), "param/dlrm-8rank/worker%d.kineto.json.gz", i);
+        if (rv_test_load(traces, rel, &dlrm[i]) != 0)
+            return 1;
+    }
+    rv_job_rank rk[NR];
+    ranks_of(rk);
+    build(rk, NR, &job);
+    if (!job)
+        return 1;
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s = CU_add_suite("job", NULL, NULL);
+    CU_add_test(s, "DLRM 8 ranks replay as one job", test_replay);
+    CU_add_test(s, "no rank leaves a collective before the last entered", test_cross_rank_edges);
+    unsigned fails = rv_test_run();
+    rv_job_free(job);
+    for (int i = 0; i < NR; i++)
+        rv_test_unload(&dlrm[i]);
+    return fails ? 1 : 0;
+}
