@@ -163,6 +163,168 @@ static void test_cross_rank_edges(void)
     rv_whatif_free(w);
 }
 
+static int has_warning(const rv_job_result *r, const char *code)
+{
+    for (size_t i = 0; i < r->nwarnings; i++)
+        if (strcmp(r->warnings[i].code, code) == 0)
+            return 1;
+    return 0;
+}
+
+/* Done-when 2: a rank whose kernels run 1.5x slower becomes the first
+ * straggler; removing the straggler from that run gives back the job's
+ * step within 5%. */
+static void test_straggler(void)
+{
+    rv_job_result *r0 = run(job, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r0);
+    for (int k = 0; k < NR; k++) {
+        char doc[512], doc2[640];
+        /* The rank's kernels and its CPU work 1.5x slower: DLRM's steps
+         * are CPU-bound (about 1 ms of kernels in a 12-20 ms step), so its
+         * kernels alone hide behind the host (test_kernels_hidden). */
+        snprintf(doc, sizeof(doc),
+                 "{\"optimizations\": [{\"kind\": \"scale\", \"factor\": 1.5, \"select\": "
+                 "{\"kind\": \"kernel\"}, \"ranks\": [%d]}, {\"kind\": \"cpu_speed\", "
+                 "\"factor\": 0.6666667, \"ranks\": [%d]}]",
+                 k, k);
+        snprintf(doc2, sizeof(doc2), "%s}", doc);
+        rv_job_result *r1 = run(job, doc2);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r1);
+        int first = first_straggler(r1);
+        snprintf(doc2, sizeof(doc2), "%s, \"job\": {\"remove_straggler\": true}}", doc);
+        rv_job_result *r2 = run(job, doc2);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r2);
+        double back = fabs(r2->sum.predicted_us - r0->sum.baseline_us) / r0->sum.baseline_us;
+        printf("\n  rank %d x1.5: job %.1f -> %.1f us, first straggler %d; removed %d: %.1f us "
+               "(%.2f%% from the job)",
+               k, r0->sum.baseline_us, r1->sum.predicted_us, first, r2->straggler_removed,
+               r2->sum.predicted_us, back * 100);
+        CU_ASSERT_EQUAL(first, k);
+        CU_ASSERT_EQUAL(r2->straggler_removed, k);
+        CU_ASSERT(back <= 0.05);
+        CU_ASSERT(r1->sum.predicted_us > r0->sum.baseline_us);
+        rv_job_result_free(r1);
+        rv_job_result_free(r2);
+    }
+    rv_job_result_free(r0);
+}
+
+/* DLRM's kernels alone 1.5x slower on one rank: about 0.5 ms more GPU
+ * work that the CPU-bound step hides; the job changes by under 1%. */
+static void test_kernels_hidden(void)
+{
+    rv_job_result *r0 = run(job, NULL);
+    rv_job_result *r1 = run(job, "{\"optimizations\": [{\"kind\": \"scale\", \"factor\": 1.5, "
+                                 "\"select\": {\"kind\": \"kernel\"}, \"ranks\": [2]}]}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r1);
+    printf("\n  rank 2 kernels x1.5: %.1f -> %.1f us", r0->sum.baseline_us, r1->sum.predicted_us);
+    CU_ASSERT(fabs(r1->sum.predicted_us - r0->sum.baseline_us) <= 0.01 * r0->sum.baseline_us);
+    rv_job_result_free(r0);
+    rv_job_result_free(r1);
+}
+
+/* Done-when 3: a clock offset of a few milliseconds injected into one
+ * rank's copy is recovered within 10 us, and the replay is unchanged. */
+static void test_clock_offset(void)
+{
+    const int64_t inject = 3217000; /* ns */
+    rv_graph *shifted = rv_graph_clone(dlrm[5].g);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(shifted);
+    shifted->origin_ns += inject; /* every time of rank 5 reads 3.217 ms late */
+    rv_job_rank rk[NR];
+    ranks_of(rk);
+    rk[5].graph = shifted;
+    rv_job *j2 = NULL;
+    build(rk, NR, &j2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j2);
+    double before = rv_job_clock_offset_us(job, 5), after = rv_job_clock_offset_us(j2, 5);
+    double err_us = fabs((after - before) + (double)inject / 1e3);
+    printf("\n  offset of rank 5: %.3f us, with %.3f ms injected %.3f us: recovered within %.3f us",
+           before, (double)inject / 1e6, after, err_us);
+    CU_ASSERT(err_us <= 10);
+    for (int p = 0; p < NR; p++)
+        if (p != 5)
+            CU_ASSERT(fabs(rv_job_clock_offset_us(j2, (size_t)p) -
+                           rv_job_clock_offset_us(job, (size_t)p)) < 1e-6);
+    rv_job_result *a = run(job, NULL), *b = run(j2, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    for (size_t i = 0; i < NR; i++) {
+        CU_ASSERT(fabs(a->slots[i].baseline_us - b->slots[i].baseline_us) <= 1.0);
+        CU_ASSERT(fabs(a->slots[i].wait_us - b->slots[i].wait_us) <= 1.0);
+    }
+    CU_ASSERT(fabs(a->sum.baseline_us - b->sum.baseline_us) <= 1.0);
+    rv_job_result_free(a);
+    rv_job_result_free(b);
+    rv_job_free(j2);
+    rv_graph_free(shifted);
+}
+
+/* Sanity over the range: more bandwidth is never slower; fewer ranks at
+ * the same bandwidth are never slower per step. */
+static void test_monotone(void)
+{
+    static const double bw[] = {1, 5, 10, 25, 50, 100, 200, 400, 800, 1600, 6400};
+    double prev = INFINITY;
+    for (size_t i = 0; i < sizeof(bw) / sizeof(bw[0]); i++) {
+        char doc[128];
+        snprintf(doc, sizeof(doc), "{\"job\": {\"bandwidth_gbps\": %g}}", bw[i]);
+        rv_job_result *r = run(job, doc);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        printf("\n  %7.0f Gb/s: %.1f us", bw[i], r->sum.predicted_us);
+        CU_ASSERT(r->sum.predicted_us <= prev + 1e-6);
+        CU_ASSERT(has_warning(r, "message_sizes_inferred"));
+        prev = r->sum.predicted_us;
+        rv_job_result_free(r);
+    }
+    for (size_t b = 0; b < 3; b++) {
+        static const double at[] = {10, 100, 1000};
+        prev = 0;
+        for (int n = 1; n <= 16; n++) {
+            char doc[128];
+            snprintf(doc, sizeof(doc), "{\"job\": {\"bandwidth_gbps\": %g, \"world_size\": %d}}",
+                     at[b], n);
+            rv_job_result *r = run(job, doc);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+            if (b == 1)
+                printf("\n  %2d ranks at %g Gb/s: %.1f us", n, at[b], r->sum.predicted_us);
+            CU_ASSERT(r->sum.predicted_us >= prev - 1e-6);
+            CU_ASSERT_EQUAL(r->nslots, (size_t)n);
+            prev = r->sum.predicted_us;
+            rv_job_result_free(r);
+        }
+    }
+}
+
+/* A partial job (rank 0 of 2) simulates, naming what is missing; a what-if
+ * naming a rank the job lacks is refused. */
+static void test_partial(void)
+{
+    rv_test_loaded l;
+    CU_ASSERT_EQUAL_FATAL(rv_test_load(traces, "hta/a100-2rank-nccl.json.gz", &l), 0);
+    rv_job_rank rk = {l.g, l.s, -1, -1, "a100-2rank"};
+    rv_job *j = NULL;
+    build(&rk, 1, &j);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_EQUAL(rv_job_world_size(j), 2);
+    rv_job_result *r = run(j, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT(has_warning(r, "partial_job"));
+    json_t *o = rv_job_render(r, "partial");
+    json_t *miss = json_object_get(o, "missing_ranks");
+    CU_ASSERT_EQUAL(json_array_size(miss), 1);
+    CU_ASSERT_EQUAL(json_integer_value(json_array_get(miss, 0)), 1);
+    CU_ASSERT(r->slots[0].replay_error <= 0.05);
+    json_decref(o);
+    rv_job_result_free(r);
+    r = run(j, "{\"job\": {\"remove_straggler\": true, \"straggler_rank\": 1}}");
+    CU_ASSERT_PTR_NULL(r);
+    rv_job_free(j);
+    rv_test_unload(&l);
+}
+
 int main(void)
 {
     traces = rv_test_require_shared_traces("param/dlrm-8rank/worker0.kineto.json.gz");
@@ -182,6 +344,12 @@ int main(void)
     CU_pSuite s = CU_add_suite("job", NULL, NULL);
     CU_add_test(s, "DLRM 8 ranks replay as one job", test_replay);
     CU_add_test(s, "no rank leaves a collective before the last entered", test_cross_rank_edges);
+    CU_add_test(s, "a slowed rank is the straggler; removing it gives the job back",
+                test_straggler);
+    CU_add_test(s, "kernels alone hide behind DLRM's host", test_kernels_hidden);
+    CU_add_test(s, "an injected clock offset is recovered", test_clock_offset);
+    CU_add_test(s, "bandwidth and rank count are monotone", test_monotone);
+    CU_add_test(s, "a partial job says what is missing", test_partial);
     unsigned fails = rv_test_run();
     rv_job_free(job);
     for (int i = 0; i < NR; i++)
