@@ -87,20 +87,26 @@ static int merge(const rv_job *j, rv_job_slot *slots, size_t nslots, const doubl
         ne += sl->g->nedges;
         nh += sl->g->nthreads;
     }
-    if (nt > RV_GRAPH_MAX_TASKS || ne > RV_GRAPH_MAX_EDGES || nh > (size_t)INT32_MAX)
-        return rv_error_set(err, RV_ERR_LIMIT, -1, -1,
-                            "the job's graph would hold %zu tasks and %zu edges, past the caps", nt,
-                            ne);
+    if (nt > RV_GRAPH_MAX_TASKS || ne > RV_GRAPH_MAX_EDGES || nh > (size_t)INT32_MAX) {
+        rv_error_set(err, RV_ERR_LIMIT, -1, -1,
+                     "the job's graph would hold %zu tasks and %zu edges, past the caps", nt, ne);
+        return RV_ERR_LIMIT;
+    }
     m->g = calloc(1, sizeof(*m->g));
-    if (!m->g)
-        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    if (!m->g) {
+        rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+        return RV_ERR_NOMEM;
+    }
     m->g->tasks = malloc((nt + 1) * sizeof(rv_task));
     m->g->edges = malloc((ne + 1) * sizeof(rv_edge));
     m->g->threads = malloc((nh + 1) * sizeof(rv_thread));
     m->gang = malloc((nt + 1) * sizeof(int32_t));
     m->gsize = calloc(j->ncoll + 1, sizeof(int32_t));
-    if (!m->g->tasks || !m->g->edges || !m->g->threads || !m->gang || !m->gsize)
-        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory joining %zu tasks", nt);
+    if (!m->g->tasks || !m->g->edges || !m->g->threads || !m->gang || !m->gsize) {
+        merged_free(m);
+        rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory joining %zu tasks", nt);
+        return RV_ERR_NOMEM;
+    }
     m->g->cap_tasks = nt + 1;
     m->g->cap_edges = ne + 1;
     m->g->cap_threads = nh + 1;
@@ -162,7 +168,10 @@ static int simulate(merged *m, size_t ncoll, int policy, const rv_stop *stop, rv
 {
     rv_sim_opts so = {
         .policy = policy, .stop = stop, .gang = m->gang, .gang_size = m->gsize, .ngangs = ncoll};
-    return rv_sim_run_opts(m->g, &so, &m->sim, err);
+    rv_sim *sim = NULL;
+    int rc = rv_sim_run_opts(m->g, &so, &sim, err);
+    m->sim = sim;
+    return rc;
 }
 
 /* A view of the merged simulation as slot sl's own (its tasks only). */
@@ -370,7 +379,8 @@ static int net_ratios(const rv_job *j, const rv_job_whatif *jw, int world, doubl
         for (size_t p = 0; p < j->n; p++)
             v[p] = j->transfer_ns[c * j->n + p];
         qsort(v, j->n, sizeof(int64_t), cmp_i64);
-        double secs = (double)v[j->n / 2] * 1e-9;
+        size_t mid = j->n / 2;
+        double secs = (double)v[mid] * 1e-9;
         double bytes = rv_coll_bytes_for_time(&b, j->coll_op[c], RV_ALGO_RING, secs);
         if (bytes < 1)
             bytes = 1;
@@ -530,7 +540,7 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
     for (size_t i = 0; i < job->nwarn; i++)
         rv_job__warn(r, job->warn[i].code, "%s", job->warn[i].message);
     bslots = calloc(n, sizeof(*bslots));
-    pred = calloc(n, sizeof(*pred));
+    pred = calloc(n, sizeof(rv_graph *));
     bfig = calloc(n, sizeof(*bfig));
     if (!bslots || !pred || !bfig) {
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
