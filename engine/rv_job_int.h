@@ -40,10 +40,11 @@ typedef struct rv_job_slot {
     int64_t shift_ns;  /* aligned clock shift of its measured times */
     /* Figures. */
     double measured_us, baseline_us, predicted_us, replay_error;
-    double wait_us, transfer_us;   /* predicted run, per step */
-    double bwait_us, btransfer_us; /* baseline run, per step */
-    double delay_us;               /* how long its late arrivals held the others */
-    size_t last_in;                /* collectives it entered last */
+    double wait_us, transfer_us;     /* predicted run, per step */
+    double bwait_us, btransfer_us;   /* baseline run, per step */
+    double delay_us;                 /* how long its late arrivals held the others */
+    size_t last_in;                  /* collectives it entered last */
+    double win_start_us, win_end_us; /* its reported step (or window) on the aligned axis */
 } rv_job_slot;
 
 typedef struct rv_job_coll_report {

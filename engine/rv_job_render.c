@@ -77,6 +77,9 @@ json_t *rv_job_render(const rv_job_result *r, const char *label)
                               "predicted_us", sl->predicted_us, "replay_error", sl->replay_error,
                               "wait_us", sl->wait_us, "transfer_us", sl->transfer_us, "baseline",
                               "wait_us", sl->bwait_us, "transfer_us", sl->btransfer_us);
+        if (x)
+            json_object_set_new(x, "window_us",
+                                json_pack("[f,f]", sl->win_start_us, sl->win_end_us));
         if (x && (size_t)sl->pos < j->n && j->r[sl->pos].label && (size_t)i < j->n)
             json_object_set_new(x, "trace", json_string(j->r[sl->pos].label));
         if (x && i >= j->n)

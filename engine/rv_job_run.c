@@ -656,14 +656,19 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
         rv_iter_figures bf = bfig[p], pf = bfig[p];
         sl->bwait_us = bslots[p].bwait_us;
         sl->btransfer_us = bslots[p].btransfer_us;
+        rv_sim pv;
+        view(final, sl, &pv);
         if (final != &bm) {
-            rv_sim bv, pv;
+            rv_sim bv;
             view(&bm, &bslots[p], &bv);
-            view(final, sl, &pv);
             if ((rc = rv_report_compare(job->r[p].g, &bv, sl->g, &pv, o.iteration, &bf, &pf,
                                         err)) != 0)
                 goto out;
         }
+        /* Where the reported step sits on the job's aligned axis. */
+        rv_window win = rv_report_window(sl->g, &pv, pf.iter);
+        sl->win_start_us = (double)(win.t0_ns - final->sim->first_start_ns) / 1e3;
+        sl->win_end_us = (double)(win.t1_ns - final->sim->first_start_ns) / 1e3;
         sl->measured_us = bf.measured_us;
         sl->baseline_us = bf.simulated_us;
         sl->predicted_us = pf.simulated_us;
