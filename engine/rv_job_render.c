@@ -106,6 +106,8 @@ json_t *rv_job_render(const rv_job_result *r, const char *label)
         json_array_append_new(sa, json_pack("{s:i,s:f,s:I}", "rank", st[i].rank, "delay_us",
                                             st[i].delay_us, "last_in", (json_int_t)st[i].last_in));
     bad |= !st;
+    /* The slowest rank: the one whose late arrivals held the job most. */
+    bad |= put(o, "slowest_rank", json_integer(st && nst ? st[0].rank : -1));
     free(st);
     bad |= put(o, "stragglers", sa);
     json_t *ca = json_array();

@@ -108,6 +108,7 @@ static void test_replay(void)
     int s = first_straggler(r);
     printf("\n  first straggler: rank %d", s);
     CU_ASSERT_EQUAL(s, 7);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "slowest_rank")), 7);
     CU_ASSERT(json_array_size(json_object_get(o, "critical_path")) > 0);
     CU_ASSERT(json_array_size(json_object_get(o, "collective_waits")) > 0);
     json_decref(o);
