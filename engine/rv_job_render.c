@@ -113,10 +113,10 @@ json_t *rv_job_render(const rv_job_result *r, const char *label)
     json_t *ca = json_array();
     for (size_t i = 0; ca && i < r->ncolls && i < RV_JOB_MAX_COLL_ROWS; i++) {
         const rv_job_coll_report *c = &r->colls[i];
-        json_array_append_new(ca, json_pack("{s:i,s:s,s:i,s:f,s:f,s:f}", "index", c->index, "op",
-                                            op_name(c->op), "last_rank", c->last_rank,
-                                            "max_wait_us", c->max_wait_us, "total_wait_us",
-                                            c->total_wait_us, "transfer_us", c->transfer_us));
+        json_array_append_new(
+            ca, json_pack("{s:i,s:s,s:i,s:f,s:f,s:f,s:f}", "index", c->index, "op", op_name(c->op),
+                          "last_rank", c->last_rank, "max_wait_us", c->max_wait_us, "total_wait_us",
+                          c->total_wait_us, "transfer_us", c->transfer_us, "bytes", c->bytes));
     }
     bad |= put(o, "collective_waits", ca);
     json_t *cp = json_array();

@@ -42,6 +42,7 @@ void rv_job_result_free(rv_job_result *r)
         rv_graph_free(r->pred[p]);
     free(r->pred);
     free(r->colls);
+    free(r->sizes);
     json_decref(r->applied);
     free(r);
 }
@@ -284,7 +285,8 @@ static int stragglers(const rv_job *j, rv_job_result *r, const merged *m)
                                                      total,
                                                      xfer / (double)members,
                                                      ((double)a1 - t0) / 1e3,
-                                                     ((double)leave - t0) / 1e3};
+                                                     ((double)leave - t0) / 1e3,
+                                                     r->sizes ? r->sizes[c] : j->coll_bytes[c]};
     }
     qsort(r->colls, r->ncolls, sizeof(*r->colls), cmp_coll_report);
     return 0;
@@ -380,10 +382,14 @@ static int net_ratios(const rv_job *j, const rv_job_whatif *jw, int world, doubl
             v[p] = j->transfer_ns[c * j->n + p];
         qsort(v, j->n, sizeof(int64_t), cmp_i64);
         size_t mid = j->n / 2;
-        double secs = (double)v[mid] * 1e-9;
-        double bytes = rv_coll_bytes_for_time(&b, j->coll_op[c], RV_ALGO_RING, secs);
+        double secs = (double)v[mid] * 1e-9, bytes = j->coll_bytes[c];
+        if (bytes <= 0) {
+            bytes = rv_coll_bytes_for_time(&b, j->coll_op[c], RV_ALGO_RING, secs);
+            r->inferred_sizes++;
+        }
         if (bytes < 1)
             bytes = 1;
+        r->sizes[c] = bytes;
         double t0 = rv_coll_time(&b, j->coll_op[c], RV_ALGO_RING, bytes);
         double t1 = rv_coll_time(&x, j->coll_op[c], RV_ALGO_RING, bytes);
         ratio[c] = t0 > 0 ? t1 / t0 : 1;
@@ -587,16 +593,18 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
     if (need_pred) {
         if (jw && (jw->bandwidth_gbps > 0 || jw->latency_us >= 0 || jw->world_size > 0)) {
             ratio = malloc((job->ncoll + 1) * sizeof(double));
-            if (!ratio || net_ratios(job, jw, world, ratio, r) != 0) {
+            r->sizes = calloc(job->ncoll + 1, sizeof(double));
+            if (!ratio || !r->sizes || net_ratios(job, jw, world, ratio, r) != 0) {
                 rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
                 goto out;
             }
-            if (job->ncoll)
+            if (r->inferred_sizes)
                 rv_job__warn(r, "message_sizes_inferred",
-                             "the traces carry no message sizes: each collective's size is "
-                             "what the baseline network (the GPU's NVLink, else PCIe, in 8-GPU "
-                             "nodes, 100 Gb/s between them, 5 us per step) moves in its "
-                             "measured transfer");
+                             "%zu of %zu collectives carry no message size in the traces: "
+                             "each of those is what the baseline network (the GPU's NVLink, "
+                             "else PCIe, in 8-GPU nodes, 100 Gb/s between them, 5 us per "
+                             "step) moves in its measured transfer",
+                             r->inferred_sizes, job->ncoll);
         }
         if ((rc = merge(job, r->slots, r->nslots, ratio, &pm, err)) != 0 ||
             (rc = simulate(&pm, job->ncoll, rv_whatif_schedule(w), &stop, err)) != 0)
