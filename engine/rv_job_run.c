@@ -556,7 +556,7 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
     for (size_t p = 0; p < n; p++)
         bslots[p] = (rv_job_slot){.pos = (int)p, .rank = job->r[p].rank, .g = job->r[p].g};
     if ((rc = merge(job, bslots, n, NULL, &bm, err)) != 0 ||
-        (rc = simulate(&bm, job->ncoll, rv_whatif_schedule(w), &stop, err)) != 0)
+        (rc = simulate(&bm, job->ncoll, RV_SCHED_EARLIEST_START, &stop, err)) != 0)
         goto out;
     waits(job, bslots, n, &bm, 0);
     for (size_t p = 0; p < n; p++) {
