@@ -508,6 +508,44 @@ out:
     return rc;
 }
 
+/* What the ranks' graphs rest on, said once for the job (rv_run says it
+ * per trace; codes as in docs/whatif.md). */
+static void graph_warnings(const rv_job *j, rv_job_result *r)
+{
+    size_t waits = 0, idle = 0, holds = 0, pre = 0, assumed = 0, single = 0, none = 0;
+    for (size_t p = 0; p < j->n; p++) {
+        const rv_graph *g = j->r[p].g;
+        waits += g->inferred_waits;
+        idle += g->inferred_idle;
+        holds += g->inferred_holds;
+        pre += g->prewindow_gpu;
+        assumed += g->launch_lat_assumed != 0;
+        single += g->niters == 1;
+        none += g->niters == 0;
+    }
+    if (waits || idle || holds || pre)
+        rv_job__warn(r, "graph_inferred",
+                     "the ranks' traces lack records the graphs needed: %zu cross-stream waits "
+                     "inferred, %zu stream idle gaps kept as measured, %zu lost launches held by "
+                     "their launcher, %zu GPU tasks queued before profiling, over %zu ranks "
+                     "(docs/internals/graph.md)",
+                     waits, idle, holds, pre, j->n);
+    if (assumed)
+        rv_job__warn(r, "launch_latency_assumed",
+                     "%zu of %zu ranks met too few idle-stream launches to measure the launch "
+                     "latency: the default is assumed there",
+                     assumed, j->n);
+    if (none)
+        rv_job__warn(r, "no_steps",
+                     "%zu of %zu ranks have no step markers: their whole trace is one iteration",
+                     none, j->n);
+    else if (single)
+        rv_job__warn(r, "single_step",
+                     "%zu of %zu ranks hold a single step: no steady-state window, warm-up and "
+                     "profiler start-up are in the figures",
+                     single, j->n);
+}
+
 static double ratio_of(double num, double den)
 {
     return den > 0 ? num / den : 0;
@@ -545,6 +583,7 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
     r->straggler_removed = -1;
     for (size_t i = 0; i < job->nwarn; i++)
         rv_job__warn(r, job->warn[i].code, "%s", job->warn[i].message);
+    graph_warnings(job, r);
     bslots = calloc(n, sizeof(*bslots));
     pred = calloc(n, sizeof(rv_graph *));
     bfig = calloc(n, sizeof(*bfig));

@@ -64,6 +64,14 @@ static int first_straggler(const rv_job_result *r)
     return rank;
 }
 
+static int has_warning(const rv_job_result *r, const char *code)
+{
+    for (size_t i = 0; i < r->nwarnings; i++)
+        if (strcmp(r->warnings[i].code, code) == 0)
+            return 1;
+    return 0;
+}
+
 /* Done-when 1: one job, each rank's step replayed within 2%, the slowest
  * rank named, wait and transfer per rank. */
 static void test_replay(void)
@@ -103,6 +111,8 @@ static void test_replay(void)
     for (size_t k = 0; k < sizeof(rkeys) / sizeof(rkeys[0]); k++)
         CU_ASSERT_PTR_NOT_NULL(json_object_get(rk, rkeys[k]));
     CU_ASSERT_EQUAL(json_object_size(json_object_get(o, "clock_offsets_us")), NR);
+    /* One step per rank: the answer says so, as a single trace's does. */
+    CU_ASSERT(has_warning(r, "single_step"));
     /* The slowest rank: rank 7 enters the collectives last in the trace
      * (its NCCL kernels last a few microseconds, the others wait). */
     int s = first_straggler(r);
@@ -162,14 +172,6 @@ static void test_cross_rank_edges(void)
     CU_ASSERT(violated > 0);
     rv_run_result_free(rr);
     rv_whatif_free(w);
-}
-
-static int has_warning(const rv_job_result *r, const char *code)
-{
-    for (size_t i = 0; i < r->nwarnings; i++)
-        if (strcmp(r->warnings[i].code, code) == 0)
-            return 1;
-    return 0;
 }
 
 /* Done-when 2: a rank whose kernels run 1.5x slower becomes the first
