@@ -79,6 +79,10 @@ static void test_replay(void)
     rv_job_result *r = run(job, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT_EQUAL(rv_job_world_size(job), NR);
+    CU_ASSERT_EQUAL(rv_job_nranks(job), NR);
+    for (size_t i = 0; i < NR; i++)
+        CU_ASSERT_EQUAL(rv_job_rank_at(job, i), (int)i);
+    CU_ASSERT_EQUAL(rv_job_rank_at(job, NR), -1);
     CU_ASSERT_EQUAL(r->nslots, NR);
     CU_ASSERT(job->ncoll >= 8);
     json_t *o = rv_job_render(r, "dlrm");
