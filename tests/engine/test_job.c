@@ -337,6 +337,20 @@ static void test_partial(void)
     CU_ASSERT_PTR_NULL(r);
     rv_job_free(j);
     rv_test_unload(&l);
+    /* Traces that name no rank take the order given, and say so. */
+    CU_ASSERT_EQUAL_FATAL(rv_test_load(traces, "param/linear-2080ti.kineto.json.gz", &l), 0);
+    rv_job_rank two[2] = {{l.g, l.s, -1, -1, "a"}, {l.g, l.s, -1, -1, "b"}};
+    build(two, 2, &j);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_EQUAL(rv_job_rank_at(j, 1), 1);
+    r = run(j, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT(has_warning(r, "rank_from_order"));
+    CU_ASSERT(has_warning(r, "no_collectives"));
+    CU_ASSERT(r->slots[0].replay_error <= 0.05);
+    rv_job_result_free(r);
+    rv_job_free(j);
+    rv_test_unload(&l);
 }
 
 int main(void)
