@@ -1,6 +1,7 @@
 /* Op shapes on a trace and the op tree; see rv_shapes.h. */
 #include "rv_shapes.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -207,6 +208,8 @@ out:
 #define PEND_INTS 16384
 
 struct rv_shapes_pending {
+    rv_mem_sample mem; /* a "[memory]" event's args */
+    int64_t mem_dev_type;
     int seen_dims;
     size_t nargs, nints; /* args: the longest of the three lists */
     rv_shape_arg args[RV_SHAPES_MAX_ARGS];
@@ -228,6 +231,8 @@ void rv_shapes_pending_free(rv_shapes_pending *p)
 
 void rv_shapes_pending_reset(rv_shapes_pending *p)
 {
+    p->mem = (rv_mem_sample){0, 0, RV_NONE, RV_NONE, RV_NONE, 0};
+    p->mem_dev_type = RV_NONE;
     p->seen_dims = 0;
     p->nargs = p->nints = 0;
 }
@@ -413,5 +418,79 @@ int rv_shapes_commit(rv_trace *t, int32_t event, rv_shapes_pending *p)
     int rc = rv_shapes_add(t, event, p->args, p->nargs, p->ints, p->nints);
     if (rc == 0 && t->shapes_source == RV_SHAPES_NONE)
         t->shapes_source = RV_SHAPES_KINETO;
+    return rc < 0 ? rc : 0;
+}
+
+static int key_is(const char *k, size_t n, const char *lit)
+{
+    return strlen(lit) == n && !memcmp(k, lit, n);
+}
+
+int rv_shapes_key(const char *key, size_t n)
+{
+    static const char *const keys[] = {"Input Dims",      "Concrete Inputs", "Bytes",
+                                       "Total Allocated", "Total Reserved",  "Device Type",
+                                       "Device Id"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (key_is(key, n, keys[i]))
+            return 1;
+    return 0;
+}
+
+/* An integer, or a string holding one; RV_NONE (value skipped) otherwise. */
+static int read_int_or_none(rv_jscan *js, int depth, rv_buf *b, int64_t *v)
+{
+    int c = rv_jscan_ws(js), rc;
+    *v = RV_NONE;
+    if (is_digit_start(c)) {
+        if ((rc = rv_jscan_number(js)) < 0)
+            return rc;
+        if (!num_int(js, v))
+            *v = RV_NONE;
+        return 0;
+    }
+    if (c == '"') {
+        rv_jscan_eat(js);
+        if ((rc = rv_jscan_string(js, b)) < 0)
+            return rc;
+        if (b->err || rv_jscan_dec_i64(b->p ? b->p : "", b->len, 0, v) != RV_JSCAN_OK)
+            *v = RV_NONE;
+        return 0;
+    }
+    return rv_jscan_skip(js, depth);
+}
+
+int rv_shapes_read_arg(rv_jscan *js, int depth, const char *key, size_t n, rv_shapes_pending *p,
+                       rv_buf *b)
+{
+    int64_t v;
+    int rc;
+    if (key_is(key, n, "Input Dims"))
+        return rv_shapes_read_dims(js, depth, p);
+    if (key_is(key, n, "Concrete Inputs"))
+        return rv_shapes_read_concrete(js, depth, p, b);
+    if ((rc = read_int_or_none(js, depth, b, &v)) < 0)
+        return rc;
+    if (key_is(key, n, "Bytes"))
+        p->mem.bytes = v == RV_NONE ? 0 : v;
+    else if (key_is(key, n, "Total Allocated"))
+        p->mem.allocated = v;
+    else if (key_is(key, n, "Total Reserved"))
+        p->mem.reserved = v;
+    else if (key_is(key, n, "Device Type"))
+        p->mem_dev_type = v;
+    else if (key_is(key, n, "Device Id"))
+        p->mem.device = v >= 0 && v <= INT32_MAX ? (int32_t)v : RV_NONE;
+    return 0;
+}
+
+int rv_shapes_commit_mem(rv_trace *t, const rv_shapes_pending *p, const char *name, size_t n,
+                         int64_t ts_ns)
+{
+    if (n != 8 || memcmp(name, "[memory]", 8) != 0 || p->mem_dev_type != 1 || p->mem.device < 0)
+        return 0;
+    rv_mem_sample m = p->mem;
+    m.ts_ns = ts_ns;
+    int rc = rv_trace_add_mem(t, &m);
     return rc < 0 ? rc : 0;
 }

@@ -65,6 +65,22 @@ void rv_shapes_pending_free(rv_shapes_pending *p); /* NULL-safe */
 /* Forgets the previous op. */
 void rv_shapes_pending_reset(rv_shapes_pending *p);
 
+/* Whether key[0..n) is an argument rv_shapes_read_arg reads: "Input Dims",
+ * "Concrete Inputs", and the "[memory]" event's "Bytes", "Total
+ * Allocated", "Total Reserved", "Device Type", "Device Id". */
+int rv_shapes_key(const char *key, size_t n);
+
+/* Reads that argument's value into p (b: the caller's string buffer). 0 or
+ * a negative rv_err from the scanner. */
+int rv_shapes_read_arg(rv_jscan *js, int depth, const char *key, size_t n, rv_shapes_pending *p,
+                       rv_buf *b);
+
+/* For an instant event named name[0..n) at ts_ns: when it is a GPU
+ * "[memory]" event (device type 1, CUDA and ROCm alike), adds its sample
+ * to t. 0 or RV_ERR_NOMEM. */
+int rv_shapes_commit_mem(rv_trace *t, const rv_shapes_pending *p, const char *name, size_t n,
+                         int64_t ts_ns);
+
 /* Reads an "Input Dims" value ([[2, 3], [], [[1], [2]]]): flat lists are
  * tensor shapes, nested ones (tensor lists) keep none. 0 or a negative
  * rv_err from the scanner. */
