@@ -91,19 +91,31 @@ static json_t *flops_json(rv_run_result *r, const rv_flops_trace *f, double *per
 {
     const rv_graph *g = r->graph;
     const rv_trace *t = g->trace;
-    double sum = 0, by_cls[RV_FC_COUNT] = {0};
+    double sum = 0, by_cls[RV_FC_COUNT] = {0}, ktime = 0, kcosted = 0;
     for (size_t i = 0; i < g->ntasks; i++) {
         const rv_task *k = &g->tasks[i];
-        if (k->event < 0 || (size_t)k->event >= t->nevents || f->flops[k->event] <= 0)
+        /* Collectives move data; they have no FLOPs to miss. */
+        if (k->event < 0 || (size_t)k->event >= t->nevents || k->kind == RV_TASK_COMM ||
+            t->events[k->event].cat != RV_CAT_KERNEL)
             continue;
         int64_t a = r->base->start_ns[i];
         if (a < r->base_win.t0_ns || a >= r->base_win.t1_ns)
             continue;
+        ktime += (double)k->dur_ns;
+        if (f->cls[k->event] == RV_FC_NONE)
+            continue;
+        kcosted += (double)k->dur_ns;
         sum += f->flops[k->event];
         by_cls[f->cls[k->event]] += f->flops[k->event];
     }
     double per = r->base_win.per > 0 ? r->base_win.per : 1;
     *per_step = sum / per;
+    /* Kernels of ops without a formula (or without shapes) count nothing. */
+    if (ktime > 0 && kcosted < 0.9 * ktime)
+        rv_run_warn(r, "flops_partial",
+                    "the FLOP formulas cover %.0f%% of the step's kernel time: flops and mfu "
+                    "are lower bounds",
+                    100 * kcosted / ktime);
     json_t *cls = json_object();
     for (int c = 1; c < RV_FC_COUNT; c++)
         if (by_cls[c] > 0)

@@ -97,6 +97,7 @@ static void test_resnet_v100(void)
     CU_ASSERT(num(o, "memory.peak_bytes") > 0);
     CU_ASSERT(has_warning(o, "memory_lower_bound"));
     CU_ASSERT(has_warning(o, "batch_inferred"));
+    CU_ASSERT(!has_warning(o, "flops_partial"));
     double gu = num(o, "utilization.gpu.baseline"), cu = num(o, "utilization.cpu.baseline");
     CU_ASSERT(gu > 0 && gu <= 1 && cu > 0 && cu <= 1);
     json_decref(o);
@@ -153,6 +154,18 @@ static void test_bert_h100(void)
     CU_ASSERT_EQUAL(num(o, "batch_size.value"), 8);
     CU_ASSERT(fabs(num(o, "throughput.baseline") - 8 / (num(o, "baseline_us") * 1e-6)) < 1e-6);
     CU_ASSERT(!has_warning(o, "batch_inferred"));
+    json_decref(o);
+}
+
+/* DLRM's embedding lookups run in fbgemm ops without a formula: the FLOPs
+ * cover part of the kernel time, and the answer says so. */
+static void test_partial(void)
+{
+    json_t *o = answer("param/dlrm-8rank/worker0.kineto.json.gz", NULL);
+    if (!o)
+        return;
+    CU_ASSERT(num(o, "flops.per_step") > 0);
+    CU_ASSERT(has_warning(o, "flops_partial"));
     json_decref(o);
 }
 
@@ -224,6 +237,7 @@ int main(void)
     CU_add_test(s, "ResNet-50 V100: conv FLOPs, mfu, batch, memory", test_resnet_v100);
     CU_add_test(s, "BERT H100: bf16 mfu, allocator peak, request batch", test_bert_h100);
     CU_add_test(s, "no shapes: null with a warning", test_no_shapes);
+    CU_add_test(s, "FLOPs covering part of the kernels: a warning", test_partial);
     CU_add_test(s, "memory breakdown from an ET", test_breakdown_from_et);
     return rv_test_run() ? 1 : 0;
 }
