@@ -378,6 +378,11 @@ static int classify_cat(const char *s, size_t n)
     return -1;
 }
 
+int rv_kineto_category(const char *s, size_t n)
+{
+    return classify_cat(s, n);
+}
+
 static int sync_kind(const char *s, size_t n)
 {
     if (n == 11 && !memcmp(s, "Stream Sync", 11))
