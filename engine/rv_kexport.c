@@ -469,12 +469,22 @@ static void begin_event(ctx *c)
         rv_buf_addc(c->out, ',');
 }
 
-/* One ac2g pair per launched GPU task, from its launch to its start. */
-static void write_flows(ctx *c)
+/* One ac2g pair per launched GPU task, from its launch to its start. The
+ * id is the correlation; a launch of several GPU tasks (a CUDA graph) gives
+ * each further pair a fresh id above every correlation, so no two pairs
+ * share one. */
+static int write_flows(ctx *c)
 {
     const rv_graph *g = c->pg;
     const rv_trace *tr = c->tr;
-    for (size_t i = 0; i < c->bg->ntasks; i++) {
+    int64_t fresh = 0;
+    rv_map used;
+    int rc = 0;
+    rv_map_init(&used, RV_TRACE_MAX_EVENTS);
+    for (size_t i = 0; i < tr->nevents; i++)
+        if (tr->events[i].correlation > fresh)
+            fresh = tr->events[i].correlation;
+    for (size_t i = 0; i < c->bg->ntasks && rc >= 0; i++) {
         const rv_task *t = &g->tasks[i];
         if (t->kind == RV_TASK_CPU || t->event < 0 || t->launch < 0 || (t->flags & RV_TF_REMOVED) ||
             (g->tasks[t->launch].flags & RV_TF_REMOVED))
@@ -484,11 +494,14 @@ static void write_flows(ctx *c)
         if (ke->correlation == RV_NONE || l->event < 0)
             continue;
         const rv_event *le = &tr->events[l->event];
-        for (int f = 0; f < 2; f++) {
+        int64_t id = ke->correlation;
+        rc = rv_map_put(&used, (uint64_t)id, 0);
+        if (rc == 0 && fresh < INT64_MAX)
+            id = ++fresh;
+        for (int f = 0; f < 2 && rc >= 0; f++) {
             const rv_event *at = f ? ke : le;
             begin_event(c);
-            rv_buf_printf(c->out, "{\"ph\":\"%s\",\"id\":%" PRId64 ",\"pid\":", f ? "f" : "s",
-                          ke->correlation);
+            rv_buf_printf(c->out, "{\"ph\":\"%s\",\"id\":%" PRId64 ",\"pid\":", f ? "f" : "s", id);
             put_id(c, rv_trace_str(tr, at->pid));
             rv_buf_adds(c->out, ",\"tid\":");
             put_id(c, rv_trace_str(tr, at->tid));
@@ -499,6 +512,8 @@ static void write_flows(ctx *c)
         }
         c->st.flows++;
     }
+    rv_map_free(&used);
+    return rc < 0 ? rc : 0;
 }
 
 static const char *cat_text(int cat)
@@ -643,12 +658,15 @@ static int export_events(ctx *c)
 }
 
 /* The additions after the original's events, and "]". */
-static void finish_events(ctx *c, const json_t *applied, const char *source)
+static int finish_events(ctx *c, const json_t *applied, const char *source)
 {
-    write_flows(c);
+    int rc = write_flows(c);
+    if (rc < 0)
+        return rv_error_set(c->js.err, rc, -1, -1, "cannot number the flows");
     write_inserted(c);
     write_annotations(c, applied, source);
     rv_buf_addc(c->out, ']');
+    return 0;
 }
 
 /* "reverieExport": what this file is and what was changed. */
@@ -680,7 +698,8 @@ static int export_document(ctx *c, const json_t *applied, const char *source)
         put_key(c, &first, "traceEvents", 11);
         if ((rc = export_events(c)) < 0)
             return rc;
-        finish_events(c, applied, source);
+        if ((rc = finish_events(c, applied, source)) < 0)
+            return rc;
         seen = 1;
     } else if (ch == '{') {
         rv_jscan_eat(s);
@@ -695,7 +714,8 @@ static int export_document(ctx *c, const json_t *applied, const char *source)
             if (events && ch == '[' && !seen) {
                 if ((rc = export_events(c)) < 0)
                     return rc;
-                finish_events(c, applied, source);
+                if ((rc = finish_events(c, applied, source)) < 0)
+                    return rc;
                 seen = 1;
                 continue;
             }
