@@ -138,6 +138,8 @@ static const rv_route routes[] = {
      "traces_timeline"},
     {"POST", "/v1/traces/{id}/whatif", rv_api_trace_whatif, RV_BODY_JSON, RV_SCOPE_READ, 0,
      "traces_whatif"},
+    {"POST", "/v1/traces/{id}/whatif/export", rv_api_trace_export, RV_BODY_JSON, RV_SCOPE_READ, 0,
+     "traces_whatif_export"},
     {"GET", "/v1/traces/{id}/diff", rv_api_trace_diff_get, RV_BODY_NONE, RV_SCOPE_READ, 0,
      "traces_diff"},
     {"POST", "/v1/traces/{id}/diff", rv_api_trace_diff_post, RV_BODY_JSON, RV_SCOPE_READ, 0,

@@ -177,6 +177,37 @@ static void test_simulate_whatif(void)
     run_free(&r);
 }
 
+/* --export-trace writes the predicted run as a Kineto trace (gzip for
+ * .gz) that `reverie simulate` reads back at the predicted step. */
+static void test_export_trace(void)
+{
+    static const char *const docs[] = {"{\"optimizations\":[{\"kind\":\"amp\"}]}",
+                                       "{\"power_limit_w\":150}"};
+    char path[] = "/tmp/rv_cli_export_XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    close(fd);
+    char gz[64];
+    snprintf(gz, sizeof(gz), "%s.json.gz", path);
+    for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
+        run_result r, b;
+        run(&r, (const char *const[]){"simulate", SAMPLE, "--whatif", docs[i], "--export-trace", gz,
+                                      NULL});
+        json_t *doc = report(&r);
+        run(&b, (const char *const[]){"simulate", gz, NULL});
+        json_t *back = report(&b);
+        double p = number(doc, "predicted_us"), m = number(back, "measured_us");
+        printf("\n  %s: predicted %.1f us, export measures %.1f us", docs[i], p, m);
+        CU_ASSERT(fabs(m - p) <= 0.02 * p);
+        json_decref(doc);
+        json_decref(back);
+        run_free(&r);
+        run_free(&b);
+    }
+    unlink(gz);
+    unlink(path);
+}
+
 /* A bad what-if document exits non-zero and names the offending field. */
 static void test_bad_whatif(void)
 {
@@ -361,6 +392,7 @@ int main(void)
     CU_pSuite s = CU_add_suite("cli", NULL, NULL);
     CU_add_test(s, "simulate prints a JSON report", test_simulate_report);
     CU_add_test(s, "simulate with a what-if", test_simulate_whatif);
+    CU_add_test(s, "simulate --export-trace reads back", test_export_trace);
     CU_add_test(s, "a bad what-if names the field", test_bad_whatif);
     CU_add_test(s, "a missing trace", test_missing_trace);
     CU_add_test(s, "usage errors", test_usage_errors);
