@@ -215,10 +215,10 @@ static void check_case(const rv_test_loaded *l, const unsigned char *orig, size_
     CU_ASSERT_EQUAL_FATAL(rv_run(back.g, back.s, NULL, NULL, &rr, &err), 0);
     double head = fabs(rr->sum.measured_us - r->sum.predicted_us) / r->sum.predicted_us;
     printf("  %-42s %-58s predicted %9.1f us, export measures %9.1f us (%+.2f%%), worst step "
-           "%.2f%%, %zu flows, %zu inserted\n",
+           "%.2f%%, replays %.2f%% off, %zu flows, %zu inserted\n",
            name, doc, r->sum.predicted_us, rr->sum.measured_us,
-           100 * (rr->sum.measured_us / r->sum.predicted_us - 1), 100 * step_err, st.flows,
-           st.inserted);
+           100 * (rr->sum.measured_us / r->sum.predicted_us - 1), 100 * step_err,
+           100 * rr->sum.replay_error, st.flows, st.inserted);
     /* The export's figure is the median of its steps' CPU markers; the
      * answer scales the baseline by the steady-state span up to the GPU's
      * completion. They part where the predicted steps vary or the CPU runs
@@ -230,6 +230,21 @@ static void check_case(const rv_test_loaded *l, const unsigned char *orig, size_
         worst_step = step_err;
     if (head > worst_headline && !headline_exempt(name, doc))
         worst_headline = head;
+
+    /* GPU work sits where the simulation put it, to the nanosecond. */
+    size_t gpu = 0, off = 0;
+    for (size_t i = 0; i < l->g->ntasks && st.removed == 0; i++) {
+        const rv_task *t = &pg->tasks[i];
+        if (t->kind == RV_TASK_CPU || t->event < 0)
+            continue;
+        const rv_event *e = &back.tr->events[t->event];
+        gpu++;
+        off += e->ts_ns != pg->origin_ns + ps->start_ns[i] + st.shift_ns ||
+               e->dur_ns != ps->end_ns[i] - ps->start_ns[i];
+    }
+    CU_ASSERT_EQUAL(off, 0);
+    if (off)
+        printf("    %zu of %zu GPU tasks away from their simulated times\n", off, gpu);
 
     /* No negative time anywhere in the file. */
     CU_ASSERT_PTR_NULL(strstr(out.p, "\"ts\":-"));
