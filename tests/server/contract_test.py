@@ -651,6 +651,16 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
     c.call("POST", dp, 400, params={"id": id_resnet},
            body={"optimizations": [{"kind": "warp-drive"}]}, what="unknown kind")
 
+    # The prediction as a Kineto trace: the original's metadata, one annotation per model.
+    xp = "/v1/traces/{id}/whatif/export"
+    st, ex = c.call("POST", xp, 200, params={"id": id_resnet}, body={"power_limit_frac": 0.7})
+    if not isinstance(ex, dict) or "deviceProperties" not in ex or \
+            not any(e.get("name") == "reverie what-if: power_limit" for e in ex.get("traceEvents", [])):
+        fail("export: no deviceProperties or no power_limit annotation")
+    c.call("POST", xp, 200, params={"id": id_resnet}, query={"run": "baseline"}, body={})
+    c.call("POST", xp, 400, params={"id": id_resnet}, query={"run": "later"}, body={})
+    c.call("POST", xp, 404, params={"id": 987654321}, body={})
+
     # Catalogues.
     st, pl = c.call("GET", "/v1/platforms", 200)
     pid = pl["platforms"][0]["id"] if isinstance(pl, dict) and pl.get("platforms") else 1
