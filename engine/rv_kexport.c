@@ -164,7 +164,7 @@ static int prepare(ctx *c, rv_error *err)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory for the export");
     for (size_t i = 0; i < tr->nevents; i++)
         c->ev2task[i] = -1;
-    rv_map_init(&c->threads, RV_GRAPH_MAX_THREADS * 4);
+    rv_map_init(&c->threads, (size_t)RV_GRAPH_MAX_THREADS * 4);
     for (size_t i = 0; i < bg->ntasks && rc >= 0; i++) {
         const rv_task *t = &bg->tasks[i];
         c->xs[i] = task_start(c, (int32_t)i);
