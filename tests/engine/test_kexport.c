@@ -37,6 +37,25 @@ static const char *const WHATIFS[] = {
     "{\"optimizations\":[{\"kind\":\"cpu_speed\",\"factor\":2}]}",
 };
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RV_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define RV_SANITIZED 1
+#endif
+#endif
+#ifndef RV_SANITIZED
+#define RV_SANITIZED 0
+#endif
+
+/* Under sanitizers (unoptimized, several times slower) the code paths are
+ * what matters: AMP (re-timed, inserted and launched tasks) on the second
+ * trace; the round trip and the fuzz replay add the rest. */
+static int sanitized_case(size_t t, size_t w)
+{
+    return t == 1 && w == 1;
+}
+
 static unsigned char *read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -337,6 +356,8 @@ out:
 static void test_exports(void)
 {
     for (size_t t = 0; t < sizeof(TRACES) / sizeof(TRACES[0]); t++) {
+        if (RV_SANITIZED && t != 1)
+            continue;
         char path[1024];
         size_t len = 0;
         rv_test_loaded l;
@@ -345,7 +366,8 @@ static void test_exports(void)
         CU_ASSERT_PTR_NOT_NULL_FATAL(orig);
         CU_ASSERT_EQUAL_FATAL(rv_test_load(NULL, path, &l), 0);
         for (size_t w = 0; w < sizeof(WHATIFS) / sizeof(WHATIFS[0]); w++)
-            check_case(&l, orig, len, TRACES[t], WHATIFS[w]);
+            if (!RV_SANITIZED || sanitized_case(t, w))
+                check_case(&l, orig, len, TRACES[t], WHATIFS[w]);
         rv_test_unload(&l);
         free(orig);
     }
