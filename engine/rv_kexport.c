@@ -43,6 +43,7 @@ typedef struct ctx {
     member *mem;
     rv_buf sbuf;
     int64_t lo_ns, hi_ns; /* the exported run's span, graph time */
+    int64_t fresh;        /* the last flow or correlation id handed out */
 } ctx;
 
 /* ---------------------------------------------------------------- times */
@@ -484,6 +485,9 @@ static int write_flows(ctx *c)
     for (size_t i = 0; i < tr->nevents; i++)
         if (tr->events[i].correlation > fresh)
             fresh = tr->events[i].correlation;
+    for (size_t i = 0; i < tr->nevents; i++)
+        if (tr->events[i].external_id > fresh)
+            fresh = tr->events[i].external_id;
     for (size_t i = 0; i < c->bg->ntasks && rc >= 0; i++) {
         const rv_task *t = &g->tasks[i];
         if (t->kind == RV_TASK_CPU || t->event < 0 || t->launch < 0 || (t->flags & RV_TF_REMOVED) ||
@@ -513,6 +517,7 @@ static int write_flows(ctx *c)
         c->st.flows++;
     }
     rv_map_free(&used);
+    c->fresh = fresh;
     return rc < 0 ? rc : 0;
 }
 
@@ -526,21 +531,167 @@ static const char *cat_text(int cat)
     }
 }
 
-/* Tasks a model added: GPU work on a stream of their own (a thread the
- * model added gets a new stream number), named after what they stand for. */
-static void write_inserted(ctx *c)
+/* Whether inserted task i falls in idle time of original stream thread
+ * to (the stream's tasks run in order, so their simulated starts are). */
+static int fits_stream(const ctx *c, int32_t to, size_t i)
+{
+    const rv_thread *th = &c->pg->threads[to];
+    const int64_t *st = c->ps->start_ns, *en = c->ps->end_ns;
+    int32_t lo = th->first, hi = th->first + th->norig;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (st[mid] <= st[i])
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int32_t p = lo - 1;
+    if (p >= th->first && en[p] > st[i])
+        return 0;
+    return p + 1 >= th->first + th->norig || st[p + 1] >= en[i];
+}
+
+/* For each thread a model added: the original stream (same device, stream
+ * and row) it folds into when all its tasks fall in that stream's idle
+ * time, as AMP's casts do between the kernels they serve; one thread per
+ * stream. -1: it keeps a stream of its own. */
+static int32_t *fold_threads(const ctx *c)
+{
+    const rv_graph *g = c->pg, *bg = c->bg;
+    int32_t *to = malloc((g->nthreads ? g->nthreads : 1) * sizeof(*to));
+    uint8_t *taken = calloc(g->nthreads ? g->nthreads : 1, 1);
+    for (size_t k = 0; to && taken && k < g->nthreads; k++) {
+        const rv_thread *s = &g->threads[k];
+        to[k] = -1;
+        if (k < bg->nthreads || s->kind != RV_THREAD_GPU)
+            continue;
+        for (size_t o = 0; o < bg->nthreads; o++) {
+            const rv_thread *th = &g->threads[o];
+            if (th->kind == RV_THREAD_GPU && th->norig > 0 && !taken[o] &&
+                th->device == s->device && th->stream == s->stream && th->pid == s->pid &&
+                th->tid == s->tid) {
+                to[k] = (int32_t)o;
+                break;
+            }
+        }
+    }
+    for (size_t i = bg->ntasks; to && taken && i < g->ntasks; i++) {
+        int32_t k = g->tasks[i].thread;
+        if (to[k] >= 0 && !(g->tasks[i].flags & RV_TF_REMOVED) && !fits_stream(c, to[k], i))
+            to[k] = -1;
+    }
+    for (size_t k = bg->nthreads; to && taken && k < g->nthreads; k++) {
+        if (to[k] >= 0 && taken[to[k]])
+            to[k] = -1;
+        else if (to[k] >= 0)
+            taken[to[k]] = 1;
+    }
+    if (!taken) {
+        free(to);
+        to = NULL;
+    }
+    free(taken);
+    return to;
+}
+
+/* For each inserted task: the call that launches it in the export, the
+ * launch of the original task the model put it after (the edge from that
+ * anchor), or -1. */
+static int32_t *inserted_launchers(const ctx *c)
+{
+    const rv_graph *g = c->pg, *bg = c->bg;
+    size_t n = g->ntasks - bg->ntasks;
+    int32_t *l = malloc((n ? n : 1) * sizeof(*l));
+    for (size_t i = 0; l && i < n; i++)
+        l[i] = -1;
+    for (size_t e = 0; l && e < g->nedges; e++) {
+        const rv_edge *ed = &g->edges[e];
+        if (ed->kind != RV_EDGE_OTHER || ed->dst < (int32_t)bg->ntasks ||
+            ed->src >= (int32_t)bg->ntasks || ed->src < 0 || l[ed->dst - bg->ntasks] >= 0)
+            continue;
+        const rv_task *a = &g->tasks[ed->src];
+        int32_t call = a->kind == RV_TASK_CPU ? ed->src : a->launch;
+        if (call >= 0 && g->tasks[call].kind == RV_TASK_CPU && g->tasks[call].event >= 0 &&
+            !(g->tasks[call].flags & RV_TF_REMOVED))
+            l[ed->dst - bg->ntasks] = call;
+    }
+    return l;
+}
+
+/* A zero-length launch call for an inserted task, at the end of the call
+ * that launched its anchor, with its flow pair. */
+static void write_launch(ctx *c, int32_t call, size_t task, int64_t id, const char *pid,
+                         const char *tid)
+{
+    const rv_trace *tr = c->tr;
+    const rv_event *le = &tr->events[c->pg->tasks[call].event];
+    int64_t at = c->ps->end_ns[call];
+    begin_event(c);
+    rv_buf_adds(c->out, "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\","
+                        "\"pid\":");
+    put_id(c, rv_trace_str(tr, le->pid));
+    rv_buf_adds(c->out, ",\"tid\":");
+    put_id(c, rv_trace_str(tr, le->tid));
+    rv_buf_adds(c->out, ",\"ts\":");
+    put_time(c, at);
+    rv_buf_printf(
+        c->out, ",\"dur\":0,\"args\":{\"correlation\":%" PRId64 ",\"reverie_inserted\":true}}", id);
+    for (int f = 0; f < 2; f++) {
+        begin_event(c);
+        rv_buf_printf(c->out, "{\"ph\":\"%s\",\"id\":%" PRId64 ",\"pid\":", f ? "f" : "s", id);
+        put_id(c, f ? pid : rv_trace_str(tr, le->pid));
+        rv_buf_adds(c->out, ",\"tid\":");
+        if (f && tid[0] == '#')
+            rv_buf_adds(c->out, tid + 1);
+        else
+            put_id(c, f ? tid : rv_trace_str(tr, le->tid));
+        rv_buf_adds(c->out, ",\"ts\":");
+        put_time(c, f ? c->ps->start_ns[task] : at);
+        rv_buf_adds(c->out, f ? ",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"}"
+                              : ",\"cat\":\"ac2g\",\"name\":\"ac2g\"}");
+    }
+    c->st.flows++;
+}
+
+/* Tasks a model added. GPU work goes on the stream it serves when it fits
+ * in that stream's idle time (fold_threads), else on a stream of its own
+ * (1000000 + k), launched by a zero-length call after its anchor's launch
+ * when it has one; CPU work on a row of its own. */
+static int write_inserted(ctx *c)
 {
     const rv_graph *g = c->pg, *bg = c->bg;
     const rv_trace *tr = c->tr;
+    int32_t *fold = fold_threads(c), *launcher = inserted_launchers(c);
+    if (!fold || !launcher) {
+        free(fold);
+        free(launcher);
+        return RV_ERR_NOMEM;
+    }
     for (size_t i = bg->ntasks; i < g->ntasks; i++) {
         const rv_task *t = &g->tasks[i];
         if (t->flags & RV_TF_REMOVED)
             continue;
-        const rv_thread *th = &g->threads[t->thread];
+        int32_t ti = fold[t->thread] >= 0 ? fold[t->thread] : t->thread;
+        const rv_thread *th = &g->threads[ti];
         int cpu = th->kind == RV_THREAD_CPU;
-        int own = (size_t)t->thread >= bg->nthreads;
+        int own = (size_t)ti >= bg->nthreads;
         int64_t stream =
-            own ? INSERTED_STREAM_BASE + (int64_t)(t->thread - (int32_t)bg->nthreads) : th->stream;
+            own ? INSERTED_STREAM_BASE + (int64_t)(ti - (int32_t)bg->nthreads) : th->stream;
+        char tid[64];
+        if (cpu && own)
+            snprintf(tid, sizeof(tid), "reverie inserted %d", ti);
+        else if (cpu || !own)
+            snprintf(tid, sizeof(tid), "%s", rv_trace_str(tr, th->tid));
+        else
+            snprintf(tid, sizeof(tid), "#%" PRId64, stream); /* '#': a number as is */
+        const char *pid = rv_trace_str(tr, th->pid);
+        int64_t corr = -1;
+        int32_t call = launcher[i - bg->ntasks];
+        if (!cpu && call >= 0 && c->fresh < INT64_MAX) {
+            corr = ++c->fresh;
+            write_launch(c, call, i, corr, pid, tid);
+            c->st.launched++;
+        }
         const char *name = t->name ? rv_trace_str(tr, t->name) : "";
         begin_event(c);
         rv_buf_adds(c->out, "{\"ph\":\"X\",\"cat\":");
@@ -549,16 +700,14 @@ static void write_inserted(ctx *c)
         if (name[0])
             rv_jsonw_str(c->out, name);
         else
-            rv_buf_printf(c->out, "\"reverie inserted %s\"", rv_task_kind_name(t->kind));
+            rv_buf_printf(c->out, "\"reverie inserted %s\"", cpu ? "cpu_op" : cat_text(t->cat));
         rv_buf_adds(c->out, ",\"pid\":");
-        put_id(c, rv_trace_str(tr, th->pid));
+        put_id(c, pid);
         rv_buf_adds(c->out, ",\"tid\":");
-        if (cpu && own)
-            rv_buf_printf(c->out, "\"reverie inserted %d\"", t->thread);
-        else if (cpu || !own)
-            put_id(c, rv_trace_str(tr, th->tid));
+        if (tid[0] == '#')
+            rv_buf_adds(c->out, tid + 1);
         else
-            rv_buf_printf(c->out, "%" PRId64, stream);
+            put_id(c, tid);
         rv_buf_adds(c->out, ",\"ts\":");
         put_time(c, c->ps->start_ns[i]);
         rv_buf_adds(c->out, ",\"dur\":");
@@ -567,11 +716,16 @@ static void write_inserted(ctx *c)
         if (!cpu)
             rv_buf_printf(c->out, "\"device\":%d,\"stream\":%" PRId64 ",",
                           th->device >= 0 ? th->device : 0, stream);
+        if (corr >= 0)
+            rv_buf_printf(c->out, "\"correlation\":%" PRId64 ",", corr);
         if (t->bytes >= 0)
             rv_buf_printf(c->out, "\"bytes\":%" PRId64 ",", t->bytes);
         rv_buf_adds(c->out, "\"reverie_inserted\":true}}");
         c->st.inserted++;
     }
+    free(fold);
+    free(launcher);
+    return 0;
 }
 
 /* The what-if row: its name, one annotation for the run and one per
@@ -663,7 +817,8 @@ static int finish_events(ctx *c, const json_t *applied, const char *source)
     int rc = write_flows(c);
     if (rc < 0)
         return rv_error_set(c->js.err, rc, -1, -1, "cannot number the flows");
-    write_inserted(c);
+    if (write_inserted(c) < 0)
+        return rv_error_set(c->js.err, RV_ERR_NOMEM, -1, -1, "out of memory for inserted tasks");
     write_annotations(c, applied, source);
     rv_buf_addc(c->out, ']');
     return 0;
@@ -679,8 +834,8 @@ static void write_meta(ctx *c, int *first, const json_t *applied, const char *so
     rv_buf_printf(c->out,
                   ",\"note\":\"times are Reverie's simulation of this trace, not a measurement\""
                   ",\"events_in\":%zu,\"retimed\":%zu,\"removed\":%zu,\"inserted\":%zu"
-                  ",\"flows\":%zu,\"shift_us\":",
-                  st->events_in, st->retimed, st->removed, st->inserted, st->flows);
+                  ",\"inserted_launched\":%zu,\"flows\":%zu,\"shift_us\":",
+                  st->events_in, st->retimed, st->removed, st->inserted, st->launched, st->flows);
     put_dur(c, st->shift_ns);
     rv_buf_adds(c->out, ",\"applied\":");
     char *txt = applied ? json_dumps(applied, JSON_COMPACT) : NULL;

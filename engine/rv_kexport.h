@@ -47,6 +47,7 @@ typedef struct rv_kexport_stats {
     size_t flows_in;   /* ac2g flow events of the original (replaced) */
     size_t flows;      /* flow pairs written */
     size_t inserted;   /* tasks a model inserted, written as new events */
+    size_t launched;   /* of those, given a launch call (and a flow pair) */
     int64_t shift_ns;  /* added to every time so that none is negative */
 } rv_kexport_stats;
 
