@@ -3,11 +3,15 @@
  * trace that the project's reader measures at the predicted step, for a
  * trace stored as received (gzip) and one the server wrapped (plain JSON);
  * ?run=baseline gives the baseline; bad parameters and unknown traces get
- * the error shape. Skips (77) without the public traces or PostgreSQL. */
+ * the error shape. Also the diff cache (server/rv_api_diff.c): a repeated
+ * diff is a cache hit with the same bytes, and a diff whose other trace
+ * was deleted is computed again (404), not served from the cache. Skips
+ * (77) without the public traces or PostgreSQL. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <CUnit/Basic.h>
 #include <jansson.h>
@@ -174,6 +178,93 @@ static void test_errors(void)
     tc_resp_free(&r);
 }
 
+static double metric(const char *name)
+{
+    char url[128];
+    tc_resp r;
+    double v = -1;
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/metrics", g_port);
+    if (tc_get(url, NULL, &r) == 200 && r.body) {
+        const char *p = r.body;
+        size_t n = strlen(name);
+        while ((p = strstr(p, name)) != NULL) {
+            if ((p == r.body || p[-1] == '\n') && p[n] == ' ') {
+                v = strtod(p + n + 1, NULL);
+                break;
+            }
+            p += n;
+        }
+    }
+    tc_resp_free(&r);
+    return v;
+}
+
+static long request(const char *method, const char *path, const char *body, tc_resp *out)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", g_port, path);
+    tc_req q = {.method = method, .url = url};
+    if (body) {
+        q.ctype = "application/json";
+        q.body = body;
+        q.len = strlen(body);
+    }
+    if (tc_do(&q, out) != 0) {
+        memset(out, 0, sizeof(*out));
+        return -1;
+    }
+    return out->status;
+}
+
+/* The same diff twice: the second from the cache, byte for byte. */
+static void same_twice(const char *method, const char *path, const char *body)
+{
+    tc_resp a, b;
+    struct timespec t1, t2;
+    double h0 = metric("reveried_whatif_cache_hits_total");
+    CU_ASSERT_EQUAL(request(method, path, body, &a), 200);
+    double h1 = metric("reveried_whatif_cache_hits_total");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CU_ASSERT_EQUAL(request(method, path, body, &b), 200);
+    clock_gettime(CLOCK_MONOTONIC, &t2);
+    double h2 = metric("reveried_whatif_cache_hits_total");
+    printf("\n    %s %s: hits %.0f -> %.0f -> %.0f, second answer in %.1f ms", method, path, h0, h1,
+           h2, (double)(t2.tv_sec - t1.tv_sec) * 1e3 + (double)(t2.tv_nsec - t1.tv_nsec) / 1e6);
+    CU_ASSERT_EQUAL(h1, h0);
+    CU_ASSERT_EQUAL(h2, h1 + 1);
+    CU_ASSERT(a.body && b.body && a.len == b.len && memcmp(a.body, b.body, a.len) == 0);
+    CU_ASSERT_PTR_NOT_NULL(a.body && strstr(a.body, "\"ops\""));
+    tc_resp_free(&a);
+    tc_resp_free(&b);
+}
+
+static void test_diff_cache(void)
+{
+    char path[128];
+    int64_t other = upload("diff-other", "application/gzip", NULL, 0, g_ns);
+    CU_ASSERT_FATAL(other > 0);
+    snprintf(path, sizeof(path), "/v1/traces/%lld/diff?with=%lld&top=5", (long long)g_id_plain,
+             (long long)other);
+    same_twice("GET", path, NULL);
+    snprintf(path, sizeof(path), "/v1/traces/%lld/diff?top=5", (long long)g_id_plain);
+    same_twice("POST", path, "{\"power_limit_frac\":0.7}");
+    /* Another top is another answer. */
+    tc_resp r;
+    double h0 = metric("reveried_whatif_cache_hits_total");
+    snprintf(path, sizeof(path), "/v1/traces/%lld/diff?top=6", (long long)g_id_plain);
+    CU_ASSERT_EQUAL(request("POST", path, "{\"power_limit_frac\":0.7}", &r), 200);
+    tc_resp_free(&r);
+    CU_ASSERT_EQUAL(metric("reveried_whatif_cache_hits_total"), h0);
+    /* The other trace deleted: no stale answer. */
+    snprintf(path, sizeof(path), "/v1/traces/%lld", (long long)other);
+    CU_ASSERT_EQUAL(request("DELETE", path, NULL, &r), 200);
+    tc_resp_free(&r);
+    snprintf(path, sizeof(path), "/v1/traces/%lld/diff?with=%lld&top=5", (long long)g_id_plain,
+             (long long)other);
+    CU_ASSERT_EQUAL(request("GET", path, NULL, &r), 404);
+    tc_resp_free(&r);
+}
+
 static int suite_init(void)
 {
     const char *t = rv_test_shared_traces("hta/v100-1rank-ns-resolution.json.gz");
@@ -222,6 +313,7 @@ int main(void)
     CU_add_test(s, "the predicted run reads back at the predicted step", test_predicted);
     CU_add_test(s, "run=baseline gives the baseline", test_baseline);
     CU_add_test(s, "bad parameters and unknown traces", test_errors);
+    CU_add_test(s, "diffs are cached, not served stale", test_diff_cache);
     unsigned failures = rv_test_run();
     rv_testsrv_stop(&g_pid, 15);
     rv_testsrv_teardown(&g_srv);
