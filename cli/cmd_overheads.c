@@ -2,7 +2,7 @@
  *                                  [--home DIR] [--json]`
  *
  * Per-platform host-overhead statistics (T1..T5, docs/internals/store.md):
- * `rebuild` recomputes them from the stored samples, `show` prints them;
+ * `rebuild` recomputes them from the stored traces' sketches, `show` prints them;
  * `reverie overheads predict TRACE...` (cmd_ohpredict.c) needs no database. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +17,7 @@ static void usage(FILE *f)
                "       reverie overheads predict TRACE...\n"
                "\n"
                "rebuild     recompute the statistics of one platform (default: all) from the\n"
-               "            stored overhead samples\n"
+               "            stored traces' overhead sketches (raw samples are not kept)\n"
                "show        print them (one table per platform; --json for the raw rows)\n"
                "predict     re-time each trace's host work from its own and from the pooled\n"
                "            statistics of all the given traces, and compare each with its\n"

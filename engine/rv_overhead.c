@@ -392,3 +392,78 @@ out:
     free(g);
     return rc;
 }
+
+void rv_overhead_sketch_groups_free(rv_overhead_sketch_group *g, size_t n)
+{
+    if (!g)
+        return;
+    for (size_t i = 0; i < n; i++)
+        rv_sketch_free(&g[i].sk);
+    free(g);
+}
+
+int rv_overhead_sketch(const rv_overhead_samples *s, rv_overhead_sketch_group **out, size_t *nout,
+                       rv_error *err)
+{
+    rv_overhead_sample *sorted = NULL;
+    rv_overhead_sketch_group *g = NULL;
+    size_t ng = 0;
+    int rc = 0;
+
+    *out = NULL;
+    *nout = 0;
+    if (!s->n)
+        return 0;
+    sorted = malloc(s->n * sizeof(*sorted));
+    /* At most one group per sample plus one overall group per type. */
+    g = calloc(s->n + RV_OH_NTYPES, sizeof(*g));
+    if (!sorted || !g) {
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "overheads: out of memory");
+        goto out;
+    }
+    memcpy(sorted, s->v, s->n * sizeof(*sorted));
+    qsort(sorted, s->n, sizeof(*sorted), cmp_group_key);
+    for (size_t i = 0; i < s->n && !rc;) {
+        int type = sorted[i].type;
+        size_t tend = i, all = ng++;
+        while (tend < s->n && sorted[tend].type == type)
+            tend++;
+        g[all].type = (uint8_t)type;
+        g[all].name = RV_OH_OVERALL;
+        for (size_t j = i; j < tend && !rc;) {
+            size_t k = j;
+            rv_overhead_sketch_group *one = &g[ng++];
+            one->type = (uint8_t)type;
+            one->name = sorted[j].name;
+            for (; k < tend && sorted[k].name == sorted[j].name && !rc; k++)
+                if (rv_sketch_add(&one->sk, (double)sorted[k].value_ns / 1000.0))
+                    rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "overheads: out of memory");
+            /* The overall sketch is the merge of its groups' (exactly). */
+            if (!rc && rv_sketch_merge(&g[all].sk, &one->sk))
+                rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "overheads: out of memory");
+            j = k;
+        }
+        i = tend;
+    }
+    if (rc)
+        goto out;
+    *out = g;
+    *nout = ng;
+    g = NULL;
+out:
+    free(sorted);
+    rv_overhead_sketch_groups_free(g, ng);
+    return rc;
+}
+
+void rv_overhead_stat_of_sketch(const rv_sketch *sk, rv_overhead_stat *out)
+{
+    rv_sketch_stat st;
+    rv_sketch_iqr(sk, &st);
+    out->samples = (size_t)st.samples;
+    out->count = (size_t)st.count;
+    out->mean = st.mean;
+    out->std = st.std;
+    out->median = st.median;
+    out->p90 = st.p90;
+}

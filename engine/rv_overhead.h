@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "rv_error.h"
+#include "rv_sketch.h"
 #include "rv_trace.h"
 
 typedef enum rv_overhead_type {
@@ -88,5 +89,24 @@ void rv_overhead_stats(double *values, size_t n, rv_overhead_stat *out);
  * then overall first, then name id. Returns 0 or a negative rv_err. */
 int rv_overhead_summarize(const rv_overhead_samples *s, rv_overhead_group **out, size_t *n,
                           rv_error *err);
+
+/* One group's sketch (rv_sketch.h): the mergeable form of the statistics,
+ * what the store keeps per trace and per platform. */
+typedef struct rv_overhead_sketch_group {
+    uint8_t type;
+    uint32_t name; /* RV_OH_OVERALL = the type's overall group */
+    rv_sketch sk;
+} rv_overhead_sketch_group;
+
+/* Groups samples as rv_overhead_summarize does (same order) and sketches
+ * each group's values in microseconds: O(samples). *out is new; free with
+ * rv_overhead_sketch_groups_free. */
+int rv_overhead_sketch(const rv_overhead_samples *s, rv_overhead_sketch_group **out, size_t *n,
+                       rv_error *err);
+void rv_overhead_sketch_groups_free(rv_overhead_sketch_group *g, size_t n);
+
+/* The statistics read from a sketch (rv_sketch_iqr): the sketch's form of
+ * rv_overhead_stats, within the bounds in docs/models/overheads.md. */
+void rv_overhead_stat_of_sketch(const rv_sketch *sk, rv_overhead_stat *out);
 
 #endif

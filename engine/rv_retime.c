@@ -14,80 +14,124 @@ void rv_oh_table_free(rv_oh_table *t)
     free(t);
 }
 
+/* The pooled groups of a table under construction: per type, the group
+ * index of each interned name id (-1 = none yet), and the overall group. */
+typedef struct pool {
+    rv_overhead_sketch_group *g;
+    size_t n, cap;
+    int32_t *by_name[RV_OH_NTYPES + 1];
+    int32_t overall[RV_OH_NTYPES + 1];
+    uint32_t nnames; /* length of each by_name array */
+} pool;
+
+static void pool_free(pool *p)
+{
+    rv_overhead_sketch_groups_free(p->g, p->n);
+    for (int t = 0; t <= RV_OH_NTYPES; t++)
+        free(p->by_name[t]);
+}
+
+/* The group (type, id), created empty when new; NULL on OOM. */
+static rv_overhead_sketch_group *pool_group(pool *p, int type, uint32_t id)
+{
+    int32_t *slot = &p->overall[type];
+    if (id != RV_OH_OVERALL) {
+        if (id >= p->nnames) {
+            uint32_t n = p->nnames ? p->nnames : 256;
+            while (n <= id)
+                n *= 2;
+            for (int t = 0; t <= RV_OH_NTYPES; t++) {
+                int32_t *v = realloc(p->by_name[t], n * sizeof(*v));
+                if (!v)
+                    return NULL;
+                for (uint32_t i = p->nnames; i < n; i++)
+                    v[i] = -1;
+                p->by_name[t] = v;
+            }
+            p->nnames = n;
+        }
+        slot = &p->by_name[type][id];
+    }
+    if (*slot < 0) {
+        if (p->n == p->cap) {
+            size_t cap = p->cap ? p->cap * 2 : 64;
+            rv_overhead_sketch_group *g = realloc(p->g, cap * sizeof(*g));
+            if (!g)
+                return NULL;
+            p->g = g;
+            p->cap = cap;
+        }
+        memset(&p->g[p->n], 0, sizeof(p->g[p->n]));
+        p->g[p->n].type = (uint8_t)type;
+        p->g[p->n].name = id;
+        *slot = (int32_t)p->n++;
+    }
+    return &p->g[*slot];
+}
+
 int rv_oh_table_from_traces(const rv_trace *const *traces, size_t n, rv_oh_table **out,
                             rv_error *err)
 {
-    rv_overhead_samples pooled = {0};
-    rv_overhead_group *groups = NULL;
-    size_t ngroups = 0;
+    pool pl = {0};
     int rc = 0;
     rv_oh_table *tab = calloc(1, sizeof(*tab));
     *out = NULL;
+    for (int t = 0; t <= RV_OH_NTYPES; t++)
+        pl.overall[t] = -1;
     if (!tab)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
     if (rv_strtab_intern(&tab->names, "", 0) == UINT32_MAX) {
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
         goto out;
     }
-    /* Pool the samples with names re-interned in the table's own strings,
-     * so the same op name from two traces is one group. */
+    /* Each trace's group sketches are merged into the pool under names
+     * re-interned in the table's own strings, so the same op name from two
+     * traces is one group: the statistics come from merged sketches, as
+     * the store's per-platform statistics do. */
     for (size_t i = 0; i < n; i++) {
         rv_overhead_samples s = {0};
-        if ((rc = rv_overhead_extract(traces[i], &s, err)) != 0)
-            goto out;
-        for (size_t k = 0; k < s.n; k++) {
-            const char *nm = rv_trace_str(traces[i], s.v[k].name);
-            uint32_t id = rv_strtab_intern(&tab->names, nm, strlen(nm));
-            if (id == UINT32_MAX) {
-                rv_overhead_samples_free(&s);
-                rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-                goto out;
-            }
-            if (pooled.n == pooled.cap) {
-                if (pooled.cap >= RV_OVERHEAD_MAX_SAMPLES) {
-                    rv_overhead_samples_free(&s);
-                    rc = rv_error_set(err, RV_ERR_LIMIT, -1, -1,
-                                      "more than %zu pooled overhead samples",
-                                      (size_t)RV_OVERHEAD_MAX_SAMPLES);
-                    goto out;
-                }
-                size_t cap = pooled.cap ? pooled.cap * 2 : 4096;
-                rv_overhead_sample *v = realloc(pooled.v, cap * sizeof(*v));
-                if (!v) {
-                    rv_overhead_samples_free(&s);
-                    rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-                    goto out;
-                }
-                pooled.v = v;
-                pooled.cap = cap;
-            }
-            pooled.v[pooled.n] = s.v[k];
-            pooled.v[pooled.n].name = id;
-            pooled.n++;
-        }
+        rv_overhead_sketch_group *g = NULL;
+        size_t ng = 0;
+        if ((rc = rv_overhead_extract(traces[i], &s, err)) == 0)
+            rc = rv_overhead_sketch(&s, &g, &ng, err);
         rv_overhead_samples_free(&s);
+        for (size_t k = 0; k < ng && !rc; k++) {
+            uint32_t id = RV_OH_OVERALL;
+            rv_overhead_sketch_group *dst = NULL;
+            if (g[k].name != RV_OH_OVERALL) {
+                const char *nm = rv_trace_str(traces[i], g[k].name);
+                id = rv_strtab_intern(&tab->names, nm, strlen(nm));
+                if (id != UINT32_MAX)
+                    dst = pool_group(&pl, g[k].type, id);
+            } else {
+                dst = pool_group(&pl, g[k].type, id);
+            }
+            if (!dst || rv_sketch_merge(&dst->sk, &g[k].sk))
+                rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+        }
+        rv_overhead_sketch_groups_free(g, ng);
+        if (rc)
+            goto out;
     }
-    if ((rc = rv_overhead_summarize(&pooled, &groups, &ngroups, err)) != 0)
-        goto out;
-    tab->entries = calloc(ngroups + 1, sizeof(*tab->entries));
+    tab->entries = calloc(pl.n + 1, sizeof(*tab->entries));
     if (!tab->entries) {
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
         goto out;
     }
-    for (size_t i = 0; i < ngroups; i++) {
-        if (groups[i].stat.count == 0)
+    for (size_t i = 0; i < pl.n; i++) {
+        rv_overhead_stat st;
+        rv_overhead_stat_of_sketch(&pl.g[i].sk, &st);
+        if (st.count == 0)
             continue;
         rv_oh_entry *e = &tab->entries[tab->n++];
-        e->type = groups[i].type;
-        e->name =
-            groups[i].name == RV_OH_OVERALL ? NULL : rv_strtab_get(&tab->names, groups[i].name);
-        e->mean_us = groups[i].stat.mean;
+        e->type = pl.g[i].type;
+        e->name = pl.g[i].name == RV_OH_OVERALL ? NULL : rv_strtab_get(&tab->names, pl.g[i].name);
+        e->mean_us = st.mean;
     }
     *out = tab;
     tab = NULL;
 out:
-    rv_overhead_samples_free(&pooled);
-    free(groups);
+    pool_free(&pl);
     rv_oh_table_free(tab);
     return rc;
 }

@@ -1,7 +1,7 @@
 /* Ingest, the SQL half: the duplicate check, the platform row, and the
- * one transaction that writes the trace row, original, snapshot, samples
- * (COPY) and the touched statistics; plus the entry points that run both
- * halves (rv_db_ingest.h; the CPU half is rv_db_ingest_prep.c). */
+ * one transaction that writes the trace row, original, snapshot, the
+ * trace's overhead sketches (COPY) and merges them into its platform's; plus the entry points that
+ * run both halves (rv_db_ingest.h; the CPU half is rv_db_ingest_prep.c). */
 #include "rv_db_ingest.h"
 #include "rv_db_internal.h"
 
@@ -79,42 +79,62 @@ static void sb_copy_text(sbuf *b, const char *s)
     sb_add(b, run, (size_t)(s - run));
 }
 
-/* Exact decimal microseconds of a nanosecond count ("12.345"), so that the
- * database parses the same double the engine computes as ns / 1000.0. */
-static void us_text(char *out, size_t cap, int64_t ns)
+/* A sketch's histogram as a PostgreSQL array literal pair ("{k,...}" and
+ * "{c,...}"), appended to b. */
+static void sb_sketch_arrays(sbuf *b, const rv_sketch *sk)
 {
-    uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
-    snprintf(out, cap, "%s%llu.%03llu", ns < 0 ? "-" : "", (unsigned long long)(a / 1000),
-             (unsigned long long)(a % 1000));
+    char num[32];
+    int first = 1;
+    sb_str(b, "{");
+    for (uint32_t i = 0; i < sk->nbins; i++) {
+        if (!sk->bins[i])
+            continue;
+        snprintf(num, sizeof(num), first ? "%d" : ",%d", sk->lo + (int32_t)i);
+        sb_str(b, num);
+        first = 0;
+    }
+    sb_str(b, "}\t{");
+    first = 1;
+    for (uint32_t i = 0; i < sk->nbins; i++) {
+        if (!sk->bins[i])
+            continue;
+        snprintf(num, sizeof(num), first ? "%llu" : ",%llu", (unsigned long long)sk->bins[i]);
+        sb_str(b, num);
+        first = 0;
+    }
+    sb_str(b, "}");
 }
 
-/* Measured iteration as the engine sees it: the median step, else the
- * span (rv_report_trace_figures). */
-static int copy_samples(rv_db__conn *pc, const rv_trace *t, const rv_overhead_samples *s,
-                        const char *trace_id, const char *platform_id, rv_error *err)
+/* COPY of the trace's per-group sketches: O(groups x buckets), what the
+ * platform's statistics are merged from (raw samples are not stored). */
+static int copy_sketches(rv_db__conn *pc, const rv_trace *t, const rv_db_ingest_prep *p,
+                         const char *trace_id, rv_error *err)
 {
     sbuf b = {.max = (size_t)64 << 20};
     int rc = 0;
-    PGresult *r = PQexec(pc->c, "COPY overhead_samples (trace_id, seq, platform_id, type, "
-                                "op_name, value_us) FROM STDIN");
+    PGresult *r = PQexec(pc->c, "COPY trace_overhead_sketches (trace_id, type, op_name, n, zeros, "
+                                "sum, sumsq, min, max, keys, counts) FROM STDIN");
     if (PQresultStatus(r) != PGRES_COPY_IN) {
-        rc = rv_db__fail(err, "COPY overhead_samples", pc->c, r);
+        rc = rv_db__fail(err, "COPY trace_overhead_sketches", pc->c, r);
         PQclear(r);
         return rc;
     }
     PQclear(r);
-    for (size_t i = 0; i < s->n && !rc; i++) {
-        char line[96], us[48];
-        us_text(us, sizeof(us), s->v[i].value_ns);
-        snprintf(line, sizeof(line), "%s\t%zu\t%s\t%d\t", trace_id, i, platform_id, s->v[i].type);
+    for (size_t i = 0; i < p->nsketches && !rc; i++) {
+        const rv_overhead_sketch_group *g = &p->sketches[i];
+        char line[64], mom[160];
+        snprintf(line, sizeof(line), "%s\t%d\t", trace_id, g->type);
         sb_str(&b, line);
-        sb_copy_text(&b, rv_trace_str(t, s->v[i].name));
-        sb_str(&b, "\t");
-        sb_str(&b, us);
+        sb_copy_text(&b, g->name == RV_OH_OVERALL ? "*" : rv_trace_str(t, g->name));
+        snprintf(mom, sizeof(mom), "\t%llu\t%llu\t%.17g\t%.17g\t%.17g\t%.17g\t",
+                 (unsigned long long)g->sk.n, (unsigned long long)g->sk.zeros, g->sk.sum,
+                 g->sk.sumsq, g->sk.min, g->sk.max);
+        sb_str(&b, mom);
+        sb_sketch_arrays(&b, &g->sk);
         sb_str(&b, "\n");
         if (b.failed)
             rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "COPY: out of memory");
-        else if (b.len >= COPY_CHUNK || i + 1 == s->n) {
+        else if (b.len >= COPY_CHUNK || i + 1 == p->nsketches) {
             if (PQputCopyData(pc->c, b.p, (int)b.len) != 1)
                 rc = rv_db__fail(err, "COPY data", pc->c, NULL);
             b.len = 0;
@@ -124,7 +144,7 @@ static int copy_samples(rv_db__conn *pc, const rv_trace *t, const rv_overhead_sa
         rc = rv_db__fail(err, "COPY end", pc->c, NULL);
     while ((r = PQgetResult(pc->c))) {
         if (PQresultStatus(r) != PGRES_COMMAND_OK && !rc)
-            rc = rv_db__fail(err, "COPY overhead_samples", pc->c, r);
+            rc = rv_db__fail(err, "COPY trace_overhead_sketches", pc->c, r);
         PQclear(r);
     }
     free(b.p);
@@ -249,20 +269,25 @@ int rv_db_ingest_commit(rv_db *db, const rv_db_ingest_prep *p, rv_db_ingest_resu
                           "INSERT INTO trace_snapshots (trace_id, format_version, raw_size, "
                           "bytes) VALUES ($1, $2, $3, $4)",
                           tid_s, ver_s, raw_s, p->snap, p->snap_len, err);
-    if (!rc && p->samples.n)
-        rc = copy_samples(pc, p->t, &p->samples, tid_s, pid_s, err);
+    if (!rc && p->nsketches)
+        rc = copy_sketches(pc, p->t, p, tid_s, err);
     if (rc)
         goto out;
     if (db->hook)
         db->hook(2, db->hook_ctx);
-    if (p->samples.n) {
-        /* Serialize statistics updates per platform: after this lock, this
-         * transaction's next statement sees every committed sample. */
-        rc = rv_db__lock_platform(pc, pid_s, err);
-        if (!rc)
-            rc = rv_db__recompute_stats(pc, RV_DB__KEYS_OF_TRACE, pid_s, tid_s, NULL, err);
-        if (rc)
+    if (p->nsketches) {
+        /* The platform's statistics grow by this trace's sketches in one
+         * upsert, the transaction's last statement, so the rows it locks
+         * are held only until the COMMIT below. */
+        const char *mv[] = {pid_s, tid_s};
+        PGresult *m =
+            rv_db__q(pc, "merge overhead statistics", "SELECT rv_overheads_merge_trace($1, $2)", 2,
+                     mv, PGRES_TUPLES_OK, err);
+        if (!m) {
+            rc = RV_ERR_IO;
             goto out;
+        }
+        PQclear(m);
     }
     if (db->hook)
         db->hook(3, db->hook_ctx);

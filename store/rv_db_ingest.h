@@ -44,7 +44,7 @@ typedef struct rv_db_ingest_result {
     int64_t trace_id;
     int64_t platform_id;
     int duplicate;   /* 1: same content already stored; trace_id is it */
-    size_t samples;  /* overhead samples stored */
+    size_t samples;  /* overhead samples summarized into its sketches */
     char sha256[65]; /* of the original bytes */
 } rv_db_ingest_result;
 

@@ -271,6 +271,7 @@ void rv_db_ingest_prep_free(rv_db_ingest_prep *p)
     free(p->gz);
     free(p->snap);
     rv_overhead_samples_free(&p->samples);
+    rv_overhead_sketch_groups_free(p->sketches, p->nsketches);
     free(p->summary_txt);
     free(p->tags);
     free(p->job);
@@ -338,6 +339,8 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
         goto out;
     }
     rc = rv_overhead_extract(t, &p->samples, err);
+    if (!rc)
+        rc = rv_overhead_sketch(&p->samples, &p->sketches, &p->nsketches, err);
     if (rc)
         goto out;
     measure_iterations(t, &p->measured_us, &p->iterations);

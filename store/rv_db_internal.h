@@ -100,6 +100,8 @@ struct rv_db_ingest_prep {
     uint8_t *snap;
     size_t snap_len;
     rv_overhead_samples samples;
+    rv_overhead_sketch_group *sketches; /* per (type, name) and overall */
+    size_t nsketches;
     char *summary_txt, *tags; /* jsonb and text[] literals */
     char *job, *source_format;
     char *pf[5]; /* platform fields, as in rv_db_platform */
@@ -131,25 +133,10 @@ int rv_db__trace_id_by_sha(rv_db__conn *pc, const char *sha, int64_t *id, rv_err
 int rv_db__platform_upsert(rv_db__conn *pc, const rv_db_platform *p, const char *key, int64_t *id,
                            rv_error *err);
 
-/* Takes the per-platform statistics lock: SELECT ... FOR NO KEY UPDATE on
- * the platform row, inside the caller's transaction. RV_ERR_NOTFOUND when
- * the row is gone (rv_db_overheads.c). */
-int rv_db__lock_platform(rv_db__conn *pc, const char *platform_id, rv_error *err);
-
-/* Recomputes the platform statistics of the groups keys_sql lists (a query
- * over $1 = platform id, $2 = trace id, returning (type, op_name)); rows
- * whose group has no samples left are deleted. *groups (may be NULL) = rows
- * written (rv_db_overheads.c). */
-int rv_db__recompute_stats(rv_db__conn *pc, const char *keys_sql, const char *platform_id,
-                           const char *trace_id, size_t *groups, rv_error *err);
-
-/* The groups a trace's samples touch, and every group of a platform. */
-#define RV_DB__KEYS_OF_TRACE                                                                       \
-    "SELECT DISTINCT type, op_name FROM overhead_samples WHERE trace_id = $2 UNION SELECT "        \
-    "DISTINCT type, '*' FROM overhead_samples WHERE trace_id = $2"
-#define RV_DB__KEYS_OF_PLATFORM                                                                    \
-    "SELECT DISTINCT type, op_name FROM overhead_samples WHERE platform_id = $1 UNION SELECT "     \
-    "DISTINCT type, '*'::text FROM overhead_samples WHERE platform_id = $1 UNION SELECT type, "    \
-    "op_name FROM platform_overheads WHERE platform_id = $1"
+/* Recomputes a platform's overhead sketches from its traces' sketches
+ * (SQL rv_overheads_rebuild, migrations/0004), inside the caller's
+ * transaction; *groups (may be NULL) = rows written (rv_db_overheads.c). */
+int rv_db__overheads_rebuild(rv_db__conn *pc, const char *platform_id, size_t *groups,
+                             rv_error *err);
 
 #endif

@@ -1,7 +1,7 @@
-/* Per-platform host-overhead statistics: the SQL that recomputes them
- * from the stored samples (the same IQR arithmetic as engine/rv_overhead.c),
- * the per-platform lock that serializes those updates, and reading them
- * back as rows or JSON (rv_db_overheads.h). */
+/* Per-platform host-overhead statistics: kept as mergeable sketches
+ * (engine/rv_sketch.h, migrations/0004), rebuilt from the traces'
+ * sketches, and read back as rows or JSON with the IQR rule applied to
+ * each sketch (rv_db_overheads.h). */
 #include "rv_db_overheads.h"
 #include "rv_db_internal.h"
 
@@ -9,63 +9,88 @@
 #include <stdlib.h>
 #include <string.h>
 
-int rv_db__lock_platform(rv_db__conn *pc, const char *platform_id, rv_error *err)
+int rv_db__overheads_rebuild(rv_db__conn *pc, const char *platform_id, size_t *groups,
+                             rv_error *err)
 {
-    /* NO KEY UPDATE, because an ingest's own traces row holds a KEY SHARE
-     * lock on the platform (its foreign key), and FOR UPDATE would
-     * deadlock two ingests that both hold one. */
     const char *vals[] = {platform_id};
-    PGresult *r =
-        rv_db__q(pc, "lock platform", "SELECT id FROM platforms WHERE id = $1 FOR NO KEY UPDATE", 1,
-                 vals, PGRES_TUPLES_OK, err);
-    if (!r)
-        return RV_ERR_IO;
-    int n = PQntuples(r);
-    PQclear(r);
-    return n ? 0
-             : rv_error_set(err, RV_ERR_NOTFOUND, -1, -1, "no platform with id %s", platform_id);
-}
-
-int rv_db__recompute_stats(rv_db__conn *pc, const char *keys_sql, const char *platform_id,
-                           const char *trace_id, size_t *groups, rv_error *err)
-{
-    char sql[4096];
-    snprintf(
-        sql, sizeof(sql),
-        "WITH keys(type, op_name) AS (%s), "
-        "s AS (SELECT o.type, o.op_name, o.value_us FROM overhead_samples o JOIN keys k ON "
-        "k.type = o.type AND k.op_name = o.op_name WHERE o.platform_id = $1 "
-        "UNION ALL SELECT o.type, '*', o.value_us FROM overhead_samples o WHERE o.platform_id = "
-        "$1 AND o.type IN (SELECT type FROM keys WHERE op_name = '*')), "
-        "q AS (SELECT type, op_name, count(*) AS n, percentile_cont(0.25) WITHIN GROUP (ORDER BY "
-        "value_us) AS q1, percentile_cont(0.75) WITHIN GROUP (ORDER BY value_us) AS q3 FROM s "
-        "GROUP BY type, op_name), "
-        "k AS (SELECT s.type, s.op_name, s.value_us FROM s JOIN q USING (type, op_name) WHERE "
-        "s.value_us >= q.q1 - 1.5::float8 * (q.q3 - q.q1) AND s.value_us <= q.q3 + 1.5::float8 "
-        "* (q.q3 - q.q1)), "
-        "st AS (SELECT type, op_name, count(*) AS c, avg(value_us) AS mean, stddev_pop(value_us) "
-        "AS std, percentile_cont(0.5) WITHIN GROUP (ORDER BY value_us) AS med, "
-        "percentile_cont(0.9) WITHIN GROUP (ORDER BY value_us) AS p90 FROM k GROUP BY type, "
-        "op_name), "
-        "del AS (DELETE FROM platform_overheads p USING keys WHERE p.platform_id = $1 AND "
-        "p.type = keys.type AND p.op_name = keys.op_name AND NOT EXISTS (SELECT 1 FROM q WHERE "
-        "q.type = p.type AND q.op_name = p.op_name) RETURNING 1), "
-        "up AS (INSERT INTO platform_overheads (platform_id, type, op_name, samples, count, mean, "
-        "std, median, p90, updated_at) SELECT $1, q.type, q.op_name, q.n, st.c, st.mean, "
-        "coalesce(st.std, 0), st.med, st.p90, now() FROM q JOIN st USING (type, op_name) "
-        "ON CONFLICT (platform_id, type, op_name) DO UPDATE SET samples = EXCLUDED.samples, "
-        "count = EXCLUDED.count, mean = EXCLUDED.mean, std = EXCLUDED.std, median = "
-        "EXCLUDED.median, p90 = EXCLUDED.p90, updated_at = EXCLUDED.updated_at RETURNING 1) "
-        "SELECT (SELECT count(*) FROM up), (SELECT count(*) FROM del), $2::bigint",
-        keys_sql);
-    const char *vals[] = {platform_id, trace_id ? trace_id : "0"};
-    PGresult *r = rv_db__q(pc, "overhead statistics", sql, 2, vals, PGRES_TUPLES_OK, err);
+    PGresult *r = rv_db__q(pc, "rebuild overhead statistics", "SELECT rv_overheads_rebuild($1)", 1,
+                           vals, PGRES_TUPLES_OK, err);
     if (!r)
         return RV_ERR_IO;
     if (groups)
         *groups = (size_t)strtoull(PQgetvalue(r, 0, 0), NULL, 10);
     PQclear(r);
     return 0;
+}
+
+/* The columns a sketch row is read from, in the order sketch_of_row
+ * expects them after type and op_name. */
+#define SKETCH_COLS "n, zeros, sum, sumsq, min, max, keys, counts"
+
+/* Parses a PostgreSQL integer array literal ("{1,-2,3}") into v (cap
+ * entries); the count, or -1 when malformed or longer than cap. */
+static long parse_int_array(const char *s, long long *v, size_t cap)
+{
+    size_t n = 0;
+    if (*s++ != '{')
+        return -1;
+    while (*s && *s != '}') {
+        char *end;
+        long long x = strtoll(s, &end, 10);
+        if (end == s || n == cap)
+            return -1;
+        v[n++] = x;
+        s = end;
+        if (*s == ',')
+            s++;
+    }
+    return *s == '}' ? (long)n : -1;
+}
+
+/* The sketch of row ri, columns col.. as SKETCH_COLS. *sk must be empty;
+ * free with rv_sketch_free. */
+static int sketch_of_row(PGresult *r, int ri, int col, rv_sketch *sk, rv_error *err)
+{
+    enum { CAP = RV_SKETCH_KMAX - RV_SKETCH_KMIN + 1 };
+    long long *keys = malloc((size_t)2 * CAP * sizeof(*keys));
+    int rc = 0;
+    if (!keys)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    long long *counts = keys + CAP;
+    sk->n = strtoull(PQgetvalue(r, ri, col), NULL, 10);
+    sk->zeros = strtoull(PQgetvalue(r, ri, col + 1), NULL, 10);
+    sk->sum = strtod(PQgetvalue(r, ri, col + 2), NULL);
+    sk->sumsq = strtod(PQgetvalue(r, ri, col + 3), NULL);
+    sk->min = strtod(PQgetvalue(r, ri, col + 4), NULL);
+    sk->max = strtod(PQgetvalue(r, ri, col + 5), NULL);
+    long nk = parse_int_array(PQgetvalue(r, ri, col + 6), keys, CAP);
+    long nc = parse_int_array(PQgetvalue(r, ri, col + 7), counts, CAP);
+    if (nk < 0 || nk != nc) {
+        rc = rv_error_set(err, RV_ERR_IO, -1, -1, "malformed overhead sketch in the database");
+        goto out;
+    }
+    for (long i = 0; i < nk && !rc; i++)
+        if (counts[i] < 0 || rv_sketch_add_bucket(sk, (int)keys[i], (uint64_t)counts[i]))
+            rc = rv_error_set(err, counts[i] < 0 ? RV_ERR_IO : RV_ERR_NOMEM, -1, -1,
+                              "overhead sketch: bad count or out of memory");
+out:
+    free(keys);
+    return rc;
+}
+
+/* The statistics of row ri (columns col.. as SKETCH_COLS). */
+static int stat_of_row(PGresult *r, int ri, int col, rv_overhead_stat *st, rv_sketch_stat *full,
+                       rv_error *err)
+{
+    rv_sketch sk = RV_SKETCH_INIT;
+    int rc = sketch_of_row(r, ri, col, &sk, err);
+    if (!rc) {
+        rv_overhead_stat_of_sketch(&sk, st);
+        if (full)
+            rv_sketch_iqr(&sk, full);
+    }
+    rv_sketch_free(&sk);
+    return rc;
 }
 
 void rv_db_overhead_rows_free(rv_db_overhead_row *rows, size_t n)
@@ -77,9 +102,9 @@ void rv_db_overhead_rows_free(rv_db_overhead_row *rows, size_t n)
     free(rows);
 }
 
-/* The overhead rows of r, columns col0.. as type, op_name, samples, count,
- * mean, std, median, p90. *rows is new (rv_db_overhead_rows_free); *n
- * counts the rows filled, also on failure. */
+/* The overhead rows of r, columns col0.. as type, op_name, SKETCH_COLS;
+ * the statistics are read from each row's sketch. *rows is new
+ * (rv_db_overhead_rows_free); *n counts the rows filled, also on failure. */
 static int overhead_rows(PGresult *r, int col0, rv_db_overhead_row **rows, size_t *n, rv_error *err)
 {
     size_t k = (size_t)PQntuples(r);
@@ -91,15 +116,12 @@ static int overhead_rows(PGresult *r, int col0, rv_db_overhead_row **rows, size_
         int ri = (int)i;
         o->type = atoi(PQgetvalue(r, ri, col0));
         o->op_name = strdup(PQgetvalue(r, ri, col0 + 1));
-        o->stat.samples = (size_t)strtoull(PQgetvalue(r, ri, col0 + 2), NULL, 10);
-        o->stat.count = (size_t)strtoull(PQgetvalue(r, ri, col0 + 3), NULL, 10);
-        o->stat.mean = strtod(PQgetvalue(r, ri, col0 + 4), NULL);
-        o->stat.std = strtod(PQgetvalue(r, ri, col0 + 5), NULL);
-        o->stat.median = strtod(PQgetvalue(r, ri, col0 + 6), NULL);
-        o->stat.p90 = strtod(PQgetvalue(r, ri, col0 + 7), NULL);
         *n = i + 1;
         if (!o->op_name)
             return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+        int rc = stat_of_row(r, ri, col0 + 2, &o->stat, NULL, err);
+        if (rc)
+            return rc;
     }
     return 0;
 }
@@ -118,8 +140,9 @@ int rv_db_overheads_load(rv_db *db, int64_t platform_id, rv_db_overhead_row **ro
     int rc = 0;
     /* float8 as text with extra_float_digits = 1 (the default) round-trips. */
     PGresult *r = rv_db__q(pc, "overheads",
-                           "SELECT type, op_name, samples, count, mean, std, median, p90 FROM "
-                           "platform_overheads WHERE platform_id = $1 ORDER BY type, op_name",
+                           "SELECT type, op_name, " SKETCH_COLS " FROM "
+                           "platform_overhead_sketches WHERE platform_id = $1 ORDER BY type, "
+                           "op_name",
                            1, vals, PGRES_TUPLES_OK, err);
     if (!r) {
         rc = RV_ERR_IO;
@@ -159,18 +182,19 @@ int rv_db_trace_overheads(rv_db *db, int64_t trace_id, int64_t *platform_id, cha
         r = rv_db__q(
             pc, "trace overheads",
             "SELECT t.platform_id, count(o.type) OVER (), coalesce((extract(epoch FROM "
-            "max(o.updated_at) OVER ()) * 1000000)::bigint, 0), o.type, o.op_name, o.samples, "
-            "o.count, o.mean, o.std, o.median, o.p90 FROM traces t LEFT JOIN "
-            "platform_overheads o ON o.platform_id = t.platform_id WHERE t.id = $1 "
+            "max(o.updated_at) OVER ()) * 1000000)::bigint, 0), o.type, o.op_name, o.n, "
+            "o.zeros, o.sum, o.sumsq, o.min, o.max, o.keys, o.counts FROM traces t LEFT JOIN "
+            "platform_overhead_sketches o ON o.platform_id = t.platform_id WHERE t.id = $1 "
             "ORDER BY o.type, o.op_name",
             1, vals, PGRES_TUPLES_OK, err);
     else
-        r = rv_db__q(pc, "trace overheads version",
-                     "SELECT t.platform_id, count(o.type), coalesce((extract(epoch FROM "
-                     "max(o.updated_at)) * 1000000)::bigint, 0) FROM traces t LEFT JOIN "
-                     "platform_overheads o ON o.platform_id = t.platform_id WHERE t.id = $1 "
-                     "GROUP BY t.platform_id",
-                     1, vals, PGRES_TUPLES_OK, err);
+        r = rv_db__q(
+            pc, "trace overheads version",
+            "SELECT t.platform_id, count(o.type), coalesce((extract(epoch FROM "
+            "max(o.updated_at)) * 1000000)::bigint, 0) FROM traces t LEFT JOIN "
+            "platform_overhead_sketches o ON o.platform_id = t.platform_id WHERE t.id = $1 "
+            "GROUP BY t.platform_id",
+            1, vals, PGRES_TUPLES_OK, err);
     if (!r) {
         rc = RV_ERR_IO;
         goto out;
@@ -203,16 +227,50 @@ out:
 int rv_db_overheads_get(rv_db *db, int64_t platform_id, json_t **out, rv_error *err)
 {
     char id_s[24];
+    int rc = 0;
+    json_t *arr = json_array();
+    *out = NULL;
     snprintf(id_s, sizeof(id_s), "%lld", (long long)platform_id);
     const char *vals[] = {id_s};
-    return rv_db__query_json(
-        db, "overheads",
-        "SELECT coalesce(json_agg(json_build_object('type', 'T' || type, "
-        "'op_name', op_name, 'samples', samples, 'count', count, 'mean_us', mean, "
-        "'std_us', std, 'median_us', median, 'p90_us', p90, 'updated_at', "
-        "updated_at) ORDER BY type, op_name), '[]')::text FROM platform_overheads "
-        "WHERE platform_id = $1",
-        1, vals, out, err);
+    if (!arr)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    rv_db__conn *pc = rv_db__acquire(db, err);
+    if (!pc) {
+        json_decref(arr);
+        return RV_ERR_IO;
+    }
+    PGresult *r = rv_db__q(pc, "overheads",
+                           "SELECT type, op_name, " SKETCH_COLS ", to_json(updated_at) #>> '{}' "
+                           "FROM platform_overhead_sketches WHERE platform_id = $1 ORDER BY "
+                           "type, op_name",
+                           1, vals, PGRES_TUPLES_OK, err);
+    if (!r) {
+        rc = RV_ERR_IO;
+        goto out;
+    }
+    for (int i = 0; i < PQntuples(r) && !rc; i++) {
+        rv_overhead_stat st;
+        rv_sketch_stat full;
+        char type[8];
+        if ((rc = stat_of_row(r, i, 2, &st, &full, err)) != 0)
+            break;
+        snprintf(type, sizeof(type), "T%d", atoi(PQgetvalue(r, i, 0)));
+        json_t *o = json_pack(
+            "{s:s, s:s, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:s}", "type", type, "op_name",
+            PQgetvalue(r, i, 1), "samples", (json_int_t)st.samples, "count", (json_int_t)st.count,
+            "mean_us", st.mean, "std_us", st.std, "p25_us", full.p25, "median_us", st.median,
+            "p75_us", full.p75, "p90_us", st.p90, "updated_at", PQgetvalue(r, i, 10));
+        if (!o || json_array_append_new(arr, o))
+            rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    }
+out:
+    PQclear(r);
+    rv_db__release(db, pc);
+    if (rc)
+        json_decref(arr);
+    else
+        *out = arr;
+    return rc;
 }
 
 int rv_db_overheads_rebuild(rv_db *db, int64_t platform_id, size_t *groups, rv_error *err)
@@ -248,13 +306,11 @@ int rv_db_overheads_rebuild(rv_db *db, int64_t platform_id, size_t *groups, rv_e
     }
     for (size_t i = 0; i < nids && !rc; i++) {
         char pid_s[24];
+        size_t g = 0;
         snprintf(pid_s, sizeof(pid_s), "%lld", (long long)ids[i]);
         rc = rv_db__exec(pc, "BEGIN", "BEGIN", err);
         if (!rc)
-            rc = rv_db__lock_platform(pc, pid_s, err);
-        size_t g = 0;
-        if (!rc)
-            rc = rv_db__recompute_stats(pc, RV_DB__KEYS_OF_PLATFORM, pid_s, NULL, &g, err);
+            rc = rv_db__overheads_rebuild(pc, pid_s, &g, err);
         if (!rc)
             rc = rv_db__exec(pc, "COMMIT", "COMMIT", err);
         total += g;

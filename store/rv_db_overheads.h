@@ -31,10 +31,11 @@ void rv_db_overhead_rows_free(rv_db_overhead_row *rows, size_t n);
 int rv_db_trace_overheads(rv_db *db, int64_t trace_id, int64_t *platform_id, char *version,
                           size_t cap, rv_db_overhead_row **rows, size_t *n, rv_error *err);
 /* Same as a JSON array of {type, op_name, samples, count, mean_us, std_us,
- * median_us, p90_us, updated_at} (new reference). */
+ * p25_us, median_us, p75_us, p90_us, updated_at} (new reference). */
 int rv_db_overheads_get(rv_db *db, int64_t platform_id, json_t **out, rv_error *err);
-/* Recomputes every statistic of a platform (0 = all platforms) from the
- * stored samples; *groups (may be NULL) = rows written. */
+/* Recomputes the statistics of a platform (0 = all platforms) from its
+ * stored traces' sketches (raw samples are not kept); *groups (may be
+ * NULL) = rows written. */
 int rv_db_overheads_rebuild(rv_db *db, int64_t platform_id, size_t *groups, rv_error *err);
 
 #endif

@@ -277,10 +277,9 @@ int rv_db_trace_delete(rv_db *db, int64_t id, rv_error *err)
     snprintf(pid_s, sizeof(pid_s), "%s", PQgetvalue(r, 0, 0));
     PQclear(r);
     r = NULL;
-    rc = rv_db__lock_platform(pc, pid_s, err);
-    if (rc)
-        goto out;
-    rc = rv_db__recompute_stats(pc, RV_DB__KEYS_OF_PLATFORM, pid_s, NULL, NULL, err);
+    /* The trace's sketches went with it (ON DELETE CASCADE): its platform's
+     * statistics are recomputed from the remaining traces' sketches. */
+    rc = rv_db__overheads_rebuild(pc, pid_s, NULL, err);
     if (!rc)
         rc = rv_db__exec(pc, "COMMIT", "COMMIT", err);
 out:

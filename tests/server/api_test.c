@@ -583,7 +583,7 @@ static void test_whatif_platform_overheads(void)
     CU_ASSERT_TRUE_FATAL(pid > 0);
     PGconn *c = PQconnectdb(conninfo);
     CU_ASSERT_EQUAL_FATAL(PQstatus(c), CONNECTION_OK);
-    snprintf(sql, sizeof(sql), "DELETE FROM platform_overheads WHERE platform_id = %lld",
+    snprintf(sql, sizeof(sql), "DELETE FROM platform_overhead_sketches WHERE platform_id = %lld",
              (long long)pid);
     PGresult *res = PQexec(c, sql);
     CU_ASSERT_EQUAL(PQresultStatus(res), PGRES_COMMAND_OK);

@@ -59,7 +59,7 @@ static long long total_rows(void)
 {
     return scalar("SELECT (SELECT count(*) FROM traces) + (SELECT count(*) FROM trace_originals) "
                   "+ (SELECT count(*) FROM trace_snapshots) + (SELECT count(*) FROM "
-                  "overhead_samples)");
+                  "trace_overhead_sketches)");
 }
 
 static long long count_sha(const char *sha)
@@ -91,7 +91,7 @@ static void *mig_thread(void *p)
 }
 
 /* The newest migration in migrations/, and the what-if cache's columns. */
-#define LATEST 3
+#define LATEST 4
 #define CACHE_COLUMNS                                                                              \
     "SELECT count(*) FROM information_schema.columns WHERE table_name = 'whatif_cache'"
 
@@ -319,14 +319,16 @@ static void test_concurrent_ingest(void)
         if (args[i].rc)
             continue;
         CU_ASSERT_EQUAL(count_sha(args[i].res.sha256), 1);
-        /* Each trace: its samples are the engine's. */
+        /* Each trace: its sketches hold the engine's samples. */
         char p[4096], sql[200];
         rv_trace *t = NULL;
         shared_path(p, sizeof(p), eight[i]);
         CU_ASSERT_EQUAL_FATAL(rv_kineto_read_file(p, NULL, &t, &e), 0);
         rv_overhead_samples s;
         CU_ASSERT_EQUAL_FATAL(rv_overhead_extract(t, &s, &e), 0);
-        snprintf(sql, sizeof(sql), "SELECT count(*) FROM overhead_samples WHERE trace_id = %lld",
+        snprintf(sql, sizeof(sql),
+                 "SELECT coalesce(sum(n), 0) FROM trace_overhead_sketches WHERE trace_id = %lld "
+                 "AND op_name = '*'",
                  (long long)args[i].res.trace_id);
         CU_ASSERT_EQUAL(scalar(sql), (long long)s.n);
         snprintf(sql, sizeof(sql), "SELECT tasks FROM traces WHERE id = %lld",
@@ -343,29 +345,23 @@ static void test_concurrent_ingest(void)
         rv_overhead_samples_free(&s);
         rv_trace_free(t);
     }
-    /* Statistics maintained incrementally under concurrency equal a full
-     * recomputation from the samples. */
-    const char *snap_sql =
-        "SELECT count(*) FROM (SELECT platform_id, type, op_name, samples, count, mean, std, "
-        "median, p90 FROM platform_overheads EXCEPT SELECT platform_id, type, op_name, samples, "
-        "count, mean, std, median, p90 FROM rv_before) x";
+    /* Sketches merged incrementally by 8 concurrent ingests of one platform
+     * equal a rebuild from the traces' own sketches: histograms and counts
+     * exactly, sums to rounding (summation order). */
     PGconn *c = PQconnectdb(g_pg.conninfo);
     PQclear(PQexec(c, "DROP TABLE IF EXISTS rv_before"));
-    PQclear(PQexec(c, "CREATE TABLE rv_before AS SELECT * FROM platform_overheads"));
+    PQclear(PQexec(c, "CREATE TABLE rv_before AS SELECT * FROM platform_overhead_sketches"));
     size_t groups = 0;
     CU_ASSERT_EQUAL(rv_db_overheads_rebuild(g_db, 0, &groups, &e), 0);
     CU_ASSERT(groups > 0);
-    CU_ASSERT_EQUAL(scalar("SELECT count(*) FROM platform_overheads"),
+    CU_ASSERT_EQUAL(scalar("SELECT count(*) FROM platform_overhead_sketches"),
                     scalar("SELECT count(*) FROM rv_before"));
-    /* Means may differ in the last bits (summation order): compare with a
-     * tolerance rather than EXCEPT on floats. */
     long long differ = scalar(
-        "SELECT count(*) FROM platform_overheads a JOIN rv_before b USING (platform_id, type, "
-        "op_name) WHERE a.samples <> b.samples OR a.count <> b.count OR abs(a.mean - b.mean) > "
-        "1e-9 * greatest(1, abs(b.mean)) OR abs(a.median - b.median) > 1e-9 * greatest(1, "
-        "abs(b.median)) OR abs(a.p90 - b.p90) > 1e-9 * greatest(1, abs(b.p90))");
+        "SELECT count(*) FROM platform_overhead_sketches a JOIN rv_before b USING (platform_id, "
+        "type, op_name) WHERE a.n <> b.n OR a.zeros <> b.zeros OR a.keys <> b.keys OR a.counts "
+        "<> b.counts OR a.min <> b.min OR a.max <> b.max OR abs(a.sum - b.sum) > 1e-9 * "
+        "greatest(1, abs(b.sum))");
     CU_ASSERT_EQUAL(differ, 0);
-    (void)snap_sql;
     PQclear(PQexec(c, "DROP TABLE rv_before"));
     PQfinish(c);
 }
@@ -487,11 +483,13 @@ static void test_overhead_stats(void)
     CU_ASSERT_EQUAL_FATAL(rv_db_ingest(g_db, t, b, len, &m, &r, &e), 0);
     CU_ASSERT_EQUAL(r.duplicate, 0);
 
+    /* The database reads each group's statistics from the stored sketch:
+     * the same figures as the engine's sketch of the trace. */
     rv_overhead_samples s;
-    rv_overhead_group *g = NULL;
+    rv_overhead_sketch_group *g = NULL;
     size_t ng = 0;
     CU_ASSERT_EQUAL_FATAL(rv_overhead_extract(t, &s, &e), 0);
-    CU_ASSERT_EQUAL_FATAL(rv_overhead_summarize(&s, &g, &ng, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_overhead_sketch(&s, &g, &ng, &e), 0);
     CU_ASSERT_EQUAL(r.samples, s.n);
 
     rv_db_overhead_row *rows = NULL;
@@ -508,18 +506,18 @@ static void test_overhead_stats(void)
         CU_ASSERT_PTR_NOT_NULL(row);
         if (!row)
             continue;
-        int ok = row->stat.samples == g[i].stat.samples && row->stat.count == g[i].stat.count &&
-                 close_rel(row->stat.mean, g[i].stat.mean) &&
-                 close_rel(row->stat.std, g[i].stat.std) && row->stat.median == g[i].stat.median &&
-                 row->stat.p90 == g[i].stat.p90;
+        rv_overhead_stat want;
+        rv_overhead_stat_of_sketch(&g[i].sk, &want);
+        int ok = row->stat.samples == want.samples && row->stat.count == want.count &&
+                 close_rel(row->stat.mean, want.mean) && close_rel(row->stat.std, want.std) &&
+                 close_rel(row->stat.median, want.median) && close_rel(row->stat.p90, want.p90);
         if (!ok)
             fprintf(stderr,
                     "T%d %s: db %zu/%zu %.17g %.17g %.17g %.17g engine %zu/%zu %.17g "
                     "%.17g %.17g %.17g\n",
                     row->type, name, row->stat.samples, row->stat.count, row->stat.mean,
-                    row->stat.std, row->stat.median, row->stat.p90, g[i].stat.samples,
-                    g[i].stat.count, g[i].stat.mean, g[i].stat.std, g[i].stat.median,
-                    g[i].stat.p90);
+                    row->stat.std, row->stat.median, row->stat.p90, want.samples, want.count,
+                    want.mean, want.std, want.median, want.p90);
         CU_ASSERT(ok);
         matched += ok;
     }
@@ -541,7 +539,7 @@ static void test_overhead_stats(void)
     rv_db_overhead_rows_free(rows, nrows);
     CU_ASSERT_EQUAL(rv_db_trace_delete(g_db, r.trace_id, &e), RV_ERR_NOTFOUND);
 
-    free(g);
+    rv_overhead_sketch_groups_free(g, ng);
     rv_overhead_samples_free(&s);
     rv_trace_free(t);
     free(b);
