@@ -32,6 +32,7 @@ typedef struct ctx {
     const rv_graph *bg, *pg;
     const rv_sim *ps;
     const char *plain;
+    size_t plain_len;
     rv_jscan js;
     rv_buf *out;
     rv_kexport_stats st;
@@ -58,22 +59,39 @@ static int64_t lerp(int64_t m, int64_t m0, int64_t m1, int64_t a, int64_t b)
 }
 
 /* Where the exported interval of original task i starts: its simulated
- * start, except a call that blocked on the GPU, which starts when its
- * thread reached it (the wait is inside the call, as it was measured). */
-static int64_t task_start(const ctx *c, int32_t i)
+ * start, except a call that blocked on the GPU (RV_TF_SYNC), which starts
+ * when it would have without the wait: its thread's previous task and gap
+ * done and every other dependency met (another thread's handoff, say). So
+ * the wait is inside the call, as it was measured. */
+static void sync_starts(ctx *c)
 {
     const rv_graph *g = c->pg;
-    const rv_task *t = &g->tasks[i];
-    int64_t st = c->ps->start_ns[i];
-    if (t->kind != RV_TASK_CPU || !(t->flags & RV_TF_SYNC))
-        return st;
-    const rv_thread *th = &g->threads[t->thread];
-    if (i > th->first && i < th->first + th->norig) {
-        int64_t ready = c->ps->end_ns[i - 1] + g->tasks[i - 1].gap_ns;
-        if (ready < st)
-            st = ready;
+    const int64_t *st = c->ps->start_ns, *en = c->ps->end_ns;
+    size_t n = c->bg->ntasks;
+    for (size_t i = 0; i < n; i++) {
+        const rv_task *t = &g->tasks[i];
+        c->xs[i] = st[i];
+        if (t->kind != RV_TASK_CPU || !(t->flags & RV_TF_SYNC))
+            continue;
+        const rv_thread *th = &g->threads[t->thread];
+        int32_t k = (int32_t)i;
+        c->xs[i] = k > th->first && k < th->first + th->norig ? en[k - 1] + g->tasks[k - 1].gap_ns
+                                                              : INT64_MIN;
     }
-    return st;
+    for (size_t e = 0; e < g->nedges; e++) {
+        const rv_edge *ed = &g->edges[e];
+        if (ed->dst < 0 || (size_t)ed->dst >= n || ed->kind == RV_EDGE_SYNC)
+            continue;
+        const rv_task *t = &g->tasks[ed->dst];
+        if (t->kind != RV_TASK_CPU || !(t->flags & RV_TF_SYNC))
+            continue;
+        int64_t at = (ed->from_start ? st[ed->src] : en[ed->src]) + ed->delay_ns;
+        if (at > c->xs[ed->dst])
+            c->xs[ed->dst] = at;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (c->xs[i] > st[i] || c->xs[i] == INT64_MIN)
+            c->xs[i] = st[i];
 }
 
 /* A measured time m (graph time) on thread th moved to the simulation:
@@ -166,9 +184,9 @@ static int prepare(ctx *c, rv_error *err)
     for (size_t i = 0; i < tr->nevents; i++)
         c->ev2task[i] = -1;
     rv_map_init(&c->threads, (size_t)RV_GRAPH_MAX_THREADS * 4);
+    sync_starts(c);
     for (size_t i = 0; i < bg->ntasks && rc >= 0; i++) {
         const rv_task *t = &bg->tasks[i];
-        c->xs[i] = task_start(c, (int32_t)i);
         if (t->event < 0 || (size_t)t->event >= tr->nevents)
             continue;
         c->ev2task[t->event] = (int32_t)i;
@@ -239,11 +257,53 @@ static void put_id(ctx *c, const char *s)
         rv_jsonw_str(c->out, s);
 }
 
-/* Raw bytes of the original; text that is not UTF-8 is repaired. */
+/* Whether raw JSON text holds a control byte inside a string (the reader
+ * takes them; strict parsers do not). */
+static int raw_controls(const char *p, size_t n)
+{
+    int in = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        if (in && ch == '\\')
+            i++;
+        else if (ch == '"')
+            in = !in;
+        else if (in && ch < 0x20)
+            return 1;
+    }
+    return 0;
+}
+
+/* Raw bytes of the original; text that is not UTF-8 is repaired, and a
+ * control byte inside a string is escaped. */
 static void put_raw(ctx *c, size_t vs, size_t ve)
 {
     const char *p = c->plain + vs;
     size_t n = ve - vs;
+    if (raw_controls(p, n)) {
+        rv_buf fixed = RV_BUF_INIT(n * 6 + 1);
+        int in = 0;
+        for (size_t i = 0; i < n; i++) {
+            unsigned char ch = (unsigned char)p[i];
+            if (in && ch == '\\' && i + 1 < n) {
+                rv_buf_add(&fixed, p + i, 2);
+                i++;
+                continue;
+            }
+            if (ch == '"')
+                in = !in;
+            if (in && ch < 0x20)
+                rv_buf_printf(&fixed, "\\u%04x", ch);
+            else
+                rv_buf_addc(&fixed, ch);
+        }
+        if (fixed.err)
+            c->out->err = c->out->err ? c->out->err : fixed.err;
+        else
+            rv_jsonw_utf8_fix(c->out, fixed.p, fixed.len);
+        rv_buf_free(&fixed);
+        return;
+    }
     if (rv_jsonw_utf8_valid(p, n) == n)
         rv_buf_add(c->out, p, n);
     else
@@ -313,7 +373,8 @@ static int read_short(ctx *c, char *out, size_t cap)
     } else {
         return rv_jscan_skip(s, 2) < 0 ? -1 : 0;
     }
-    if (n >= cap)
+    /* A NUL inside never matches what the reader compares in full. */
+    if (n >= cap || memchr(p, '\0', n))
         return 0;
     memcpy(out, p, n);
     out[n] = '\0';
@@ -346,8 +407,8 @@ static int read_event(ctx *c, evinfo *e)
             e->ph = r == 1 && tmp[0] && !tmp[1] ? tmp[0] : '?';
         } else if (m->klen == 3 && !memcmp(m->key, "cat", 3)) {
             r = read_short(c, tmp, sizeof(tmp));
-            if (r == 1)
-                e->cat = rv_kineto_category(tmp, strlen(tmp));
+            /* The last "cat" counts, as in the reader. */
+            e->cat = r == 1 ? rv_kineto_category(tmp, strlen(tmp)) : -1;
         } else if (m->klen == 3 && !memcmp(m->key, "pid", 3)) {
             r = e->have_pid = read_short(c, e->pid, sizeof(e->pid));
         } else if (m->klen == 3 && !memcmp(m->key, "tid", 3)) {
@@ -778,37 +839,80 @@ static void write_annotations(ctx *c, const json_t *applied, const char *source)
 
 /* ---------------------------------------------------------------- document */
 
-static int export_events(ctx *c)
+/* The elements of one events array ('[' next) written into the open
+ * output array. */
+static int export_array(ctx *c)
 {
     rv_jscan *s = &c->js;
     rv_jscan_eat(s); /* '[' */
-    rv_buf_addc(c->out, '[');
     int ch = rv_jscan_ws(s);
     if (ch == ']') {
         rv_jscan_eat(s);
-    } else {
-        for (;;) {
-            s->item = (int64_t)c->st.events_in;
-            int rc = export_event(c);
-            if (rc < 0 || s->rc)
-                return rc < 0 ? rc : s->rc;
-            c->st.events_in++;
-            ch = rv_jscan_ws(s);
-            if (ch == ']') {
-                rv_jscan_eat(s);
+        return 0;
+    }
+    for (;;) {
+        s->item = (int64_t)c->st.events_in;
+        int rc = export_event(c);
+        if (rc < 0 || s->rc)
+            return rc < 0 ? rc : s->rc;
+        c->st.events_in++;
+        ch = rv_jscan_ws(s);
+        if (ch == ']') {
+            rv_jscan_eat(s);
+            break;
+        }
+        if (ch != ',')
+            return rv_jscan_fail_char(s, ch, "',' or ']' after an event");
+        rv_jscan_eat(s);
+    }
+    s->item = -1;
+    return 0;
+}
+
+/* The events array at byte off of the original, with a scanner of its
+ * own (the reader reads every "traceEvents" a document has, in order). */
+static int export_array_at(ctx *c, size_t off)
+{
+    rv_jscan keep = c->js;
+    int rc = rv_jscan_open(&c->js, c->plain + off, c->plain_len - off, NULL, c->plain_len - off,
+                           keep.err);
+    c->js.base = (int64_t)off;
+    c->js.item_name = keep.item_name;
+    if (rc == 0 && rv_jscan_ws(&c->js) == '[')
+        rc = export_array(c);
+    rv_jscan_close(&c->js);
+    c->js = keep;
+    return rc;
+}
+
+/* Where each "traceEvents" array of a top-level object starts; *n of
+ * them, at most cap. A separate pass, so that all of them go out where
+ * the first one stood. */
+static int find_event_arrays(ctx *c, size_t *offs, size_t cap, size_t *n)
+{
+    rv_jscan js;
+    int rc = rv_jscan_open(&js, c->plain, c->plain_len, NULL, c->plain_len, c->js.err);
+    *n = 0;
+    if (rc == 0 && rv_jscan_ws(&js) == '{') {
+        rv_jscan_eat(&js);
+        int more = rv_jscan_object_first(&js);
+        for (; more > 0; more = rv_jscan_object_next(&js)) {
+            int events = rv_jscan_key_is(&js, "traceEvents") && rv_jscan_ws(&js) == '[';
+            if (events && *n == cap) {
+                rc = rv_jscan_fail_at(&js, RV_ERR_LIMIT, rv_jscan_off(&js),
+                                      "more than %zu \"traceEvents\" arrays", cap);
                 break;
             }
-            if (ch != ',')
-                return rv_jscan_fail_char(s, ch, "',' or ']' after an event");
-            rv_jscan_eat(s);
+            if (events)
+                offs[(*n)++] = (size_t)rv_jscan_off(&js);
+            if (rv_jscan_skip(&js, 1) < 0)
+                break;
         }
-        s->item = -1;
+        if (rc == 0 && (more < 0 || js.rc))
+            rc = js.rc ? js.rc : more;
     }
-    if (c->kept != c->tr->nevents)
-        return rv_jscan_fail_at(s, RV_ERR_INVALID, rv_jscan_off(s),
-                                "the original holds %zu of the parsed trace's %zu events", c->kept,
-                                c->tr->nevents);
-    return 0;
+    rv_jscan_close(&js);
+    return rc;
 }
 
 /* The additions after the original's events, and "]". */
@@ -844,40 +948,58 @@ static void write_meta(ctx *c, int *first, const json_t *applied, const char *so
     rv_buf_addc(c->out, '}');
 }
 
+/* The parse kept every event the original holds, or this is not its
+ * original. */
+static int check_kept(ctx *c)
+{
+    if (c->kept == c->tr->nevents)
+        return 0;
+    return rv_jscan_fail_at(&c->js, RV_ERR_INVALID, rv_jscan_off(&c->js),
+                            "the original holds %zu of the parsed trace's %zu events", c->kept,
+                            c->tr->nevents);
+}
+
+#define MAX_EVENT_ARRAYS 64
+
 static int export_document(ctx *c, const json_t *applied, const char *source)
 {
     rv_jscan *s = &c->js;
     int ch = rv_jscan_ws(s), first = 1, rc = 0, seen = 0;
+    size_t offs[MAX_EVENT_ARRAYS], narrays = 0;
     rv_buf_addc(c->out, '{');
     if (ch == '[') {
         put_key(c, &first, "traceEvents", 11);
-        if ((rc = export_events(c)) < 0)
-            return rc;
-        if ((rc = finish_events(c, applied, source)) < 0)
+        rv_buf_addc(c->out, '[');
+        if ((rc = export_array(c)) < 0 || (rc = check_kept(c)) < 0 ||
+            (rc = finish_events(c, applied, source)) < 0)
             return rc;
         seen = 1;
     } else if (ch == '{') {
+        if ((rc = find_event_arrays(c, offs, MAX_EVENT_ARRAYS, &narrays)) < 0)
+            return rc;
         rv_jscan_eat(s);
         int more = rv_jscan_object_first(s);
         for (; more > 0; more = rv_jscan_object_next(s)) {
             const rv_buf *k = &s->key;
-            int drop = k->err || rv_jscan_key_is(s, "reverieExport");
-            int events = !drop && rv_jscan_key_is(s, "traceEvents");
-            if (!drop)
-                put_key(c, &first, rv_buf_str(k), k->len);
-            ch = rv_jscan_ws(s);
-            if (events && ch == '[' && !seen) {
-                if ((rc = export_events(c)) < 0)
-                    return rc;
-                if ((rc = finish_events(c, applied, source)) < 0)
+            int events = !k->err && rv_jscan_key_is(s, "traceEvents") && rv_jscan_ws(s) == '[';
+            int drop = k->err || rv_jscan_key_is(s, "reverieExport") || (events && seen);
+            if (events && !seen) {
+                put_key(c, &first, "traceEvents", 11);
+                rv_buf_addc(c->out, '[');
+                for (size_t i = 0; i < narrays && rc == 0; i++)
+                    rc = export_array_at(c, offs[i]);
+                if (rc < 0 || (rc = check_kept(c)) < 0 ||
+                    (rc = finish_events(c, applied, source)) < 0)
                     return rc;
                 seen = 1;
-                continue;
+            } else if (!drop) {
+                put_key(c, &first, rv_buf_str(k), k->len);
             }
+            rv_jscan_ws(s);
             size_t vs = (size_t)rv_jscan_off(s);
             if (rv_jscan_skip(s, 1) < 0)
                 return s->rc;
-            if (!drop)
+            if (!drop && !events)
                 put_raw(c, vs, (size_t)rv_jscan_off(s));
         }
         if (more < 0)
@@ -959,6 +1081,7 @@ int rv_kexport_write(const void *orig, size_t len, const rv_graph *bg, const rv_
         goto out;
     c.js.item_name = "event";
     c.plain = p;
+    c.plain_len = plen;
     size_t cap = out->max;
     if (max_out < cap - (cap > start ? start : cap))
         out->max = start + max_out;
