@@ -143,6 +143,12 @@ int rv_db__lock_platform(rv_db__conn *pc, const char *platform_id, rv_error *err
 int rv_db__recompute_stats(rv_db__conn *pc, const char *keys_sql, const char *platform_id,
                            const char *trace_id, size_t *groups, rv_error *err);
 
+/* Records that an ingested trace is a rank of training job `job` (no-op
+ * without a job name or a rank), inside the ingest's transaction
+ * (rv_db_training.c). */
+int rv_db__training_record(rv_db__conn *pc, const char *job, int32_t rank, int32_t world_size,
+                           rv_error *err);
+
 /* The groups a trace's samples touch, and every group of a platform. */
 #define RV_DB__KEYS_OF_TRACE                                                                       \
     "SELECT DISTINCT type, op_name FROM overhead_samples WHERE trace_id = $2 UNION SELECT "        \

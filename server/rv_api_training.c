@@ -1,0 +1,240 @@
+/* Training jobs: the traces of one distributed run (GET /v1/training-jobs,
+ * GET /v1/training-jobs/{id}, POST /v1/training-jobs/{id}/whatif).
+ *
+ * The store says which ranks a job has (store/rv_db_training.c); the what-if
+ * loads each rank the way a single-trace what-if does (the loaded-trace
+ * cache) and hands them to the engine's job model (engine/rv_job.h), whose
+ * renderer writes the answer. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rv_api_internal.h"
+#include "rv_db.h"
+#include "rv_job.h"
+#include "rv_metrics.h"
+#include "rv_whatif.h"
+
+/* A job past this many ranks is refused (413) rather than loaded: every
+ * rank's graph is held in memory for the run. */
+#define TRAINING_MAX_RANKS 1024
+
+void rv_api_training_list(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    const char *cursor = rv_req_query(r, "cursor");
+    int64_t before = 0;
+    json_t *jobs = NULL;
+    rv_error e;
+
+    rv_error_clear(&e);
+    int64_t limit = rv_req_query_int(r, "limit", 100, 1000);
+    if (limit < 0)
+        return;
+    if (limit == 0)
+        limit = 100;
+    if (cursor) {
+        char *end;
+        long long c = strtoll(cursor, &end, 10);
+        if (!*cursor || *end || c <= 0 || c == (long long)INT64_MAX) {
+            rv_req_error(r, 400, "invalid_parameter", "cursor", "cursor is not one we issued");
+            return;
+        }
+        before = c;
+    }
+    /* One more than asked says whether there is a next page. */
+    if (rv_db_training_list(a->db, before, (unsigned)limit + 1, &jobs, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        return;
+    }
+    json_t *next = json_null();
+    if (json_array_size(jobs) > (size_t)limit) {
+        json_array_remove(jobs, (size_t)limit);
+        json_t *last = json_array_get(jobs, (size_t)limit - 1);
+        char c[32];
+        snprintf(c, sizeof(c), "%lld", (long long)json_integer_value(json_object_get(last, "id")));
+        next = json_string(c);
+    }
+    rv_req_respond_json(r, 200,
+                        json_pack("{s:o,s:I,s:o}", "training_jobs", jobs, "count",
+                                  (json_int_t)json_array_size(jobs), "next_cursor", next));
+}
+
+void rv_api_training_get(rv_req *r, void *app)
+{
+    rv_api_get_by_id(r, app, rv_db_training_get);
+}
+
+/* rv_run_opts.cancel_fn for a request: its client went away. */
+static int client_gone(void *r)
+{
+    return rv_req_client_gone(r);
+}
+
+/* The ranks present as a JSON array, and [0, world_size) minus them. */
+static json_t *missing_ranks(const rv_db_training_job *j)
+{
+    json_t *arr = json_array();
+    size_t k = 0;
+
+    for (int32_t q = 0; arr && q < j->world_size && json_array_size(arr) < 1024; q++) {
+        while (k < j->nranks && j->ranks[k].rank < q)
+            k++;
+        if (k < j->nranks && j->ranks[k].rank == q)
+            continue;
+        json_array_append_new(arr, json_integer(q));
+    }
+    return arr;
+}
+
+/* Checks the optional top-level "ranks" (ranks of the job to simulate) and
+ * removes it from doc. keep[i] = 1 for the job's rank positions it names
+ * (all when absent). -1 with a 400 set when it is not a list of present
+ * ranks. */
+static int take_ranks(rv_req *r, json_t *doc, const rv_db_training_job *j, unsigned char *keep)
+{
+    json_t *sel = json_object_get(doc, "ranks");
+
+    if (!sel) {
+        memset(keep, 1, j->nranks);
+        return 0;
+    }
+    memset(keep, 0, j->nranks);
+    if (!json_is_array(sel) || json_array_size(sel) == 0) {
+        rv_req_error(r, 400, "invalid", "ranks", "ranks must be a non-empty list of rank numbers");
+        return -1;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(sel, i, v)
+    {
+        size_t k = 0;
+        json_int_t q = json_is_integer(v) ? json_integer_value(v) : -1;
+        while (k < j->nranks && j->ranks[k].rank != q)
+            k++;
+        if (k == j->nranks) {
+            rv_req_error(r, 400, "invalid", "ranks", "ranks[%zu] is not a rank this job has", i);
+            return -1;
+        }
+        keep[k] = 1;
+    }
+    json_object_del(doc, "ranks");
+    return 0;
+}
+
+void rv_api_training_whatif(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    int64_t id = rv_api_id_param(r, "id");
+    json_t *doc = NULL, *ans = NULL;
+    rv_db_training_job *j = NULL;
+    rv_loaded *l = NULL;
+    rv_job_rank *ranks = NULL;
+    unsigned char *keep = NULL;
+    rv_whatif *w = NULL;
+    rv_job *job = NULL;
+    rv_job_result *res = NULL;
+    size_t nl = 0;
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (id < 0)
+        return;
+    doc = rv_req_json(r);
+    if (!doc)
+        return;
+    if (!json_is_object(doc)) {
+        rv_req_error(r, 400, "invalid", NULL, "the what-if document must be a JSON object");
+        goto out;
+    }
+    /* The timeline is the single-trace answer's; a job has none yet. */
+    json_object_del(doc, "timeline");
+    if (rv_db_training_ranks(a->db, id, &j, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    if (j->nranks == 0) {
+        rv_req_error(r, 400, "invalid", NULL,
+                     "training job %lld has no ranks stored (all its traces were deleted)",
+                     (long long)id);
+        goto out;
+    }
+    if (j->nranks > TRAINING_MAX_RANKS) {
+        rv_req_error(r, 413, "too_large", NULL,
+                     "training job %lld has %zu ranks; at most %d are simulated together",
+                     (long long)id, j->nranks, TRAINING_MAX_RANKS);
+        goto out;
+    }
+    if (!(keep = calloc(j->nranks, 1)) || !(l = calloc(j->nranks, sizeof(*l))) ||
+        !(ranks = calloc(j->nranks, sizeof(*ranks)))) {
+        rv_req_error(r, 503, "unavailable", NULL, "out of memory");
+        goto out;
+    }
+    if (take_ranks(r, doc, j, keep) != 0)
+        goto out;
+    if (rv_api_doc_uses_platform(doc)) {
+        rv_req_error(r, 400, "unsupported", "host_overheads",
+                     "host_overheads \"platform\" is answered per trace "
+                     "(/v1/traces/{id}/whatif), not for a training job");
+        goto out;
+    }
+    /* A bad document costs no load of the ranks. */
+    if (rv_whatif_parse(doc, &w, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    for (size_t i = 0; i < j->nranks; i++) {
+        if (!keep[i])
+            continue;
+        if (rv_api_load(a, j->ranks[i].trace_id, &l[nl], &e) != 0) {
+            rv_req_error_rv(r, &e);
+            goto out;
+        }
+        ranks[nl] = (rv_job_rank){.graph = l[nl].graph,
+                                  .base = l[nl].base,
+                                  .rank = j->ranks[i].rank,
+                                  .world_size = j->world_size,
+                                  .label = NULL};
+        nl++;
+    }
+    if (rv_job_build(ranks, nl, &job, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    rv_run_opts opts = {.iteration = RV_ITER_MEDIAN,
+                        .budget_ms = a->cfg.whatif_budget_ms,
+                        .cancel = &a->draining,
+                        .cancel_fn = client_gone,
+                        .cancel_arg = r};
+    if (rv_job_run(job, w, &opts, &res, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    if (!rv_whatif_is_empty(w))
+        rv_metrics_add(a->metrics, RV_M_SIMULATIONS, 1);
+    ans = rv_job_render(res, j->name);
+    json_t *tj =
+        json_pack("{s:I,s:s,s:o,s:I,s:o}", "id", (json_int_t)j->id, "name", j->name, "world_size",
+                  j->world_size >= 1 ? json_integer(j->world_size) : json_null(), "ranks_simulated",
+                  (json_int_t)nl, "missing", missing_ranks(j));
+    if (!ans || !tj || json_object_set(ans, "training_job", tj) != 0) {
+        json_decref(tj);
+        rv_req_error(r, 503, "unavailable", NULL, "out of memory rendering the answer");
+        goto out;
+    }
+    json_decref(tj);
+    rv_req_respond_json(r, 200, ans);
+    ans = NULL;
+out:
+    json_decref(ans);
+    rv_job_result_free(res);
+    rv_job_free(job);
+    rv_whatif_free(w);
+    for (size_t i = 0; i < nl; i++)
+        rv_api_loaded_free(&l[i]);
+    free(l);
+    free(ranks);
+    free(keep);
+    rv_db_training_job_free(j);
+    json_decref(doc);
+}
