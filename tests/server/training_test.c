@@ -228,6 +228,27 @@ static void test_upload_metadata_and_partial(void)
     json_decref(j);
 }
 
+/* reverie upload --job --rank --world-size: the CLI's metadata reaches the
+ * training job. */
+static void test_cli_upload(void)
+{
+    char cmd[4096];
+    const char *bin = getenv("RV_BIN_DIR");
+    snprintf(cmd, sizeof(cmd),
+             "%s/reverie upload --server http://127.0.0.1:%d --job cli-job --rank 2 "
+             "--world-size 4 %s/kineto/h100-sync-after-fix.json >/dev/null",
+             bin ? bin : "build/bin", g_port, g_root);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    json_t *j = listed("cli-job");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_EQUAL(int_of(j, "world_size"), 4);
+    CU_ASSERT_EQUAL(json_integer_value(json_array_get(json_object_get(j, "ranks"), 0)), 2);
+    json_t *miss = json_object_get(j, "missing");
+    CU_ASSERT_EQUAL(json_array_size(miss), 3);
+    CU_ASSERT_EQUAL(json_integer_value(json_array_get(miss, 2)), 3);
+    json_decref(j);
+}
+
 int main(void)
 {
     const char *t = rv_test_shared_traces("param/dlrm-8rank/worker7.kineto.json.gz");
@@ -257,6 +278,7 @@ int main(void)
     CU_add_test(s, "7 ranks: the missing one named; 8: complete", test_list_missing_then_complete);
     CU_add_test(s, "job what-if: the answer contract", test_whatif);
     CU_add_test(s, "upload metadata, partial job", test_upload_metadata_and_partial);
+    CU_add_test(s, "reverie upload --job --rank --world-size", test_cli_upload);
     unsigned failures = rv_test_run();
     rv_testsrv_stop(&g_pid, SIGTERM);
     rv_testsrv_teardown(&g_srv);
