@@ -1,6 +1,7 @@
 #include "rv_coll.h"
 
 #include <math.h>
+#include <string.h>
 
 int rv_net_nodes(const rv_net *net)
 {
@@ -161,4 +162,41 @@ double rv_coll_table_time(const rv_coll_table *t, double bytes)
     double y0 = log(t->seconds[k - 1]), y1 = log(t->seconds[k]);
     double slope = (y1 - y0) / (x1 - x0);
     return exp(y0 + slope * (log(bytes) - x0));
+}
+
+/* The kind of a collective kernel, by its name. RV_TF_NCCL (rv_graph.c)
+ * says which kernels are collectives, whatever library ran them; the name
+ * only says which kind. *named is 0 when the name says nothing: such a
+ * kernel is costed as an all-reduce, the usual collective of training. */
+int rv_coll_op_of(const char *name, int *named)
+{
+    static const struct {
+        const char *mark;
+        int op;
+    } marks[] = {
+        /* Before "reduce" and "allreduce": a reduce-scatter names both. */
+        {"reducescatter", RV_COLL_REDUCE_SCATTER},
+        {"reduce_scatter", RV_COLL_REDUCE_SCATTER},
+        {"allgather", RV_COLL_ALLGATHER},
+        {"all_gather", RV_COLL_ALLGATHER},
+        {"broadcast", RV_COLL_BROADCAST},
+        {"alltoall", RV_COLL_ALLTOALL},
+        {"all_to_all", RV_COLL_ALLTOALL},
+        {"sendrecv", RV_COLL_ALLTOALL}, /* NCCL runs all-to-all as grouped send/recv */
+        {"allreduce", RV_COLL_ALLREDUCE},
+        {"all_reduce", RV_COLL_ALLREDUCE},
+        /* DeepEP's expert-parallel exchange, and plain point-to-point. */
+        {"dispatch", RV_COLL_ALLTOALL},
+        {"combine", RV_COLL_ALLTOALL},
+        {"send", RV_COLL_ALLTOALL},
+        {"recv", RV_COLL_ALLTOALL},
+        /* A reduce to one rank costs what a broadcast from it does. */
+        {"reduce", RV_COLL_BROADCAST},
+    };
+    *named = 1;
+    for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]); k++)
+        if (strcasestr(name, marks[k].mark))
+            return marks[k].op;
+    *named = 0;
+    return RV_COLL_ALLREDUCE;
 }

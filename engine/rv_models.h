@@ -10,6 +10,7 @@
 #include "rv_hw.h"
 #include "rv_power.h"
 #include "rv_select.h"
+#include "rv_whatif.h"
 
 typedef enum rv_opt_kind {
     RV_OPT_AMP = 0,
@@ -40,6 +41,9 @@ enum {
     RV_STAGE_DATALOADER,
 };
 
+/* The most ranks one optimization's "ranks" may list. */
+#define RV_OPT_MAX_RANKS 64
+
 typedef struct rv_opt {
     int kind;  /* rv_opt_kind */
     int index; /* position in "optimizations" */
@@ -67,6 +71,9 @@ typedef struct rv_opt {
     double ratio;     /* gist: encode+decode cost relative to the producing kernel */
     double share;     /* recompute: share of forward recomputed */
     int steps;        /* gradient_accumulation: micro-steps per optimizer step */
+    /* job: the ranks it applies to (0: all) */
+    int nranks;
+    int32_t ranks[RV_OPT_MAX_RANKS];
 } rv_opt;
 
 typedef struct rv_dist {
@@ -105,6 +112,9 @@ struct rv_whatif {
     int batch_size;                      /* samples per iteration; 0 unknown */
     int platform_overheads;              /* "host_overheads": "platform" */
     const struct rv_oh_table *overheads; /* borrowed; set by the caller */
+    int has_job;                         /* "job" given */
+    rv_job_whatif job;
+    int shallow; /* rv_whatif_for_rank's copy: the selectors are the parent's */
 };
 
 /* The hardware row for g (the override when given). May be NULL. */

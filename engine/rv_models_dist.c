@@ -45,41 +45,9 @@ static void net_of(const rv_whatif *w, const rv_hw *hw, int n, rv_net *net)
     net->ps_servers = d->ps_servers;
 }
 
-/* The kind of a collective kernel, by its name. RV_TF_NCCL (rv_graph.c)
- * says which kernels are collectives, whatever library ran them; the name
- * only says which kind. *named is 0 when the name says nothing: such a
- * kernel is costed as an all-reduce, the usual collective of training. */
 static int coll_op_of(const char *name, int *named)
 {
-    static const struct {
-        const char *mark;
-        int op;
-    } marks[] = {
-        /* Before "reduce" and "allreduce": a reduce-scatter names both. */
-        {"reducescatter", RV_COLL_REDUCE_SCATTER},
-        {"reduce_scatter", RV_COLL_REDUCE_SCATTER},
-        {"allgather", RV_COLL_ALLGATHER},
-        {"all_gather", RV_COLL_ALLGATHER},
-        {"broadcast", RV_COLL_BROADCAST},
-        {"alltoall", RV_COLL_ALLTOALL},
-        {"all_to_all", RV_COLL_ALLTOALL},
-        {"sendrecv", RV_COLL_ALLTOALL}, /* NCCL runs all-to-all as grouped send/recv */
-        {"allreduce", RV_COLL_ALLREDUCE},
-        {"all_reduce", RV_COLL_ALLREDUCE},
-        /* DeepEP's expert-parallel exchange, and plain point-to-point. */
-        {"dispatch", RV_COLL_ALLTOALL},
-        {"combine", RV_COLL_ALLTOALL},
-        {"send", RV_COLL_ALLTOALL},
-        {"recv", RV_COLL_ALLTOALL},
-        /* A reduce to one rank costs what a broadcast from it does. */
-        {"reduce", RV_COLL_BROADCAST},
-    };
-    *named = 1;
-    for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]); k++)
-        if (strcasestr(name, marks[k].mark))
-            return marks[k].op;
-    *named = 0;
-    return RV_COLL_ALLREDUCE;
+    return rv_coll_op_of(name, named);
 }
 
 static const char *coll_op_name(int op)

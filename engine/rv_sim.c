@@ -100,6 +100,7 @@ void rv_sim_free(rv_sim *s)
     free(s->start_ns);
     free(s->end_ns);
     free(s->binder);
+    free(s->arrive_ns);
     free(s);
 }
 
@@ -109,16 +110,71 @@ int rv_sim_run(const rv_graph *g, rv_schedule policy, rv_sim **out, rv_error *er
     return rv_sim_run_opts(g, &o, out, err);
 }
 
+/* The state one simulation carries. */
+typedef struct sim_ctx {
+    const rv_graph *g;
+    rv_sim *s;
+    rv_schedule policy;
+    int32_t *head, *next, *indeg, *last_on, *fifo;
+    int64_t *ready, *progress;
+    heap h;
+    size_t ftail, done;
+    int64_t first, last;
+} sim_ctx;
+
+/* Starts u at start: its end, its thread's progress, its children. */
+static int finish(sim_ctx *c, int32_t u, int64_t start)
+{
+    const rv_graph *g = c->g;
+    rv_sim *s = c->s;
+    const rv_task *t = &g->tasks[u];
+    int32_t th = t->thread;
+    s->start_ns[u] = start;
+    s->end_ns[u] = start + t->dur_ns;
+    c->progress[th] = s->end_ns[u] + t->gap_ns;
+    c->last_on[th] = u;
+    if (start < c->first)
+        c->first = start;
+    if (s->end_ns[u] > c->last)
+        c->last = s->end_ns[u];
+    c->done++;
+    for (int32_t e = c->head[u]; e >= 0; e = c->next[e]) {
+        const rv_edge *ed = &g->edges[e];
+        int64_t v_at = (ed->from_start ? start : s->end_ns[u]) + ed->delay_ns;
+        if (ed->kind == RV_EDGE_THREAD)
+            v_at += t->gap_ns;
+        int32_t v = ed->dst;
+        if (v_at > c->ready[v]) {
+            c->ready[v] = v_at;
+            s->binder[v] = u;
+        }
+        if (--c->indeg[v] == 0) {
+            if (c->fifo) {
+                c->fifo[c->ftail++] = v;
+            } else {
+                heap_item it = {c->policy == RV_SCHED_PRIORITY ? g->tasks[v].priority : 0,
+                                c->ready[v], v};
+                int rc = heap_push(&c->h, it);
+                if (rc != 0)
+                    return rc;
+            }
+        }
+    }
+    return 0;
+}
+
 int rv_sim_run_opts(const rv_graph *g, const rv_sim_opts *o, rv_sim **out, rv_error *err)
 {
     rv_schedule policy = o ? (rv_schedule)o->policy : RV_SCHED_EARLIEST_START;
     const rv_stop *stop = o ? o->stop : NULL;
+    const int32_t *gang = o && o->gang && o->gang_size ? o->gang : NULL;
+    size_t ngangs = gang ? o->ngangs : 0;
     size_t n = g->ntasks, steps = 0;
     int rc = 0;
     rv_sim *s = calloc(1, sizeof(*s));
-    int32_t *head = NULL, *next = NULL, *indeg = NULL, *last_on = NULL, *fifo = NULL;
-    int64_t *ready = NULL, *progress = NULL;
-    heap h = {0};
+    sim_ctx c = {.g = g, .s = s, .policy = policy, .first = INT64_MAX, .last = INT64_MIN};
+    int32_t *gnext = NULL, *ghead = NULL, *gcount = NULL, *glast = NULL;
+    int64_t *gmax = NULL;
     *out = NULL;
     if (!s)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
@@ -128,26 +184,43 @@ int rv_sim_run_opts(const rv_graph *g, const rv_sim_opts *o, rv_sim **out, rv_er
     rv_mem_huge(s->start_ns, (n + 1) * sizeof(int64_t));
     rv_mem_huge(s->end_ns, (n + 1) * sizeof(int64_t));
     s->binder = malloc((n + 1) * sizeof(int32_t));
-    head = malloc((n + 1) * sizeof(int32_t));
-    next = malloc((g->nedges + 1) * sizeof(int32_t));
-    indeg = calloc(n + 1, sizeof(int32_t));
-    ready = malloc((n + 1) * sizeof(int64_t));
-    progress = calloc(g->nthreads + 1, sizeof(int64_t));
-    last_on = malloc((g->nthreads + 1) * sizeof(int32_t));
+    c.head = malloc((n + 1) * sizeof(int32_t));
+    c.next = malloc((g->nedges + 1) * sizeof(int32_t));
+    c.indeg = calloc(n + 1, sizeof(int32_t));
+    c.ready = malloc((n + 1) * sizeof(int64_t));
+    c.progress = calloc(g->nthreads + 1, sizeof(int64_t));
+    c.last_on = malloc((g->nthreads + 1) * sizeof(int32_t));
     if (policy == RV_SCHED_FIFO)
-        fifo = malloc((n + 1) * sizeof(int32_t));
-    if (!s->start_ns || !s->end_ns || !s->binder || !head || !next || !indeg || !ready ||
-        !progress || !last_on || (policy == RV_SCHED_FIFO && !fifo)) {
+        c.fifo = malloc((n + 1) * sizeof(int32_t));
+    int gang_nomem = 0;
+    if (gang) {
+        s->arrive_ns = malloc((n + 1) * sizeof(int64_t));
+        gnext = malloc((n + 1) * sizeof(int32_t));
+        ghead = malloc((ngangs + 1) * sizeof(int32_t));
+        gcount = calloc(ngangs + 1, sizeof(int32_t));
+        glast = malloc((ngangs + 1) * sizeof(int32_t));
+        gmax = malloc((ngangs + 1) * sizeof(int64_t));
+        gang_nomem = !s->arrive_ns || !gnext || !ghead || !gcount || !glast || !gmax;
+    }
+    if (!s->start_ns || !s->end_ns || !s->binder || !c.head || !c.next || !c.indeg || !c.ready ||
+        !c.progress || !c.last_on || (policy == RV_SCHED_FIFO && !c.fifo) || gang_nomem) {
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory simulating %zu tasks", n);
         goto out;
     }
+    for (size_t k = 0; k < ngangs; k++)
+        ghead[k] = -1;
     /* Out-edges as linked lists threaded through next[] (no sort needed). */
     for (size_t i = 0; i < n; i++) {
-        head[i] = -1;
+        c.head[i] = -1;
         s->binder[i] = -1;
         /* Roots start no earlier than they did: whatever held them back
          * (process start, the profiler's window) is outside the graph. */
-        ready[i] = g->tasks[i].meas_start_ns > 0 ? g->tasks[i].meas_start_ns : 0;
+        c.ready[i] = g->tasks[i].meas_start_ns > 0 ? g->tasks[i].meas_start_ns : 0;
+        if (gang && gang[i] >= 0 && (size_t)gang[i] >= ngangs) {
+            rc = rv_error_set(err, RV_ERR_INVALID, -1, -1, "task %zu names gang %d of %zu", i,
+                              gang[i], ngangs);
+            goto out;
+        }
     }
     for (size_t e = g->nedges; e-- > 0;) {
         const rv_edge *ed = &g->edges[e];
@@ -155,107 +228,103 @@ int rv_sim_run_opts(const rv_graph *g, const rv_sim_opts *o, rv_sim **out, rv_er
             rc = rv_error_set(err, RV_ERR_INVALID, -1, -1, "edge %zu points outside the graph", e);
             goto out;
         }
-        next[e] = head[ed->src];
-        head[ed->src] = (int32_t)e;
-        if (indeg[ed->dst]++ == 0)
-            ready[ed->dst] = INT64_MIN; /* set by its parents from now on */
+        c.next[e] = c.head[ed->src];
+        c.head[ed->src] = (int32_t)e;
+        if (c.indeg[ed->dst]++ == 0)
+            c.ready[ed->dst] = INT64_MIN; /* set by its parents from now on */
     }
     for (size_t t = 0; t < g->nthreads; t++)
-        last_on[t] = -1;
+        c.last_on[t] = -1;
 
-    size_t fhead = 0, ftail = 0, done = 0;
+    size_t fhead = 0;
     for (size_t i = 0; i < n; i++) {
-        if (indeg[i] != 0)
+        if (c.indeg[i] != 0)
             continue;
-        if (fifo) {
-            fifo[ftail++] = (int32_t)i;
+        if (c.fifo) {
+            c.fifo[c.ftail++] = (int32_t)i;
         } else {
-            heap_item it = {policy == RV_SCHED_PRIORITY ? g->tasks[i].priority : 0, ready[i],
+            heap_item it = {policy == RV_SCHED_PRIORITY ? g->tasks[i].priority : 0, c.ready[i],
                             (int32_t)i};
-            if ((rc = heap_push(&h, it)) != 0)
+            if ((rc = heap_push(&c.h, it)) != 0)
                 goto out;
         }
     }
-    int64_t first = INT64_MAX, last = INT64_MIN;
-    while (fifo ? fhead < ftail : h.n > 0) {
+    while (c.fifo ? fhead < c.ftail : c.h.n > 0) {
         int32_t u;
         if (stop && ++steps % RV_STOP_EVERY == 0 && (rc = rv_stop_check(stop, err)) != 0)
             goto out;
-        if (fifo) {
-            u = fifo[fhead++];
+        if (c.fifo) {
+            u = c.fifo[fhead++];
         } else {
-            heap_item it = heap_pop(&h);
+            heap_item it = heap_pop(&c.h);
             u = it.task;
             /* Thread progress may have moved since the item was queued; a
              * stale key goes back with its real start (keys only grow). */
             int32_t th = g->tasks[u].thread;
-            int64_t real = ready[u] > progress[th] ? ready[u] : progress[th];
-            if (policy == RV_SCHED_EARLIEST_START && real > it.key2 && last_on[th] >= 0) {
+            int64_t real = c.ready[u] > c.progress[th] ? c.ready[u] : c.progress[th];
+            if (policy == RV_SCHED_EARLIEST_START && real > it.key2 && c.last_on[th] >= 0) {
                 it.key2 = real;
-                if ((rc = heap_push(&h, it)) != 0)
+                if ((rc = heap_push(&c.h, it)) != 0)
                     goto out;
                 continue;
             }
         }
-        const rv_task *t = &g->tasks[u];
-        int32_t th = t->thread;
-        int64_t start = ready[u];
-        if (last_on[th] >= 0 && progress[th] > start) {
-            start = progress[th];
-            s->binder[u] = last_on[th];
+        int32_t th = g->tasks[u].thread;
+        int64_t start = c.ready[u];
+        if (c.last_on[th] >= 0 && c.progress[th] > start) {
+            start = c.progress[th];
+            s->binder[u] = c.last_on[th];
         }
-        s->start_ns[u] = start;
-        s->end_ns[u] = start + t->dur_ns;
-        progress[th] = s->end_ns[u] + t->gap_ns;
-        last_on[th] = u;
-        if (start < first)
-            first = start;
-        if (s->end_ns[u] > last)
-            last = s->end_ns[u];
-        done++;
-        for (int32_t e = head[u]; e >= 0; e = next[e]) {
-            const rv_edge *ed = &g->edges[e];
-            int64_t c = (ed->from_start ? start : s->end_ns[u]) + ed->delay_ns;
-            if (ed->kind == RV_EDGE_THREAD)
-                c += t->gap_ns;
-            int32_t v = ed->dst;
-            if (c > ready[v]) {
-                ready[v] = c;
-                s->binder[v] = u;
+        if (s->arrive_ns)
+            s->arrive_ns[u] = start;
+        if (gang && gang[u] >= 0) {
+            /* A gang member waits for the last one; then all start. */
+            int32_t k = gang[u];
+            gnext[u] = ghead[k];
+            ghead[k] = u;
+            if (gcount[k] == 0 || start > gmax[k]) {
+                gmax[k] = start;
+                glast[k] = u;
             }
-            if (--indeg[v] == 0) {
-                if (fifo) {
-                    fifo[ftail++] = v;
-                } else {
-                    heap_item it = {policy == RV_SCHED_PRIORITY ? g->tasks[v].priority : 0,
-                                    ready[v], v};
-                    if ((rc = heap_push(&h, it)) != 0)
-                        goto out;
-                }
+            if (++gcount[k] < o->gang_size[k])
+                continue;
+            for (int32_t m = ghead[k]; m >= 0; m = gnext[m]) {
+                if (m != glast[k])
+                    s->binder[m] = glast[k];
+                if ((rc = finish(&c, m, gmax[k])) != 0)
+                    goto out;
             }
+            continue;
         }
+        if ((rc = finish(&c, u, start)) != 0)
+            goto out;
     }
-    if (done != n) {
+    if (c.done != n) {
         rc = rv_error_set(err, RV_ERR_INVALID, -1, -1,
                           "the dependency graph has a cycle: %zu of %zu tasks never became ready",
-                          n - done, n);
+                          n - c.done, n);
         goto out;
     }
-    s->first_start_ns = n ? first : 0;
-    s->last_end_ns = n ? last : 0;
-    s->makespan_ns = n ? last - first : 0;
+    s->first_start_ns = n ? c.first : 0;
+    s->last_end_ns = n ? c.last : 0;
+    s->makespan_ns = n ? c.last - c.first : 0;
     *out = s;
     s = NULL;
 out:
     rv_sim_free(s);
-    free(head);
-    free(next);
-    free(indeg);
-    free(ready);
-    free(progress);
-    free(last_on);
-    free(fifo);
-    free(h.v);
+    free(c.head);
+    free(c.next);
+    free(c.indeg);
+    free(c.ready);
+    free(c.progress);
+    free(c.last_on);
+    free(c.fifo);
+    free(c.h.v);
+    free(gnext);
+    free(ghead);
+    free(gcount);
+    free(glast);
+    free(gmax);
     return rc;
 }
 

@@ -25,6 +25,10 @@ typedef struct rv_sim {
     size_t ntasks;
     int64_t makespan_ns; /* last end - first start */
     int64_t first_start_ns, last_end_ns;
+    /* With gangs (rv_sim_opts.gang): per task, when it could have started
+     * on its own; a gang member waits from there to its gang's start.
+     * NULL without gangs. */
+    int64_t *arrive_ns;
 } rv_sim;
 
 /* Simulates g. Returns 0 and *out (new; rv_sim_free), or RV_ERR_INVALID with
@@ -35,6 +39,14 @@ int rv_sim_run(const rv_graph *g, rv_schedule policy, rv_sim **out, rv_error *er
 typedef struct rv_sim_opts {
     int policy;          /* rv_schedule */
     const rv_stop *stop; /* borrowed, may be NULL: checked every RV_STOP_EVERY tasks */
+    /* Gangs (dPRO's collectives across ranks): tasks of one gang start
+     * together, when the last of them could start. gang[i] is task i's
+     * gang in [0, ngangs) or -1; gang_size[k] counts its members. Both
+     * borrowed, may be NULL. A gang that never fills is reported as a
+     * cycle. */
+    const int32_t *gang;
+    const int32_t *gang_size;
+    size_t ngangs;
 } rv_sim_opts;
 
 /* rv_sim_run with options (NULL: earliest start, never stops). Also returns

@@ -52,6 +52,27 @@ static int get_table(const json_t *d, const char *key, rv_coll_table *out, rv_er
 /* ---- parse: the spec tables (rv_whatif_spec.c) plus the rules that
  * span several fields -------------------------------------------------- */
 
+/* "ranks": [r, ...] on an optimization: the job ranks it applies to. */
+static int parse_ranks(const json_t *a, const char *prefix, rv_opt *out, rv_error *err)
+{
+    char f[64];
+    snprintf(f, sizeof(f), "%sranks", prefix);
+    out->nranks = 0;
+    if (!a || json_is_null(a))
+        return 0;
+    if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > RV_OPT_MAX_RANKS)
+        return rv_error_field(err, RV_ERR_INVALID, f, "%s must be an array of 1 to %d ranks", f,
+                              RV_OPT_MAX_RANKS);
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        const json_t *v = json_array_get(a, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= (1 << 20))
+            return rv_error_field(err, RV_ERR_INVALID, f, "%s[%zu] must be a rank in [0, %d)", f, i,
+                                  1 << 20);
+        out->ranks[out->nranks++] = (int32_t)json_integer_value(v);
+    }
+    return 0;
+}
+
 static int parse_opt(const json_t *o, size_t idx, rv_opt *out, rv_error *err)
 {
     char p[48], f[64];
@@ -82,9 +103,11 @@ static int parse_opt(const json_t *o, size_t idx, rv_opt *out, rv_error *err)
     }
     out->kind = ks->id;
     out->stage = ks->stage;
-    static const char *const kind_key[] = {"kind", NULL};
+    static const char *const kind_key[] = {"kind", "ranks", NULL};
     int rc = rv_spec_read(o, p, ks->fields, RV_SPEC_MAX_FIELDS, kind_key, out, err);
     if (rc != 0)
+        return rc;
+    if ((rc = parse_ranks(json_object_get(o, "ranks"), p, out, err)) != 0)
         return rc;
     if (out->kind == RV_OPT_DATALOADER && out->workers < 0 && out->speedup <= 0) {
         snprintf(f, sizeof(f), "%sworkers", p);
@@ -122,7 +145,7 @@ void rv_whatif_free(rv_whatif *w)
 {
     if (!w)
         return;
-    for (size_t i = 0; i < w->nopts; i++)
+    for (size_t i = 0; i < w->nopts && !w->shallow; i++)
         rv_select_clear(&w->opts[i].sel);
     free(w->opts);
     free(w);
@@ -138,7 +161,7 @@ int rv_whatif_parse(const json_t *doc, rv_whatif **out, rv_error *err)
     w = calloc(1, sizeof(*w));
     if (!w)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-    static const char *const structural[] = {"optimizations", "distributed", NULL};
+    static const char *const structural[] = {"optimizations", "distributed", "job", NULL};
     if ((rc = rv_spec_read(doc, "", rv_spec_top, rv_spec_ntop, structural, w, err)) != 0)
         goto out;
     w->has_schedule = w->schedule != RV_SCHED_EARLIEST_START;
@@ -180,6 +203,16 @@ int rv_whatif_parse(const json_t *doc, rv_whatif **out, rv_error *err)
         if ((rc = parse_dist(d, &w->dist, err)) != 0)
             goto out;
         w->has_dist = 1;
+    }
+    json_t *job = json_object_get(doc, "job");
+    if (job && !json_is_null(job)) {
+        if (!json_is_object(job)) {
+            rc = rv_error_field(err, RV_ERR_INVALID, "job", "job must be an object");
+            goto out;
+        }
+        if ((rc = rv_spec_read(job, "job.", rv_spec_job, rv_spec_njob, NULL, &w->job, err)) != 0)
+            goto out;
+        w->has_job = 1;
     }
     json_t *gpu = json_object_get(doc, "gpu");
     if (gpu && !json_is_null(gpu)) {
@@ -237,8 +270,50 @@ int rv_whatif_parse_text(const char *text, rv_whatif **out, rv_error *err)
 
 int rv_whatif_is_empty(const rv_whatif *w)
 {
-    return !w || (w->nopts == 0 && !w->has_dist && w->power_limit_w <= 0 &&
-                  w->power_limit_frac <= 0 && !w->has_schedule && !w->platform_overheads);
+    return !w ||
+           (w->nopts == 0 && !w->has_dist && w->power_limit_w <= 0 && w->power_limit_frac <= 0 &&
+            !w->has_schedule && !w->platform_overheads && !w->has_job);
+}
+
+const rv_job_whatif *rv_whatif_job(const rv_whatif *w)
+{
+    return w && w->has_job ? &w->job : NULL;
+}
+
+static int opt_for_rank(const rv_opt *o, int rank)
+{
+    if (o->nranks == 0)
+        return 1;
+    for (int i = 0; i < o->nranks; i++)
+        if (o->ranks[i] == rank)
+            return 1;
+    return 0;
+}
+
+int rv_whatif_for_rank(const rv_whatif *w, int rank, rv_whatif **out, rv_error *err)
+{
+    rv_whatif *c = calloc(1, sizeof(*c));
+    *out = NULL;
+    if (!c)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    if (w)
+        *c = *w;
+    c->opts = NULL;
+    c->nopts = 0;
+    c->has_job = 0;
+    c->shallow = 1;
+    if (w && w->nopts) {
+        c->opts = calloc(w->nopts, sizeof(rv_opt));
+        if (!c->opts) {
+            free(c);
+            return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+        }
+        for (size_t i = 0; i < w->nopts; i++)
+            if (opt_for_rank(&w->opts[i], rank))
+                c->opts[c->nopts++] = w->opts[i];
+    }
+    *out = c;
+    return 0;
 }
 
 int rv_whatif_schedule(const rv_whatif *w)

@@ -16,6 +16,16 @@
 
 typedef struct rv_whatif rv_whatif;
 
+/* A what-if's job-level part ("job": {...}), read by rv_job.h on a
+ * multi-rank job; a single trace refuses none of it but uses none. */
+typedef struct rv_job_whatif {
+    int remove_straggler;  /* make a rank as fast as the median rank */
+    int straggler_rank;    /* -1: the predicted run's first straggler */
+    double bandwidth_gbps; /* 0: as traced; per-GPU link, Gb/s per direction */
+    double latency_us;     /* < 0: as traced; alpha per step */
+    int world_size;        /* 0: as traced; data-parallel ranks to simulate */
+} rv_job_whatif;
+
 /* Parses and validates doc (borrowed). {} is valid and changes nothing.
  * Returns 0 and *out (new; rv_whatif_free), or RV_ERR_INVALID with err->field. */
 int rv_whatif_parse(const json_t *doc, rv_whatif **out, rv_error *err);
@@ -48,6 +58,16 @@ struct rv_oh_table;
 void rv_whatif_set_overheads(rv_whatif *w, const struct rv_oh_table *tab);
 /* True when the document asks for the platform's overheads. */
 int rv_whatif_uses_platform_overheads(const rv_whatif *w);
+
+/* The job-level part, or NULL when the document has none (or w is NULL). */
+const rv_job_whatif *rv_whatif_job(const rv_whatif *w);
+
+/* The document as it applies to rank `rank` of a job: the optimizations
+ * whose "ranks" list it (or that list none), with the distributed, power
+ * and schedule parts, without "job". Returns 0 and *out (new;
+ * rv_whatif_free; borrows w's selectors, so w must outlive it) or
+ * RV_ERR_NOMEM. */
+int rv_whatif_for_rank(const rv_whatif *w, int rank, rv_whatif **out, rv_error *err);
 
 /* The catalogue of kinds and fields with types, ranges, defaults and a
  * sentence each (GET /v1/whatif/kinds). New reference. */

@@ -251,6 +251,23 @@ const rv_field_spec rv_spec_top[] = {
 };
 const size_t rv_spec_ntop = sizeof(rv_spec_top) / sizeof(rv_spec_top[0]);
 
+#define J(m) offsetof(rv_job_whatif, m)
+const rv_field_spec rv_spec_job[] = {
+    BOOL("remove_straggler", J(remove_straggler), "false",
+         "make the straggler as fast as the median rank (its kernels and CPU work)"),
+    INT("straggler_rank", J(straggler_rank), -1, 1 << 20, "-1", 0,
+        "the rank remove_straggler speeds up (-1: the predicted run's first straggler)"),
+    NUM("bandwidth_gbps", J(bandwidth_gbps), 0, 1e6, 0, "0", 0,
+        "network link per GPU, Gb/s per direction, for every collective at its own size (0: "
+        "as traced)"),
+    NUM("latency_us", J(latency_us), -1, 1e6, 0, "-1", 0,
+        "per-step collective latency alpha (-1: as traced)"),
+    INT("world_size", J(world_size), 0, 1 << 20, "0", 0,
+        "data-parallel ranks to simulate (0: as traced); fewer drop the last ranks, more repeat "
+        "the traced ones"),
+};
+const size_t rv_spec_njob = sizeof(rv_spec_job) / sizeof(rv_spec_job[0]);
+
 const rv_kind_spec *rv_spec_kind(const char *kind)
 {
     for (size_t i = 0; kind && i < rv_spec_nkinds; i++)
@@ -497,8 +514,9 @@ json_t *rv_whatif_kinds(void)
                                              k->doc, "example", json_loads(k->example, 0, NULL),
                                              "fields", fields_json(k->fields, RV_SPEC_MAX_FIELDS)));
     }
-    return json_pack("{s:o, s:o, s:o, s:o, s:s}", "optimizations", arr, "distributed",
-                     fields_json(rv_spec_dist, rv_spec_ndist), "top_level",
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:s}", "optimizations", arr, "distributed",
+                     fields_json(rv_spec_dist, rv_spec_ndist), "job",
+                     fields_json(rv_spec_job, rv_spec_njob), "top_level",
                      fields_json(rv_spec_top, rv_spec_ntop), "selector",
                      fields_json(rv_spec_select, rv_spec_nselect), "order",
                      "amp, fusions, memory savers, generic primitives, distributed, gradient "
