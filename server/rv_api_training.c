@@ -160,14 +160,16 @@ void rv_api_training_whatif(rv_req *r, void *app)
         goto out;
     }
     if (j->nranks > TRAINING_MAX_RANKS) {
-        rv_req_error(r, 413, "too_large", NULL,
+        rv_error_set(&e, RV_ERR_LIMIT, -1, -1,
                      "training job %lld has %zu ranks; at most %d are simulated together",
                      (long long)id, j->nranks, TRAINING_MAX_RANKS);
+        rv_req_error_rv(r, &e);
         goto out;
     }
     if (!(keep = calloc(j->nranks, 1)) || !(l = calloc(j->nranks, sizeof(*l))) ||
         !(ranks = calloc(j->nranks, sizeof(*ranks)))) {
-        rv_req_error(r, 503, "unavailable", NULL, "out of memory");
+        rv_error_set(&e, RV_ERR_NOMEM, -1, -1, "out of memory");
+        rv_req_error_rv(r, &e);
         goto out;
     }
     if (take_ranks(r, doc, j, keep) != 0)
@@ -219,7 +221,8 @@ void rv_api_training_whatif(rv_req *r, void *app)
                   (json_int_t)nl, "missing", missing_ranks(j));
     if (!ans || !tj || json_object_set(ans, "training_job", tj) != 0) {
         json_decref(tj);
-        rv_req_error(r, 503, "unavailable", NULL, "out of memory rendering the answer");
+        rv_error_set(&e, RV_ERR_NOMEM, -1, -1, "out of memory rendering the answer");
+        rv_req_error_rv(r, &e);
         goto out;
     }
     json_decref(tj);
