@@ -215,10 +215,23 @@ void rv_api_training_whatif(rv_req *r, void *app)
     if (!rv_whatif_is_empty(w))
         rv_metrics_add(a->metrics, RV_M_SIMULATIONS, 1);
     ans = rv_job_render(res, j->name);
+    /* Each rank's trace and its time origin, so that a client can put the
+     * rank's own timeline on the job's clock: trace time + origin + the
+     * rank's clock offset. */
+    json_t *rk = json_array();
+    for (size_t i = 0, k = 0; rk && i < j->nranks; i++) {
+        if (!keep[i])
+            continue;
+        json_array_append_new(rk, json_pack("{s:i,s:I,s:f}", "rank", (int)j->ranks[i].rank,
+                                            "trace_id", (json_int_t)j->ranks[i].trace_id,
+                                            "origin_us", (double)l[k].graph->origin_ns / 1e3));
+        k++;
+    }
     json_t *tj =
-        json_pack("{s:I,s:s,s:o,s:I,s:o}", "id", (json_int_t)j->id, "name", j->name, "world_size",
-                  j->world_size >= 1 ? json_integer(j->world_size) : json_null(), "ranks_simulated",
-                  (json_int_t)nl, "missing", missing_ranks(j));
+        rk ? json_pack("{s:I,s:s,s:o,s:I,s:o,s:o}", "id", (json_int_t)j->id, "name", j->name,
+                       "world_size", j->world_size >= 1 ? json_integer(j->world_size) : json_null(),
+                       "ranks_simulated", (json_int_t)nl, "missing", missing_ranks(j), "ranks", rk)
+           : NULL;
     if (!ans || !tj || json_object_set(ans, "training_job", tj) != 0) {
         json_decref(tj);
         rv_error_set(&e, RV_ERR_NOMEM, -1, -1, "out of memory rendering the answer");
