@@ -1,5 +1,7 @@
 /* `reverie simulate TRACE [--iteration N|median] [--whatif JSON|@FILE]
  *                         [--timeline OUT.json] [--top K] [--format json|table]`
+ * `reverie simulate RANK0 RANK1 ... [--whatif DOC] [--job]`: one job
+ * (cmd_simulate_job.c).
  *
  * Prints one JSON object: measured, simulated and predicted iteration time,
  * replay error, breakdowns, top kernels, critical path, what the what-if
@@ -27,8 +29,12 @@ static void usage(FILE *f)
     fprintf(f, "usage: reverie simulate TRACE [--iteration N|median] [--whatif JSON|@FILE]\n"
                "                         [--timeline OUT.json] [--predicted-timeline OUT.json]\n"
                "                         [--top K] [--compact] [--format json|table]\n"
+               "       reverie simulate RANK0 RANK1 ... [--whatif JSON|@FILE] [--job]\n"
                "\n"
                "TRACE is a Kineto / PyTorch profiler trace (.json or .json.gz).\n"
+               "Several traces of one distributed job (distributedInfo: one world size,\n"
+               "distinct ranks) are answered as one job; --job forces it (ranks in the\n"
+               "order given when the traces do not name them).\n"
                "--iteration   report step N (ProfilerStep#N) or the median step (default)\n"
                "--whatif      a what-if request document (see docs/whatif.md)\n"
                "--timeline    write the simulated baseline as Chrome-trace JSON (Perfetto)\n"
@@ -131,6 +137,10 @@ static int write_timeline(const char *path, const rv_graph *g, const rv_sim *s, 
 int rv_cmd_simulate(int argc, char **argv)
 {
     const char *path = NULL, *whatif_text = NULL, *timeline = NULL, *ptimeline = NULL;
+    enum { MAX_RANKS = 4096 };
+    const char **paths = NULL;
+    size_t npaths = 0;
+    int force_job = 0;
     rv_run_opts opts = {.iteration = RV_ITER_MEDIAN, .top_kernels = RV_RUN_TOP_KERNELS};
     int compact = 0, table = 0, status = 1;
     enum { MAX_OH = 256 };
@@ -154,6 +164,8 @@ int rv_cmd_simulate(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--compact") == 0) {
             compact = 1;
+        } else if (strcmp(a, "--job") == 0) {
+            force_job = 1;
         } else if (i + 1 < argc && strcmp(a, "--format") == 0) {
             const char *v = argv[++i];
             if (strcmp(v, "table") != 0 && strcmp(v, "json") != 0) {
@@ -189,7 +201,22 @@ int rv_cmd_simulate(int argc, char **argv)
             opts.top_kernels = atoi(argv[++i]);
             if (opts.top_kernels < 0 || opts.top_kernels > 10000)
                 opts.top_kernels = RV_RUN_TOP_KERNELS;
+        } else if (a[0] != '-' && path) {
+            /* Several traces: one job. */
+            if (!paths && !(paths = calloc(MAX_RANKS, sizeof(*paths)))) {
+                fprintf(stderr, "reverie: out of memory\n");
+                return 1;
+            }
+            if (npaths == 0)
+                paths[npaths++] = path;
+            if (npaths == MAX_RANKS) {
+                free(paths);
+                fprintf(stderr, "reverie: at most %d traces in one job\n", MAX_RANKS);
+                return 2;
+            }
+            paths[npaths++] = a;
         } else if (rv_cli_trace_arg(a, &path, usage) != 0) {
+            free(paths);
             return 2;
         }
     }
@@ -199,7 +226,22 @@ int rv_cmd_simulate(int argc, char **argv)
     }
     if (whatif_text && rv_whatif_parse_text(whatif_text, &w, &err) != 0) {
         print_error("bad what-if document", &err);
+        free(paths);
         return 2;
+    }
+    if (npaths > 1 || force_job) {
+        if (timeline || ptimeline || n_oh) {
+            fprintf(stderr, "reverie: --timeline, --predicted-timeline and --overheads-from "
+                            "answer one trace, not a job\n");
+            status = 2;
+        } else {
+            const char *one[1] = {path};
+            status = rv_cli_simulate_job(npaths ? paths : one, npaths ? npaths : 1, w, &opts,
+                                         force_job, compact, table);
+        }
+        free(paths);
+        rv_whatif_free(w);
+        return status;
     }
     if (rv_cli_load_trace(path, &tr, &err) != 0) {
         print_error(path, &err);

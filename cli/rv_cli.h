@@ -4,6 +4,13 @@
 #define RV_CLI_H
 
 int rv_cmd_simulate(int argc, char **argv);
+/* `simulate` with several traces: one distributed job (cmd_simulate_job.c).
+ * force: simulate them as one job even when their distributedInfo does not
+ * say so. Returns the exit status. */
+struct rv_whatif;
+struct rv_run_opts;
+int rv_cli_simulate_job(const char *const *paths, size_t n, const struct rv_whatif *w,
+                        const struct rv_run_opts *opts, int force, int compact, int table);
 /* `reverie diff A B | A --whatif DOC` (cmd_diff.c). */
 int rv_cmd_diff(int argc, char **argv);
 int rv_cmd_upload(int argc, char **argv);

@@ -1,0 +1,90 @@
+/* Internal: the job's state shared by rv_job.c (build, run) and
+ * rv_job_render.c (the answer). Not a public API. */
+#ifndef RV_JOB_INT_H
+#define RV_JOB_INT_H
+
+#include "rv_job.h"
+
+#define RV_JOB_MAX_RANKS    65536
+#define RV_JOB_MAX_WARNINGS 16
+
+typedef struct rv_job_member {
+    const rv_graph *g;
+    const rv_sim *base;
+    int rank;
+    const char *label;
+} rv_job_member;
+
+struct rv_job {
+    size_t n; /* ranks present, sorted by rank */
+    rv_job_member *r;
+    int world;            /* world size (ranks present plus missing) */
+    double *offset_ns;    /* per rank present: added to its times to reach the reference clock */
+    double offset_mad_us; /* worst spread of a rank's collective end differences */
+    size_t ncoll;         /* matched collectives */
+    int32_t *coll_task;   /* ncoll x n task indices; -1 where the rank lacks it */
+    uint8_t *coll_op;     /* rv_coll_op per collective */
+    int64_t *transfer_ns; /* ncoll x n: measured time after the last rank entered */
+    rv_warning warn[RV_JOB_MAX_WARNINGS];
+    size_t nwarn;
+};
+
+/* One rank of a simulated run (a slot: a traced rank, or a copy of one
+ * when a what-if scales the job up). */
+typedef struct rv_job_slot {
+    int pos;           /* index into rv_job.r */
+    int rank;          /* the rank it stands for */
+    rv_graph *owned;   /* its own graph (a straggler made faster); NULL: shared */
+    const rv_graph *g; /* the graph simulated (predicted, or the trace's) */
+    size_t toff, hoff; /* first task and thread in the merged graph */
+    int64_t shift_ns;  /* aligned clock shift of its measured times */
+    /* Figures. */
+    double measured_us, baseline_us, predicted_us, replay_error;
+    double wait_us, transfer_us;   /* predicted run, per step */
+    double bwait_us, btransfer_us; /* baseline run, per step */
+    double delay_us;               /* how long its late arrivals held the others */
+    size_t last_in;                /* collectives it entered last */
+} rv_job_slot;
+
+typedef struct rv_job_coll_report {
+    int32_t index;
+    int op;
+    int last_rank;
+    double max_wait_us, total_wait_us, transfer_us;
+    double last_enter_us, first_leave_us; /* simulated, from the run's first start */
+} rv_job_coll_report;
+
+typedef struct rv_job_path_seg {
+    int rank;
+    size_t tasks;
+    double start_us, end_us;
+} rv_job_path_seg;
+
+#define RV_JOB_MAX_PATH 64
+
+struct rv_job_result {
+    rv_run_summary sum;
+    const rv_job *job;
+    size_t nslots;
+    rv_job_slot *slots;
+    size_t tasks, edges;
+    int world_simulated;
+    rv_job_coll_report *colls; /* predicted run, most waiting first */
+    size_t ncolls;
+    rv_job_path_seg path[RV_JOB_MAX_PATH];
+    size_t npath;
+    int straggler_removed; /* rank made as fast as the median; -1 none */
+    double straggler_factor;
+    double bandwidth_gbps, latency_us;
+    rv_graph **pred; /* per traced rank: its predicted graph (owned), NULL: as traced */
+    size_t npred;
+    json_t *applied; /* the per-rank models' applied entries (first rank that ran any) */
+    rv_warning warnings[RV_RUN_MAX_WARNINGS];
+    size_t nwarnings;
+};
+
+/* Adds a warning to a result (dropped past the cap, but counted). */
+void rv_job__warn(rv_job_result *r, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif
