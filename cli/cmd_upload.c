@@ -122,9 +122,9 @@ int rv_cmd_upload(int argc, char **argv)
             rank = atoi(val ? val : "-1");
             i++;
         } else if (strcmp(a, "--world-size") == 0) {
-            char *end;
-            long w = strtol(val, &end, 10);
-            if (!*val || *end || w < 1 || w > 1000000) {
+            char *end = NULL;
+            long w = val ? strtol(val, &end, 10) : 0;
+            if (!val || !*val || *end || w < 1 || w > 1000000) {
                 fprintf(stderr, "reverie upload: --world-size must be between 1 and 1000000\n");
                 free(files);
                 return 2;
