@@ -153,6 +153,8 @@ static const rv_route routes[] = {
      0, "platforms_overheads"},
     {"GET", "/v1/training-jobs", rv_api_training_list, RV_BODY_NONE, RV_SCOPE_READ, 0,
      "training_jobs_list"},
+    {"POST", "/v1/training-jobs", rv_api_training_upload, RV_BODY_UPLOAD, RV_SCOPE_INGEST, 0,
+     "training_jobs_upload"},
     {"GET", "/v1/training-jobs/{id}", rv_api_training_get, RV_BODY_NONE, RV_SCOPE_READ, 0,
      "training_jobs_get"},
     {"POST", "/v1/training-jobs/{id}/whatif", rv_api_training_whatif, RV_BODY_JSON, RV_SCOPE_READ,

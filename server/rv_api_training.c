@@ -1,5 +1,6 @@
 /* Training jobs: the traces of one distributed run (GET /v1/training-jobs,
- * GET /v1/training-jobs/{id}, POST /v1/training-jobs/{id}/whatif).
+ * GET /v1/training-jobs/{id}, POST /v1/training-jobs/{id}/whatif), and one
+ * upload of an archive holding every rank (POST /v1/training-jobs).
  *
  * The store says which ranks a job has (store/rv_db_training.c); the what-if
  * loads each rank the way a single-trace what-if does (the loaded-trace
@@ -13,11 +14,14 @@
 #include "rv_db.h"
 #include "rv_job.h"
 #include "rv_metrics.h"
+#include "rv_tar.h"
 #include "rv_whatif.h"
 
 /* A job past this many ranks is refused (413) rather than loaded: every
  * rank's graph is held in memory for the run. */
 #define TRAINING_MAX_RANKS 1024
+/* Members of one archive upload past this many are refused. */
+#define ARCHIVE_MAX_MEMBERS 4096
 
 void rv_api_training_list(rv_req *r, void *app)
 {
@@ -253,4 +257,154 @@ out:
     free(keep);
     rv_db_training_job_free(j);
     json_decref(doc);
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* One member of an archive upload: ingested as a trace of job `job`, its
+ * rank from the trace. The row for the answer is appended to rows. Returns
+ * 1 stored, 2 duplicate, 0 refused (the row says why), or RV_ERR_IO when
+ * the database failed (the whole upload stops). */
+static int archive_member(rv_app *a, const char *job, const char *name, const uint8_t *data,
+                          size_t len, json_t *rows, rv_error *dberr)
+{
+    rv_db_ingest_meta meta = {.job = job, .rank = RV_NONE, .world_size = RV_NONE};
+    rv_db_ingest_result res = {0};
+    json_t *t = NULL;
+    rv_error e;
+
+    rv_error_clear(&e);
+    meta.max_bytes = (size_t)a->cfg.upload_cap;
+    meta.max_trace_bytes = (size_t)a->cfg.max_trace_bytes;
+    meta.max_events = (size_t)a->cfg.max_events;
+    if (rv_db_ingest_buffer(a->db, data, len, &meta, &res, &e) != 0) {
+        if (e.code == RV_ERR_IO || e.code == RV_ERR_NOMEM) {
+            *dberr = e;
+            return e.code;
+        }
+        json_array_append_new(rows, json_pack("{s:s,s:s,s:s}", "name", name, "error",
+                                              rv_err_name(e.code), "message", e.message));
+        return 0;
+    }
+    rv_metrics_add(a->metrics, RV_M_INGEST_BYTES, len);
+    rv_metrics_add(a->metrics, res.duplicate ? RV_M_UPLOAD_DUPLICATES : RV_M_UPLOADS, 1);
+    json_t *rank = json_null();
+    if (rv_db_trace_get(a->db, res.trace_id, &t, &e) == 0 && t)
+        rank = json_incref(json_object_get(t, "rank"));
+    if (!rank)
+        rank = json_null();
+    json_decref(t);
+    json_array_append_new(rows, json_pack("{s:s,s:I,s:o,s:b}", "name", name, "trace_id",
+                                          (json_int_t)res.trace_id, "rank", rank, "duplicate",
+                                          res.duplicate));
+    return res.duplicate ? 2 : 1;
+}
+
+/* POST /v1/training-jobs?job=NAME: a .tar or .tar.gz of the rank traces
+ * (each .json or .json.gz member is one trace, its rank from its
+ * distributedInfo). Each member is its own ingest, so one bad member costs
+ * only itself; the answer lists every member. */
+void rv_api_training_upload(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    uint64_t size = 0;
+    const char *spool = rv_req_spool(r, &size);
+    const char *job = rv_req_query(r, "job");
+    rv_tar *tar = NULL;
+    json_t *rows = json_array(), *tj = NULL;
+    char *name = malloc(RV_TAR_NAME_MAX);
+    uint8_t *data = NULL;
+    size_t len = 0, stored = 0, dups = 0, members = 0;
+    int64_t id = 0;
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (!job)
+        job = rv_req_header(r, "X-Reverie-Job");
+    if (!rows || !name) {
+        rv_error_set(&e, RV_ERR_NOMEM, -1, -1, "out of memory");
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    if (!job || !*job || strlen(job) > 256) {
+        rv_req_error(r, 400, "invalid_parameter", "job",
+                     "job=NAME (1 to 256 characters) names the training job of the archive");
+        goto out;
+    }
+    if (!spool || size == 0) {
+        rv_req_error(r, 400, "body_required", NULL,
+                     "the request body must be a .tar or .tar.gz of the rank traces");
+        goto out;
+    }
+    if (rv_tar_open_file(spool, &tar, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    for (;;) {
+        int rc = rv_tar_next(tar, (size_t)a->cfg.upload_cap, name, &data, &len, &e);
+        if (rc == 0)
+            break;
+        if (rc < 0) {
+            rv_req_error_rv(r, &e);
+            goto out;
+        }
+        if (++members > ARCHIVE_MAX_MEMBERS) {
+            rv_error_set(&e, RV_ERR_LIMIT, -1, -1, "the archive holds more than %d files",
+                         ARCHIVE_MAX_MEMBERS);
+            rv_req_error_rv(r, &e);
+            goto out;
+        }
+        const char *base = strrchr(name, '/');
+        base = base ? base + 1 : name;
+        if (base[0] == '.' || (!ends_with(base, ".json") && !ends_with(base, ".json.gz"))) {
+            json_array_append_new(rows, json_pack("{s:s,s:s,s:s}", "name", name, "error", "skipped",
+                                                  "message", "not a .json or .json.gz file"));
+        } else {
+            rc = archive_member(a, job, name, data, len, rows, &e);
+            if (rc < 0) {
+                rv_req_error_rv(r, &e);
+                goto out;
+            }
+            stored += rc == 1;
+            dups += rc == 2;
+        }
+        free(data);
+        data = NULL;
+    }
+    if (stored + dups == 0) {
+        json_t *first = json_array_get(rows, 0);
+        const char *why = json_string_value(json_object_get(first, "message"));
+        rv_req_error(r, 400, "invalid", NULL,
+                     "the archive holds no trace the reader accepts (%zu files%s%s)",
+                     json_array_size(rows), why ? "; the first: " : "", why ? why : "");
+        rv_metrics_add(a->metrics, RV_M_UPLOAD_REJECTED, 1);
+        goto out;
+    }
+    /* The job exists once a member had a rank; else the traces are only
+     * labelled with the name. */
+    if (rv_db_training_id(a->db, job, &id, &e) == 0 && rv_db_training_get(a->db, id, &tj, &e) != 0)
+        tj = NULL;
+    if (e.code == RV_ERR_IO) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    if (tj) {
+        char loc[64];
+        snprintf(loc, sizeof(loc), "/v1/training-jobs/%lld", (long long)id);
+        rv_req_add_header(r, "Location", loc);
+    }
+    rv_req_respond_json(r, stored ? 201 : 200,
+                        json_pack("{s:o,s:O,s:I,s:I,s:I}", "training_job", tj ? tj : json_null(),
+                                  "members", rows, "stored", (json_int_t)stored, "duplicates",
+                                  (json_int_t)dups, "refused",
+                                  (json_int_t)(json_array_size(rows) - stored - dups)));
+out:
+    free(data);
+    free(name);
+    json_decref(rows);
+    rv_tar_close(tar);
 }

@@ -112,6 +112,23 @@ int rv_db_training_get(rv_db *db, int64_t id, json_t **out, rv_error *err)
     return 0;
 }
 
+int rv_db_training_id(rv_db *db, const char *name, int64_t *id, rv_error *err)
+{
+    json_t *v = NULL;
+    const char *vals[] = {name};
+
+    *id = 0;
+    int rc =
+        rv_db__query_json(db, "training job id",
+                          "SELECT id::text FROM training_jobs WHERE name = $1", 1, vals, &v, err);
+    if (rc == RV_ERR_NOTFOUND)
+        return rv_error_set(err, RV_ERR_NOTFOUND, -1, -1, "no training job named '%.200s'", name);
+    if (rc == 0)
+        *id = (int64_t)json_integer_value(v);
+    json_decref(v);
+    return rc;
+}
+
 void rv_db_training_job_free(rv_db_training_job *j)
 {
     if (!j)

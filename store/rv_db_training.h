@@ -33,6 +33,10 @@ int rv_db_training_list(rv_db *db, int64_t before_id, unsigned limit, json_t **o
  * simulate for that rank. RV_ERR_NOTFOUND for no such id. */
 int rv_db_training_get(rv_db *db, int64_t id, json_t **out, rv_error *err);
 
+/* The id of the training job named name (borrowed); RV_ERR_NOTFOUND when
+ * there is none (no trace of that name has a rank). */
+int rv_db_training_id(rv_db *db, const char *name, int64_t *id, rv_error *err);
+
 /* One rank of a job as the what-ifs use it. */
 typedef struct rv_db_training_rank {
     int32_t rank;

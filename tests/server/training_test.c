@@ -90,6 +90,63 @@ static json_int_t int_of(const json_t *o, const char *k)
     return json_integer_value(json_object_get(o, k));
 }
 
+/* One upload of a .tar.gz of the whole DLRM folder (8 Kineto ranks, their 8
+ * execution traces, a directory entry): the ranks form the job, the
+ * execution traces are refused with the reader's reason. The traces are
+ * deleted again so that the next test uploads the same bytes anew. */
+static void test_archive_upload(void)
+{
+    char tgz[1400], cmd[4096];
+    json_t *j = NULL;
+
+    snprintf(tgz, sizeof(tgz), "%s/dlrm.tar.gz", g_srv.home);
+    snprintf(cmd, sizeof(cmd), "tar -C '%s/param' -czf '%s' dlrm-8rank", g_root, tgz);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        req("POST", "/v1/training-jobs?job=dlrm-archive", "application/gzip", NULL, tgz, &j), 201);
+    CU_ASSERT_EQUAL(int_of(j, "stored"), 8);
+    CU_ASSERT_EQUAL(int_of(j, "refused"), 8);
+    const json_t *tj = json_object_get(j, "training_job");
+    CU_ASSERT_EQUAL(int_of(tj, "ranks_present"), 8);
+    CU_ASSERT_TRUE(json_is_true(json_object_get(tj, "complete")));
+    size_t i, ranked = 0;
+    json_t *m;
+    json_array_foreach(json_object_get(j, "members"), i, m)
+    {
+        const char *name = json_string_value(json_object_get(m, "name"));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(name);
+        if (strstr(name, ".et.json")) {
+            /* An execution trace is not a Kineto trace: refused, with why. */
+            CU_ASSERT_PTR_NOT_NULL(json_object_get(m, "error"));
+            continue;
+        }
+        CU_ASSERT_TRUE(json_is_integer(json_object_get(m, "rank")));
+        ranked++;
+        char del[128];
+        snprintf(del, sizeof(del), "/v1/traces/%lld", (long long)int_of(m, "trace_id"));
+        CU_ASSERT_EQUAL(req("DELETE", del, NULL, NULL, NULL, NULL), 200);
+    }
+    CU_ASSERT_EQUAL(ranked, 8);
+    json_decref(j);
+    /* Its ranks deleted, the job lists all eight missing. */
+    j = listed("dlrm-archive");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_EQUAL(int_of(j, "ranks_present"), 0);
+    CU_ASSERT_EQUAL(int_of(j, "missing_count"), 8);
+    json_decref(j);
+
+    /* Not an archive, and no job name. */
+    char file[1200];
+    snprintf(file, sizeof(file), "%s/kineto/h100-sync-after-fix.json", g_root);
+    CU_ASSERT_EQUAL(req("POST", "/v1/training-jobs?job=x", "application/json", NULL, file, &j),
+                    400);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(j, "error"), "code")),
+                           "parse_error");
+    json_decref(j);
+    CU_ASSERT_EQUAL(req("POST", "/v1/training-jobs", "application/gzip", NULL, tgz, &j), 400);
+    json_decref(j);
+}
+
 static void test_list_missing_then_complete(void)
 {
     /* Ranks 0..6: rank and world size from each trace's distributedInfo. */
@@ -269,6 +326,7 @@ int main(void)
         return 77;
     }
     CU_pSuite s = CU_add_suite("training_jobs", NULL, NULL);
+    CU_add_test(s, "one .tar.gz upload of every rank", test_archive_upload);
     CU_add_test(s, "7 ranks: the missing one named; 8: complete", test_list_missing_then_complete);
     CU_add_test(s, "job what-if: the answer contract", test_whatif);
     CU_add_test(s, "upload metadata, partial job", test_upload_metadata_and_partial);
