@@ -47,12 +47,15 @@ int rv_tar_open_file(const char *path, rv_tar **out, rv_error *err)
     gzFile gz = gzopen(path, "rb");
     if (!gz)
         return rv_error_set(err, RV_ERR_IO, -1, -1, "cannot open the archive");
-    int rc = rv_tar_open_fn(gz_read, gz, out, err);
-    if (rc) {
+    rv_tar *t = calloc(1, sizeof(*t));
+    if (!t) {
         gzclose(gz);
-        return rc;
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
     }
-    (*out)->gz = gz;
+    t->fn = gz_read;
+    t->ctx = gz;
+    t->gz = gz;
+    *out = t;
     return 0;
 }
 
