@@ -137,8 +137,8 @@ static int write_timeline(const char *path, const rv_graph *g, const rv_sim *s, 
 int rv_cmd_simulate(int argc, char **argv)
 {
     const char *path = NULL, *whatif_text = NULL, *timeline = NULL, *ptimeline = NULL;
-    enum { MAX_RANKS = 4096 };
-    const char **paths = NULL;
+    enum { MAX_RANKS = 1024 };
+    const char *paths[MAX_RANKS];
     size_t npaths = 0;
     int force_job = 0;
     rv_run_opts opts = {.iteration = RV_ITER_MEDIAN, .top_kernels = RV_RUN_TOP_KERNELS};
@@ -203,20 +203,14 @@ int rv_cmd_simulate(int argc, char **argv)
                 opts.top_kernels = RV_RUN_TOP_KERNELS;
         } else if (a[0] != '-' && path) {
             /* Several traces: one job. */
-            if (!paths && !(paths = calloc(MAX_RANKS, sizeof(*paths)))) {
-                fprintf(stderr, "reverie: out of memory\n");
-                return 1;
-            }
             if (npaths == 0)
                 paths[npaths++] = path;
             if (npaths == MAX_RANKS) {
-                free(paths);
                 fprintf(stderr, "reverie: at most %d traces in one job\n", MAX_RANKS);
                 return 2;
             }
             paths[npaths++] = a;
         } else if (rv_cli_trace_arg(a, &path, usage) != 0) {
-            free(paths);
             return 2;
         }
     }
@@ -226,7 +220,6 @@ int rv_cmd_simulate(int argc, char **argv)
     }
     if (whatif_text && rv_whatif_parse_text(whatif_text, &w, &err) != 0) {
         print_error("bad what-if document", &err);
-        free(paths);
         return 2;
     }
     if (npaths > 1 || force_job) {
@@ -239,7 +232,6 @@ int rv_cmd_simulate(int argc, char **argv)
             status = rv_cli_simulate_job(npaths ? paths : one, npaths ? npaths : 1, w, &opts,
                                          force_job, compact, table);
         }
-        free(paths);
         rv_whatif_free(w);
         return status;
     }

@@ -60,9 +60,9 @@ int rv_cli_simulate_job(const char *const *paths, size_t n, const rv_whatif *w,
                         const rv_run_opts *opts, int force, int compact, int table)
 {
     int status = 1;
-    rv_trace **tr = calloc(n, sizeof(*tr));
-    rv_graph **g = calloc(n, sizeof(*g));
-    rv_sim **bs = calloc(n, sizeof(*bs));
+    rv_trace **tr = calloc(n, sizeof(rv_trace *));
+    rv_graph **g = calloc(n, sizeof(rv_graph *));
+    rv_sim **bs = calloc(n, sizeof(rv_sim *));
     rv_job_rank *rk = calloc(n, sizeof(*rk));
     rv_job *job = NULL;
     rv_job_result *res = NULL;

@@ -25,6 +25,7 @@ struct rv_job {
     int32_t *coll_task;   /* ncoll x n task indices; -1 where the rank lacks it */
     uint8_t *coll_op;     /* rv_coll_op per collective */
     int64_t *transfer_ns; /* ncoll x n: measured time after the last rank entered */
+    double *coll_bytes;   /* per collective: its message as the traces name it; 0 unknown */
     rv_warning warn[RV_JOB_MAX_WARNINGS];
     size_t nwarn;
 };
@@ -40,10 +41,11 @@ typedef struct rv_job_slot {
     int64_t shift_ns;  /* aligned clock shift of its measured times */
     /* Figures. */
     double measured_us, baseline_us, predicted_us, replay_error;
-    double wait_us, transfer_us;   /* predicted run, per step */
-    double bwait_us, btransfer_us; /* baseline run, per step */
-    double delay_us;               /* how long its late arrivals held the others */
-    size_t last_in;                /* collectives it entered last */
+    double wait_us, transfer_us;     /* predicted run, per step */
+    double bwait_us, btransfer_us;   /* baseline run, per step */
+    double delay_us;                 /* how long its late arrivals held the others */
+    size_t last_in;                  /* collectives it entered last */
+    double win_start_us, win_end_us; /* its reported step (or window) on the aligned axis */
 } rv_job_slot;
 
 typedef struct rv_job_coll_report {
@@ -52,6 +54,7 @@ typedef struct rv_job_coll_report {
     int last_rank;
     double max_wait_us, total_wait_us, transfer_us;
     double last_enter_us, first_leave_us; /* simulated, from the run's first start */
+    double bytes;                         /* message size (traced or inferred); 0 unknown */
 } rv_job_coll_report;
 
 typedef struct rv_job_path_seg {
@@ -76,7 +79,9 @@ struct rv_job_result {
     int straggler_removed; /* rank made as fast as the median; -1 none */
     double straggler_factor;
     double bandwidth_gbps, latency_us;
-    rv_graph **pred; /* per traced rank: its predicted graph (owned), NULL: as traced */
+    double *sizes;         /* per collective: the size the network what-if used; NULL none */
+    size_t inferred_sizes; /* of those, inferred from the measured transfer */
+    rv_graph **pred;       /* per traced rank: its predicted graph (owned), NULL: as traced */
     size_t npred;
     json_t *applied; /* the per-rank models' applied entries (first rank that ran any) */
     rv_warning warnings[RV_RUN_MAX_WARNINGS];

@@ -77,6 +77,9 @@ json_t *rv_job_render(const rv_job_result *r, const char *label)
                               "predicted_us", sl->predicted_us, "replay_error", sl->replay_error,
                               "wait_us", sl->wait_us, "transfer_us", sl->transfer_us, "baseline",
                               "wait_us", sl->bwait_us, "transfer_us", sl->btransfer_us);
+        if (x)
+            json_object_set_new(x, "window_us",
+                                json_pack("[f,f]", sl->win_start_us, sl->win_end_us));
         if (x && (size_t)sl->pos < j->n && j->r[sl->pos].label && (size_t)i < j->n)
             json_object_set_new(x, "trace", json_string(j->r[sl->pos].label));
         if (x && i >= j->n)
@@ -103,15 +106,17 @@ json_t *rv_job_render(const rv_job_result *r, const char *label)
         json_array_append_new(sa, json_pack("{s:i,s:f,s:I}", "rank", st[i].rank, "delay_us",
                                             st[i].delay_us, "last_in", (json_int_t)st[i].last_in));
     bad |= !st;
+    /* The slowest rank: the one whose late arrivals held the job most. */
+    bad |= put(o, "slowest_rank", json_integer(st && nst ? st[0].rank : -1));
     free(st);
     bad |= put(o, "stragglers", sa);
     json_t *ca = json_array();
     for (size_t i = 0; ca && i < r->ncolls && i < RV_JOB_MAX_COLL_ROWS; i++) {
         const rv_job_coll_report *c = &r->colls[i];
-        json_array_append_new(ca, json_pack("{s:i,s:s,s:i,s:f,s:f,s:f}", "index", c->index, "op",
-                                            op_name(c->op), "last_rank", c->last_rank,
-                                            "max_wait_us", c->max_wait_us, "total_wait_us",
-                                            c->total_wait_us, "transfer_us", c->transfer_us));
+        json_array_append_new(
+            ca, json_pack("{s:i,s:s,s:i,s:f,s:f,s:f,s:f}", "index", c->index, "op", op_name(c->op),
+                          "last_rank", c->last_rank, "max_wait_us", c->max_wait_us, "total_wait_us",
+                          c->total_wait_us, "transfer_us", c->transfer_us, "bytes", c->bytes));
     }
     bad |= put(o, "collective_waits", ca);
     json_t *cp = json_array();

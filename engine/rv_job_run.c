@@ -42,6 +42,7 @@ void rv_job_result_free(rv_job_result *r)
         rv_graph_free(r->pred[p]);
     free(r->pred);
     free(r->colls);
+    free(r->sizes);
     json_decref(r->applied);
     free(r);
 }
@@ -87,20 +88,26 @@ static int merge(const rv_job *j, rv_job_slot *slots, size_t nslots, const doubl
         ne += sl->g->nedges;
         nh += sl->g->nthreads;
     }
-    if (nt > RV_GRAPH_MAX_TASKS || ne > RV_GRAPH_MAX_EDGES || nh > (size_t)INT32_MAX)
-        return rv_error_set(err, RV_ERR_LIMIT, -1, -1,
-                            "the job's graph would hold %zu tasks and %zu edges, past the caps", nt,
-                            ne);
+    if (nt > RV_GRAPH_MAX_TASKS || ne > RV_GRAPH_MAX_EDGES || nh > (size_t)INT32_MAX) {
+        rv_error_set(err, RV_ERR_LIMIT, -1, -1,
+                     "the job's graph would hold %zu tasks and %zu edges, past the caps", nt, ne);
+        return RV_ERR_LIMIT;
+    }
     m->g = calloc(1, sizeof(*m->g));
-    if (!m->g)
-        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    if (!m->g) {
+        rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+        return RV_ERR_NOMEM;
+    }
     m->g->tasks = malloc((nt + 1) * sizeof(rv_task));
     m->g->edges = malloc((ne + 1) * sizeof(rv_edge));
     m->g->threads = malloc((nh + 1) * sizeof(rv_thread));
     m->gang = malloc((nt + 1) * sizeof(int32_t));
     m->gsize = calloc(j->ncoll + 1, sizeof(int32_t));
-    if (!m->g->tasks || !m->g->edges || !m->g->threads || !m->gang || !m->gsize)
-        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory joining %zu tasks", nt);
+    if (!m->g->tasks || !m->g->edges || !m->g->threads || !m->gang || !m->gsize) {
+        merged_free(m);
+        rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory joining %zu tasks", nt);
+        return RV_ERR_NOMEM;
+    }
     m->g->cap_tasks = nt + 1;
     m->g->cap_edges = ne + 1;
     m->g->cap_threads = nh + 1;
@@ -162,7 +169,10 @@ static int simulate(merged *m, size_t ncoll, int policy, const rv_stop *stop, rv
 {
     rv_sim_opts so = {
         .policy = policy, .stop = stop, .gang = m->gang, .gang_size = m->gsize, .ngangs = ncoll};
-    return rv_sim_run_opts(m->g, &so, &m->sim, err);
+    rv_sim *sim = NULL;
+    int rc = rv_sim_run_opts(m->g, &so, &sim, err);
+    m->sim = sim;
+    return rc;
 }
 
 /* A view of the merged simulation as slot sl's own (its tasks only). */
@@ -275,7 +285,8 @@ static int stragglers(const rv_job *j, rv_job_result *r, const merged *m)
                                                      total,
                                                      xfer / (double)members,
                                                      ((double)a1 - t0) / 1e3,
-                                                     ((double)leave - t0) / 1e3};
+                                                     ((double)leave - t0) / 1e3,
+                                                     r->sizes ? r->sizes[c] : j->coll_bytes[c]};
     }
     qsort(r->colls, r->ncolls, sizeof(*r->colls), cmp_coll_report);
     return 0;
@@ -370,10 +381,15 @@ static int net_ratios(const rv_job *j, const rv_job_whatif *jw, int world, doubl
         for (size_t p = 0; p < j->n; p++)
             v[p] = j->transfer_ns[c * j->n + p];
         qsort(v, j->n, sizeof(int64_t), cmp_i64);
-        double secs = (double)v[j->n / 2] * 1e-9;
-        double bytes = rv_coll_bytes_for_time(&b, j->coll_op[c], RV_ALGO_RING, secs);
+        size_t mid = j->n / 2;
+        double secs = (double)v[mid] * 1e-9, bytes = j->coll_bytes[c];
+        if (bytes <= 0) {
+            bytes = rv_coll_bytes_for_time(&b, j->coll_op[c], RV_ALGO_RING, secs);
+            r->inferred_sizes++;
+        }
         if (bytes < 1)
             bytes = 1;
+        r->sizes[c] = bytes;
         double t0 = rv_coll_time(&b, j->coll_op[c], RV_ALGO_RING, bytes);
         double t1 = rv_coll_time(&x, j->coll_op[c], RV_ALGO_RING, bytes);
         ratio[c] = t0 > 0 ? t1 / t0 : 1;
@@ -492,6 +508,44 @@ out:
     return rc;
 }
 
+/* What the ranks' graphs rest on, said once for the job (rv_run says it
+ * per trace; codes as in docs/whatif.md). */
+static void graph_warnings(const rv_job *j, rv_job_result *r)
+{
+    size_t waits = 0, idle = 0, holds = 0, pre = 0, assumed = 0, single = 0, none = 0;
+    for (size_t p = 0; p < j->n; p++) {
+        const rv_graph *g = j->r[p].g;
+        waits += g->inferred_waits;
+        idle += g->inferred_idle;
+        holds += g->inferred_holds;
+        pre += g->prewindow_gpu;
+        assumed += g->launch_lat_assumed != 0;
+        single += g->niters == 1;
+        none += g->niters == 0;
+    }
+    if (waits || idle || holds || pre)
+        rv_job__warn(r, "graph_inferred",
+                     "the ranks' traces lack records the graphs needed: %zu cross-stream waits "
+                     "inferred, %zu stream idle gaps kept as measured, %zu lost launches held by "
+                     "their launcher, %zu GPU tasks queued before profiling, over %zu ranks "
+                     "(docs/internals/graph.md)",
+                     waits, idle, holds, pre, j->n);
+    if (assumed)
+        rv_job__warn(r, "launch_latency_assumed",
+                     "%zu of %zu ranks met too few idle-stream launches to measure the launch "
+                     "latency: the default is assumed there",
+                     assumed, j->n);
+    if (none)
+        rv_job__warn(r, "no_steps",
+                     "%zu of %zu ranks have no step markers: their whole trace is one iteration",
+                     none, j->n);
+    else if (single)
+        rv_job__warn(r, "single_step",
+                     "%zu of %zu ranks hold a single step: no steady-state window, warm-up and "
+                     "profiler start-up are in the figures",
+                     single, j->n);
+}
+
 static double ratio_of(double num, double den)
 {
     return den > 0 ? num / den : 0;
@@ -529,8 +583,9 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
     r->straggler_removed = -1;
     for (size_t i = 0; i < job->nwarn; i++)
         rv_job__warn(r, job->warn[i].code, "%s", job->warn[i].message);
+    graph_warnings(job, r);
     bslots = calloc(n, sizeof(*bslots));
-    pred = calloc(n, sizeof(*pred));
+    pred = calloc(n, sizeof(rv_graph *));
     bfig = calloc(n, sizeof(*bfig));
     if (!bslots || !pred || !bfig) {
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
@@ -540,7 +595,7 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
     for (size_t p = 0; p < n; p++)
         bslots[p] = (rv_job_slot){.pos = (int)p, .rank = job->r[p].rank, .g = job->r[p].g};
     if ((rc = merge(job, bslots, n, NULL, &bm, err)) != 0 ||
-        (rc = simulate(&bm, job->ncoll, rv_whatif_schedule(w), &stop, err)) != 0)
+        (rc = simulate(&bm, job->ncoll, RV_SCHED_EARLIEST_START, &stop, err)) != 0)
         goto out;
     waits(job, bslots, n, &bm, 0);
     for (size_t p = 0; p < n; p++) {
@@ -577,16 +632,18 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
     if (need_pred) {
         if (jw && (jw->bandwidth_gbps > 0 || jw->latency_us >= 0 || jw->world_size > 0)) {
             ratio = malloc((job->ncoll + 1) * sizeof(double));
-            if (!ratio || net_ratios(job, jw, world, ratio, r) != 0) {
+            r->sizes = calloc(job->ncoll + 1, sizeof(double));
+            if (!ratio || !r->sizes || net_ratios(job, jw, world, ratio, r) != 0) {
                 rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
                 goto out;
             }
-            if (job->ncoll)
+            if (r->inferred_sizes)
                 rv_job__warn(r, "message_sizes_inferred",
-                             "the traces carry no message sizes: each collective's size is "
-                             "what the baseline network (the GPU's NVLink, else PCIe, in 8-GPU "
-                             "nodes, 100 Gb/s between them, 5 us per step) moves in its "
-                             "measured transfer");
+                             "%zu of %zu collectives carry no message size in the traces: "
+                             "each of those is what the baseline network (the GPU's NVLink, "
+                             "else PCIe, in 8-GPU nodes, 100 Gb/s between them, 5 us per "
+                             "step) moves in its measured transfer",
+                             r->inferred_sizes, job->ncoll);
         }
         if ((rc = merge(job, r->slots, r->nslots, ratio, &pm, err)) != 0 ||
             (rc = simulate(&pm, job->ncoll, rv_whatif_schedule(w), &stop, err)) != 0)
@@ -646,14 +703,19 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
         rv_iter_figures bf = bfig[p], pf = bfig[p];
         sl->bwait_us = bslots[p].bwait_us;
         sl->btransfer_us = bslots[p].btransfer_us;
+        rv_sim pv;
+        view(final, sl, &pv);
         if (final != &bm) {
-            rv_sim bv, pv;
+            rv_sim bv;
             view(&bm, &bslots[p], &bv);
-            view(final, sl, &pv);
             if ((rc = rv_report_compare(job->r[p].g, &bv, sl->g, &pv, o.iteration, &bf, &pf,
                                         err)) != 0)
                 goto out;
         }
+        /* Where the reported step sits on the job's aligned axis. */
+        rv_window win = rv_report_window(sl->g, &pv, pf.iter);
+        sl->win_start_us = (double)(win.t0_ns - final->sim->first_start_ns) / 1e3;
+        sl->win_end_us = (double)(win.t1_ns - final->sim->first_start_ns) / 1e3;
         sl->measured_us = bf.measured_us;
         sl->baseline_us = bf.simulated_us;
         sl->predicted_us = pf.simulated_us;

@@ -261,15 +261,37 @@ static int read_text_value(reader *r, int depth, rv_buf *b, int *ok)
 
 /* An op's "Input type" list into its precision code (rv_precision.h): the
  * first floating tensor type; other shapes are skipped. */
-static int read_input_types(reader *r, int depth, uint8_t *code)
+/* Bytes per element of a C++ type name as "Input type" writes it
+ * ("float", "long int", "c10::Half"); 0 when unknown. */
+static int ctype_bytes(const char *s, size_t n)
 {
-    int c = ws(r), rc, ok, k = RV_PT_NONE;
+    static const struct {
+        const char *name;
+        int bytes;
+    } t[] = {
+        {"float", 4},    {"double", 8},      {"c10::Half", 2},     {"c10::BFloat16", 2},
+        {"long int", 8}, {"long", 8},        {"int", 4},           {"short int", 2},
+        {"short", 2},    {"signed char", 1}, {"unsigned char", 1}, {"bool", 1},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        if (strlen(t[i].name) == n && !memcmp(s, t[i].name, n))
+            return t[i].bytes;
+    return 0;
+}
+
+/* "Input type": the precision code of the list, and (first, may be NULL)
+ * the element width of its first entry. */
+static int read_input_types(reader *r, int depth, uint8_t *code, int *first)
+{
+    int c = ws(r), rc, ok, k = RV_PT_NONE, i = 0;
     if (c != '[')
         return skip_value(r, depth);
     eat(r);
-    for (c = ws(r); c != ']';) {
+    for (c = ws(r); c != ']'; i++) {
         if ((rc = read_text_value(r, depth + 1, &r->sbuf, &ok)) < 0)
             return rc;
+        if (ok && first && i == 0)
+            *first = ctype_bytes(r->sbuf.p, r->sbuf.len);
         if (ok)
             k = rv_prec_type_merge(k, rv_prec_type_code(r->sbuf.p, r->sbuf.len));
         c = ws(r);
@@ -411,14 +433,68 @@ static int dtype_bytes(const char *s, size_t n)
     return 0;
 }
 
+/* "Input Dims" of a collective's annotation: the element count of its
+ * first tensor (the product of its dims); the rest is skipped. *n is left
+ * as it was when the first entry is not a list of counts. */
+static int read_first_dims(reader *r, int depth, int64_t *n)
+{
+    int c = ws(r), rc;
+    if (c != '[')
+        return skip_value(r, depth);
+    eat(r);
+    for (int i = 0;; i++) {
+        c = ws(r);
+        if (c == ']' && i == 0) {
+            eat(r);
+            return 0;
+        }
+        if (i == 0 && c == '[') {
+            int64_t prod = 1;
+            int any = 0;
+            eat(r);
+            for (c = ws(r); c != ']'; c = ws(r)) {
+                int64_t v = RV_NONE;
+                if ((rc = read_int_arg(r, depth + 2, 0, &v)) < 0)
+                    return rc;
+                if (v < 0 || (v > 0 && prod > INT64_MAX / 16 / v))
+                    prod = -1; /* unknown or too large: no size */
+                else if (prod >= 0)
+                    prod *= v;
+                any = 1;
+                c = ws(r);
+                if (c == ',')
+                    eat(r);
+                else if (c != ']')
+                    return fail_char(r, c, "',' or ']'");
+            }
+            eat(r);
+            if (any && prod > 0)
+                *n = prod;
+        } else if ((rc = skip_value(r, depth + 1)) < 0) {
+            return rc;
+        }
+        c = ws(r);
+        if (c == ']') {
+            eat(r);
+            return 0;
+        }
+        if (c != ',')
+            return fail_char(r, c, "',' or ']'");
+        eat(r);
+    }
+}
+
 static int parse_args(reader *r, int depth, rv_event *ev)
 {
     int rc, more;
     int64_t v;
     /* Collectives (newer Kineto: on the NCCL kernel and on
      * record_param_comms) give their message as elements and a dtype. */
-    int64_t in_nelems = RV_NONE, out_nelems = RV_NONE;
-    int elem_bytes = 0;
+    int64_t in_nelems = RV_NONE, out_nelems = RV_NONE, dims_nelems = RV_NONE;
+    int elem_bytes = 0, note_bytes = 0;
+    /* Older Kineto names a collective's message only on its CPU-side
+     * annotation ("nccl:all_reduce"): its first input tensor. */
+    int nccl_note = r->name.len > 5 && !memcmp(r->name.p, "nccl:", 5);
     if ((rc = object_first(r)) < 0)
         return rc;
     for (more = rc; more; more = rc) {
@@ -465,8 +541,10 @@ static int parse_args(reader *r, int depth, rv_event *ev)
             rc = read_int_arg(r, depth + 1, 0, &in_nelems);
         } else if (n == 14 && !memcmp(k, "Out msg nelems", 14)) {
             rc = read_int_arg(r, depth + 1, 0, &out_nelems);
+        } else if (nccl_note && n == 10 && !memcmp(k, "Input Dims", 10)) {
+            rc = read_first_dims(r, depth + 1, &dims_nelems);
         } else if (n == 10 && !memcmp(k, "Input type", 10)) {
-            rc = read_input_types(r, depth + 1, &ev->in_type);
+            rc = read_input_types(r, depth + 1, &ev->in_type, nccl_note ? &note_bytes : NULL);
         } else if (n == 5 && !memcmp(k, "dtype", 5)) {
             int ok;
             rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
@@ -486,6 +564,8 @@ static int parse_args(reader *r, int depth, rv_event *ev)
     int64_t nelems = in_nelems > out_nelems ? in_nelems : out_nelems;
     if (ev->bytes == RV_NONE && elem_bytes > 0 && nelems > 0 && nelems < INT64_MAX / 16)
         ev->bytes = nelems * elem_bytes;
+    if (ev->bytes == RV_NONE && dims_nelems > 0 && note_bytes > 0)
+        ev->bytes = dims_nelems * note_bytes;
     return 0;
 }
 

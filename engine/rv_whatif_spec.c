@@ -260,7 +260,7 @@ const rv_field_spec rv_spec_job[] = {
     NUM("bandwidth_gbps", J(bandwidth_gbps), 0, 1e6, 0, "0", 0,
         "network link per GPU, Gb/s per direction, for every collective at its own size (0: "
         "as traced)"),
-    NUM("latency_us", J(latency_us), -1, 1e6, 0, "-1", 0,
+    NUM("network_latency_us", J(latency_us), -1, 1e6, 0, "-1", 0,
         "per-step collective latency alpha (-1: as traced)"),
     INT("world_size", J(world_size), 0, 1 << 20, "0", 0,
         "data-parallel ranks to simulate (0: as traced); fewer drop the last ranks, more repeat "

@@ -64,6 +64,14 @@ static int first_straggler(const rv_job_result *r)
     return rank;
 }
 
+static int has_warning(const rv_job_result *r, const char *code)
+{
+    for (size_t i = 0; i < r->nwarnings; i++)
+        if (strcmp(r->warnings[i].code, code) == 0)
+            return 1;
+    return 0;
+}
+
 /* Done-when 1: one job, each rank's step replayed within 2%, the slowest
  * rank named, wait and transfer per rank. */
 static void test_replay(void)
@@ -103,11 +111,14 @@ static void test_replay(void)
     for (size_t k = 0; k < sizeof(rkeys) / sizeof(rkeys[0]); k++)
         CU_ASSERT_PTR_NOT_NULL(json_object_get(rk, rkeys[k]));
     CU_ASSERT_EQUAL(json_object_size(json_object_get(o, "clock_offsets_us")), NR);
+    /* One step per rank: the answer says so, as a single trace's does. */
+    CU_ASSERT(has_warning(r, "single_step"));
     /* The slowest rank: rank 7 enters the collectives last in the trace
      * (its NCCL kernels last a few microseconds, the others wait). */
     int s = first_straggler(r);
     printf("\n  first straggler: rank %d", s);
     CU_ASSERT_EQUAL(s, 7);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "slowest_rank")), 7);
     CU_ASSERT(json_array_size(json_object_get(o, "critical_path")) > 0);
     CU_ASSERT(json_array_size(json_object_get(o, "collective_waits")) > 0);
     json_decref(o);
@@ -161,14 +172,6 @@ static void test_cross_rank_edges(void)
     CU_ASSERT(violated > 0);
     rv_run_result_free(rr);
     rv_whatif_free(w);
-}
-
-static int has_warning(const rv_job_result *r, const char *code)
-{
-    for (size_t i = 0; i < r->nwarnings; i++)
-        if (strcmp(r->warnings[i].code, code) == 0)
-            return 1;
-    return 0;
 }
 
 /* Done-when 2: a rank whose kernels run 1.5x slower becomes the first
@@ -266,6 +269,12 @@ static void test_clock_offset(void)
  * the same bandwidth are never slower per step. */
 static void test_monotone(void)
 {
+    /* The sizes the annotations name: 394241 floats, 24 long ints. */
+    CU_ASSERT_EQUAL(job->ncoll, 8);
+    for (size_t c = 0; c < job->ncoll; c++)
+        CU_ASSERT(job->coll_bytes[c] > 0);
+    CU_ASSERT_DOUBLE_EQUAL(job->coll_bytes[4], 394241.0 * 4, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(job->coll_bytes[1], 24.0 * 8, 0.5);
     static const double bw[] = {1, 5, 10, 25, 50, 100, 200, 400, 800, 1600, 6400};
     double prev = INFINITY;
     for (size_t i = 0; i < sizeof(bw) / sizeof(bw[0]); i++) {
@@ -275,7 +284,8 @@ static void test_monotone(void)
         CU_ASSERT_PTR_NOT_NULL_FATAL(r);
         printf("\n  %7.0f Gb/s: %.1f us", bw[i], r->sum.predicted_us);
         CU_ASSERT(r->sum.predicted_us <= prev + 1e-6);
-        CU_ASSERT(has_warning(r, "message_sizes_inferred"));
+        /* Every collective's size comes from its nccl:* annotation. */
+        CU_ASSERT(!has_warning(r, "message_sizes_inferred"));
         prev = r->sum.predicted_us;
         rv_job_result_free(r);
     }

@@ -194,6 +194,21 @@ static void test_large_ids_local(void)
     rv_trace_free(t);
 }
 
+/* Older Kineto names a collective's message only on its nccl:* annotation:
+ * the first input tensor's element count times its element width. */
+static void test_nccl_note_sizes(void)
+{
+    rv_trace *t = load_data("nccl-note-sizes.json");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL_FATAL(t->nevents, 5);
+    CU_ASSERT_EQUAL(t->events[0].bytes, 10 * 3 * 8); /* long int */
+    CU_ASSERT_EQUAL(t->events[1].bytes, 6144 * 4);   /* the first tensor only */
+    CU_ASSERT_EQUAL(t->events[2].bytes, RV_NONE);    /* a scalar first: no size */
+    CU_ASSERT_EQUAL(t->events[3].bytes, RV_NONE);    /* not a collective */
+    CU_ASSERT_EQUAL(t->events[4].bytes, RV_NONE);    /* a negative dim */
+    rv_trace_free(t);
+}
+
 static void test_flow_fallback(void)
 {
     rv_trace *t = load_data("flow-fallback.json");
@@ -696,6 +711,7 @@ int main(void)
     CU_add_test(local, "fractional ts (local)", test_fractional_local);
     CU_add_test(local, "large ids (local)", test_large_ids_local);
     CU_add_test(local, "ac2g flow fallback", test_flow_fallback);
+    CU_add_test(local, "collective sizes on nccl:* annotations", test_nccl_note_sizes);
     CU_add_test(local, "collector metadata", test_collector_meta);
     CU_add_test(local, "errors", test_errors_local);
     CU_add_test(local, "caps", test_caps);

@@ -332,6 +332,7 @@ static void test_docs_agree(void)
     }
     check_doc_fields(md, json_object_get(cat, "distributed"), NULL);
     check_doc_fields(md, json_object_get(cat, "top_level"), NULL);
+    check_doc_fields(md, json_object_get(cat, "job"), NULL);
     json_decref(cat);
     free(md);
 }
