@@ -5,7 +5,7 @@
 // when the DLRM traces or a database are missing.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -166,6 +166,24 @@ test('training job page: ranks on one axis, straggler, wait vs transfer, what-if
   near(await page.getAttribute('#tj-result [data-metric="predicted"]', 'data-us'), b.json.predicted_us, 'what-if predicted');
   assert.equal((await page.$$('#tj-result tr[data-rank]')).length, b.json.ranks.length);
   await shot('22-training-job-whatif');
+});
+
+test('training jobs list: one archive of every rank from the file picker', { timeout: T }, async (t) => {
+  if (skip) return t.skip(skip);
+  // The DLRM folder (8 ranks, already stored above, and their 8 execution
+  // traces, which are no Kineto traces) as one .tar.gz.
+  const tgz = path.join(home, 'dlrm.tar.gz');
+  const r = spawnSync('tar', ['-C', path.dirname(DLRM), '-czf', tgz, path.basename(DLRM)]);
+  assert.equal(r.status, 0, String(r.stderr));
+  await page.goto(base + '/#/training-jobs');
+  await page.fill('#tj-upload-job', 'dlrm-archive');
+  await page.setInputFiles('#tj-upload-file', tgz);
+  await page.waitForSelector('#tj-upload-result');
+  assert.equal(await page.getAttribute('#tj-upload-result', 'data-stored'), '0');
+  assert.equal(await page.getAttribute('#tj-upload-result', 'data-duplicates'), '8');
+  assert.equal(await page.getAttribute('#tj-upload-result', 'data-refused'), '8');
+  assert.equal((await page.$$('#tj-upload-status .warnings li')).length, 8, 'each refused member is named');
+  await shot('23-training-jobs-archive');
 });
 
 test('training job: unknown id, no external requests, no page errors', { timeout: T }, async (t) => {

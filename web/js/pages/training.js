@@ -1,5 +1,6 @@
 // Training jobs: the traces of one distributed run (docs/internals/web.md).
-//   #/training-jobs        every job: ranks present, missing ranks
+//   #/training-jobs        every job: ranks present, missing ranks; the
+//                          upload of every rank as one .tar / .tar.gz
 //   #/training-job/ID      one job: ranks stacked on one aligned time axis
 //                          (the straggler highlighted), wait vs transfer per
 //                          rank, stragglers, and what-ifs on the whole job
@@ -28,13 +29,41 @@ function rankList(ranks) {
 export function trainingJobsPage({ main }) {
   let alive = true;
   const box = h('div', { id: 'tj-list' }, loading('Loading training jobs…'));
+  // One .tar / .tar.gz of every rank: POST /v1/training-jobs?job=NAME.
+  const nameIn = h('input', { id: 'tj-upload-job', type: 'text', placeholder: 'job name', 'aria-label': 'Job name for the archive' });
+  const fileIn = h('input', { id: 'tj-upload-file', type: 'file', accept: '.tar,.tar.gz,.tgz,application/gzip,application/x-tar', 'aria-label': 'Choose a .tar or .tar.gz of the rank traces' });
+  const upStatus = h('div', { id: 'tj-upload-status', 'aria-live': 'polite' });
+  fileIn.addEventListener('change', async () => {
+    const f = fileIn.files && fileIn.files[0];
+    if (!f) return;
+    if (!nameIn.value.trim()) return clear(upStatus, errorBox({ message: 'give the job a name first', code: 'invalid' }, 'Upload'));
+    clear(upStatus, loading(`Uploading ${f.name}…`));
+    try {
+      const r = await request('POST', '/v1/training-jobs?job=' + encodeURIComponent(nameIn.value.trim()), {
+        body: f, headers: { 'Content-Type': /\.(tgz|gz)$/i.test(f.name) ? 'application/gzip' : 'application/octet-stream' },
+      });
+      if (!alive) return;
+      const refused = (r.members || []).filter((m) => m.error);
+      clear(upStatus, h('p', { id: 'tj-upload-result', 'data-stored': r.stored, 'data-duplicates': r.duplicates, 'data-refused': r.refused },
+        `${f.name}: ${r.stored} stored, ${r.duplicates} already stored, ${r.refused} refused. `,
+        r.training_job ? h('a', { href: `#/training-job/${r.training_job.id}` }, `Open ${r.training_job.name}`)
+          : r.duplicates ? 'Its traces were stored before, under the job they were first uploaded with, so this name forms no job.'
+            : 'No member had a rank, so no job was formed.'),
+      refused.length ? h('ul', { class: 'warnings' }, refused.map((m) => h('li', { class: 'warn' }, h('strong', {}, m.name), ' ', m.message))) : null);
+      load();
+    } catch (e) {
+      if (alive) clear(upStatus, errorBox(e, 'Upload failed'));
+    }
+  });
   clear(main,
     h('h1', {}, 'Training jobs'),
     h('p', { class: 'sub' }, 'Traces with a job name and a rank (from the upload or the trace\'s ',
       h('code', {}, 'distributedInfo'), ') form a training job; ',
       h('code', {}, 'reverie upload --job NAME --rank R --world-size W FILE'), '.'),
+    h('section', { class: 'panel', 'aria-labelledby': 'tju-h' }, h('h2', { id: 'tju-h' }, 'Upload every rank as one archive'),
+      h('div', { class: 'row' }, nameIn, fileIn), upStatus),
     h('section', { class: 'panel', 'aria-labelledby': 'tjl-h' }, h('h2', { id: 'tjl-h' }, 'Jobs'), box));
-  request('GET', '/v1/training-jobs?limit=1000').then((d) => {
+  const load = () => request('GET', '/v1/training-jobs?limit=1000').then((d) => {
     if (!alive) return;
     const jobs = d.training_jobs || [];
     if (!jobs.length) return clear(box, empty('No training jobs yet: upload the ranks of a distributed run with a job name.'));
@@ -47,6 +76,7 @@ export function trainingJobsPage({ main }) {
     ];
     clear(box, sortableTable(cols, jobs, { sortKey: 'id', desc: true, rowAttrs: (j) => ({ 'data-job-id': j.id }) }));
   }).catch((e) => { if (alive) clear(box, errorBox(e, 'Cannot list training jobs')); });
+  load();
   return { cleanup() { alive = false; } };
 }
 
