@@ -134,6 +134,7 @@ void rv_api_training_whatif(rv_req *r, void *app)
     rv_db_training_job *j = NULL;
     rv_loaded *l = NULL;
     rv_job_rank *ranks = NULL;
+    char(*labels)[32] = NULL;
     unsigned char *keep = NULL;
     rv_whatif *w = NULL;
     rv_job *job = NULL;
@@ -171,7 +172,8 @@ void rv_api_training_whatif(rv_req *r, void *app)
         goto out;
     }
     if (!(keep = calloc(j->nranks, 1)) || !(l = calloc(j->nranks, sizeof(*l))) ||
-        !(ranks = calloc(j->nranks, sizeof(*ranks)))) {
+        !(ranks = calloc(j->nranks, sizeof(*ranks))) ||
+        !(labels = calloc(j->nranks, sizeof(*labels)))) {
         rv_error_set(&e, RV_ERR_NOMEM, -1, -1, "out of memory");
         rv_req_error_rv(r, &e);
         goto out;
@@ -196,11 +198,13 @@ void rv_api_training_whatif(rv_req *r, void *app)
             rv_req_error_rv(r, &e);
             goto out;
         }
+        /* The answer names each rank's stored trace. */
+        snprintf(labels[nl], sizeof(labels[nl]), "trace %lld", (long long)j->ranks[i].trace_id);
         ranks[nl] = (rv_job_rank){.graph = l[nl].graph,
                                   .base = l[nl].base,
                                   .rank = j->ranks[i].rank,
                                   .world_size = j->world_size,
-                                  .label = NULL};
+                                  .label = labels[nl]};
         nl++;
     }
     if (rv_job_build(ranks, nl, &job, &e) != 0) {
@@ -254,6 +258,7 @@ out:
         rv_api_loaded_free(&l[i]);
     free(l);
     free(ranks);
+    free(labels);
     free(keep);
     rv_db_training_job_free(j);
     json_decref(doc);
