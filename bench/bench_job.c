@@ -28,6 +28,15 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* CPU time of this process: on a shared machine, what the work cost
+ * whatever else ran. */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* Repeats t's events `copies` times, one trace span (plus 100 us) apart,
  * with correlation and external ids kept apart. */
 static int tile(rv_trace *t, int copies)
@@ -97,7 +106,7 @@ int main(int argc, char **argv)
     }
     /* The ranks' graphs, built from the tiled traces; rank r runs real
      * rank r mod 8 with its own clock offset. */
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     size_t tasks = 0;
     for (int r = 0; r < nranks; r++) {
         if (rv_graph_build(tr[r % NREAL], NULL, &g[r], &err) != 0) {
@@ -107,7 +116,7 @@ int main(int argc, char **argv)
         g[r]->origin_ns += (int64_t)((r * 7919) % 5000) * 1000; /* 0-5 ms */
         tasks += g[r]->ntasks;
     }
-    double t1 = now_s();
+    double t1 = now_s(), c1 = cpu_s();
     int straggler = nranks / 2;
     for (size_t i = 0; i < g[straggler]->ntasks; i++) {
         rv_task *t = &g[straggler]->tasks[i];
@@ -123,7 +132,7 @@ int main(int argc, char **argv)
         }
     for (int r = 0; r < nranks; r++)
         rk[r] = (rv_job_rank){g[r], bs[r % NREAL], r, nranks, NULL};
-    double t2 = now_s();
+    double t2 = now_s(), c2 = cpu_s();
     rv_job *job = NULL;
     rv_job_result *res = NULL;
     rv_run_opts o = {.iteration = RV_ITER_MEDIAN};
@@ -136,7 +145,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_job: run: %s\n", err.message);
         return 1;
     }
-    double t4 = now_s();
+    double t4 = now_s(), c4 = cpu_s();
     json_t *ans = rv_job_render(res, NULL);
     json_t *s0 = json_array_get(json_object_get(ans, "stragglers"), 0);
     struct rusage ru;
@@ -144,12 +153,13 @@ int main(int argc, char **argv)
     printf("{\"ranks\": %d, \"tasks\": %zu, \"tasks_per_rank\": %zu, \"rank_graphs_s\": %.3f, "
            "\"job_build_s\": %.3f, \"job_run_s\": %.3f, \"job_total_s\": %.3f, "
            "\"tasks_per_s\": %.0f, \"peak_rss_mib\": %.0f, \"first_straggler\": %lld, "
-           "\"injected_straggler\": %d, \"collectives\": %lld, \"replay_error\": %.4f}\n",
+           "\"injected_straggler\": %d, \"collectives\": %lld, \"replay_error\": %.4f, "
+           "\"rank_graphs_cpu_s\": %.3f, \"job_total_cpu_s\": %.3f}\n",
            nranks, tasks, tasks / (size_t)nranks, t1 - t0, t3 - t2, t4 - t3, t4 - t2,
            (double)tasks / (t4 - t2), (double)ru.ru_maxrss / 1024.0,
            (long long)json_integer_value(json_object_get(s0, "rank")), straggler,
            (long long)json_integer_value(json_object_get(ans, "collectives")),
-           json_number_value(json_object_get(ans, "replay_error")));
+           json_number_value(json_object_get(ans, "replay_error")), c1 - c0, c4 - c2);
     json_decref(ans);
     rv_job_result_free(res);
     rv_job_free(job);

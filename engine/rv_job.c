@@ -50,6 +50,11 @@ int rv_job_world_size(const rv_job *job)
     return job ? job->world : 0;
 }
 
+int rv_job_rank_at(const rv_job *job, size_t i)
+{
+    return job && i < job->n ? job->r[i].rank : -1;
+}
+
 double rv_job_clock_offset_us(const rv_job *job, size_t i)
 {
     return job && i < job->n ? job->offset_ns[i] / 1e3 : 0;

@@ -34,9 +34,11 @@ typedef struct rv_job rv_job;
 typedef struct rv_job_result rv_job_result;
 
 /* Builds a job from n ranks (borrowed; their graphs and simulations must
- * outlive *out): rank identity, collective matching, clock offsets.
+ * outlive *out): rank identity, collective matching, clock offsets,
+ * message sizes. The job keeps its ranks sorted by rank ("positions").
  * Returns 0 and *out (new; rv_job_free), or RV_ERR_INVALID (no ranks, a
- * rank twice), RV_ERR_NOMEM. */
+ * rank without a graph, a rank twice), RV_ERR_LIMIT (more than 65536
+ * ranks), RV_ERR_NOMEM. */
 int rv_job_build(const rv_job_rank *ranks, size_t n, rv_job **out, rv_error *err);
 
 /* Runs w (borrowed, may be NULL: the replay) on every rank and simulates
@@ -47,14 +49,17 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
 
 /* The answer as JSON (new reference; NULL on OOM): measured_us,
  * baseline_us, predicted_us, speedup, warnings, ranks[], clock_offsets_us,
- * stragglers[], collectives[], critical_path. label may be NULL. */
+ * slowest_rank, stragglers[], collective_waits[], critical_path and more
+ * (docs/internals/job.md). label (may be NULL) goes in "job". */
 json_t *rv_job_render(const rv_job_result *r, const char *label);
 
 /* Figures a caller may read without rendering. */
 size_t rv_job_nranks(const rv_job *job);
 int rv_job_world_size(const rv_job *job);
-/* Aligned clock offset of rank position i in microseconds (added to that
- * rank's trace times to put it on rank 0's clock). */
+/* The rank at position i (positions are in rank order); -1 past the end. */
+int rv_job_rank_at(const rv_job *job, size_t i);
+/* Aligned clock offset of position i in microseconds (added to that
+ * rank's trace times to put it on the lowest rank's clock). */
 double rv_job_clock_offset_us(const rv_job *job, size_t i);
 /* The job summary of a result (measured, baseline, predicted, speedup,
  * replay_error = the worst rank's, warnings). */

@@ -79,6 +79,10 @@ static void test_replay(void)
     rv_job_result *r = run(job, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     CU_ASSERT_EQUAL(rv_job_world_size(job), NR);
+    CU_ASSERT_EQUAL(rv_job_nranks(job), NR);
+    for (size_t i = 0; i < NR; i++)
+        CU_ASSERT_EQUAL(rv_job_rank_at(job, i), (int)i);
+    CU_ASSERT_EQUAL(rv_job_rank_at(job, NR), -1);
     CU_ASSERT_EQUAL(r->nslots, NR);
     CU_ASSERT(job->ncoll >= 8);
     json_t *o = rv_job_render(r, "dlrm");
@@ -331,6 +335,20 @@ static void test_partial(void)
     rv_job_result_free(r);
     r = run(j, "{\"job\": {\"remove_straggler\": true, \"straggler_rank\": 1}}");
     CU_ASSERT_PTR_NULL(r);
+    rv_job_free(j);
+    rv_test_unload(&l);
+    /* Traces that name no rank take the order given, and say so. */
+    CU_ASSERT_EQUAL_FATAL(rv_test_load(traces, "param/linear-2080ti.kineto.json.gz", &l), 0);
+    rv_job_rank two[2] = {{l.g, l.s, -1, -1, "a"}, {l.g, l.s, -1, -1, "b"}};
+    build(two, 2, &j);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_EQUAL(rv_job_rank_at(j, 1), 1);
+    r = run(j, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT(has_warning(r, "rank_from_order"));
+    CU_ASSERT(has_warning(r, "no_collectives"));
+    CU_ASSERT(r->slots[0].replay_error <= 0.05);
+    rv_job_result_free(r);
     rv_job_free(j);
     rv_test_unload(&l);
 }
