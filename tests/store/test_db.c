@@ -92,7 +92,7 @@ static void *mig_thread(void *p)
 
 /* The newest migration in migrations/ and how many there are, and the
  * what-if cache's columns. */
-#define LATEST 6
+#define LATEST      6
 #define NMIGRATIONS 4
 #define CACHE_COLUMNS                                                                              \
     "SELECT count(*) FROM information_schema.columns WHERE table_name = 'whatif_cache'"
