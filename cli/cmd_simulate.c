@@ -14,10 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <zlib.h>
+
 #include "cli_args.h"
 #include "rv_cli.h"
 #include "rv_et.h"
 #include "rv_graph.h"
+#include "rv_kexport.h"
 #include "rv_kineto.h"
 #include "rv_report.h"
 #include "rv_retime.h"
@@ -29,6 +32,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: reverie simulate TRACE [--iteration N|median] [--whatif JSON|@FILE]\n"
                "                         [--timeline OUT.json] [--predicted-timeline OUT.json]\n"
+               "                         [--export-trace OUT.json[.gz]] [--export-baseline OUT]\n"
                "                         [--top K] [--compact] [--format json|table]\n"
                "                         [--et EXECUTION_TRACE]\n"
                "       reverie simulate RANK0 RANK1 ... [--whatif JSON|@FILE] [--job]\n"
@@ -43,6 +47,10 @@ static void usage(FILE *f)
                "--whatif      a what-if request document (see docs/whatif.md)\n"
                "--timeline    write the simulated baseline as Chrome-trace JSON (Perfetto)\n"
                "--predicted-timeline  the same for the what-if prediction\n"
+               "--export-trace  write the predicted run as a Kineto trace in the input's\n"
+               "              dialect (op tree, steps, flows, metadata; .gz compresses): it\n"
+               "              opens in Perfetto, TensorBoard and HTA like the original\n"
+               "--export-baseline  the same for the simulated baseline\n"
                "--top         number of top kernels to list (default 10)\n"
                "--format      json (default) or table: headline figures, warnings and top\n"
                "              kernels, rounded, for reading\n"
@@ -153,11 +161,75 @@ int rv_cli_attach_et(const char *path, rv_trace *tr, rv_et_join *join)
     return rc == 0 ? 0 : -1;
 }
 
+/* The whole file at path (new, caller frees), at most cap bytes. */
+static int read_all(const char *path, size_t cap, unsigned char **out, size_t *len, rv_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    rv_buf b = RV_BUF_INIT(cap);
+    unsigned char chunk[1 << 16];
+    size_t n;
+    int rc = 0;
+    *out = NULL;
+    if (!f)
+        return rv_error_set(err, RV_ERR_IO, -1, -1, "cannot open: %s", strerror(errno));
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        if (rv_buf_add(&b, chunk, n) != 0)
+            break;
+    if (ferror(f))
+        rc = rv_error_set(err, RV_ERR_IO, -1, -1, "read error");
+    else if (b.err)
+        rc = rv_error_set(err, b.err, -1, -1, "larger than %zu bytes", cap);
+    fclose(f);
+    if (rc == 0 && b.len >= 4 && memcmp(b.p, "RVSN", 4) == 0)
+        rc = rv_error_set(err, RV_ERR_UNSUPPORTED, -1, -1,
+                          "a snapshot keeps no op tree: export from the Kineto trace");
+    if (rc == 0)
+        *out = (unsigned char *)rv_buf_take(&b, len);
+    rv_buf_free(&b);
+    return rc == 0 && !*out ? rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory") : rc;
+}
+
+/* Writes the run of res (its baseline when baseline) as a Kineto trace to
+ * path, gzip-compressed when the name ends in ".gz". */
+static int write_export(const char *path, const char *trace_path, const rv_run_result *res,
+                        int baseline)
+{
+    unsigned char *orig = NULL;
+    size_t len = 0, n = strlen(path);
+    rv_buf out = RV_BUF_INIT(RV_KEXPORT_MAX_OUTPUT);
+    rv_error err;
+    int rc = read_all(trace_path, RV_KEXPORT_MAX_INPUT, &orig, &len, &err);
+    if (rc == 0)
+        rc = rv_kexport_run(orig, len, res, baseline, NULL, &out, NULL, &err);
+    free(orig);
+    if (rc != 0) {
+        print_error(path, &err);
+        rv_buf_free(&out);
+        return -1;
+    }
+    if (n > 3 && strcmp(path + n - 3, ".gz") == 0) {
+        gzFile gz = gzopen(path, "wb6");
+        rc = !gz || gzwrite(gz, out.p, (unsigned)out.len) != (int)out.len;
+        if (gz && gzclose(gz) != Z_OK)
+            rc = 1;
+    } else {
+        FILE *f = fopen(path, "wb");
+        rc = !f || fwrite(out.p, 1, out.len, f) != out.len;
+        if (f && fclose(f) != 0)
+            rc = 1;
+    }
+    rv_buf_free(&out);
+    if (rc)
+        fprintf(stderr, "reverie: writing %s failed\n", path);
+    return rc ? -1 : 0;
+}
+
 int rv_cmd_simulate(int argc, char **argv)
 {
     const char *path = NULL, *whatif_text = NULL, *timeline = NULL, *ptimeline = NULL;
     const char *et_path = NULL;
     rv_et_join join = {0};
+    const char *export_pred = NULL, *export_base = NULL;
     enum { MAX_RANKS = 1024 };
     const char *paths[MAX_RANKS];
     size_t npaths = 0;
@@ -214,6 +286,10 @@ int rv_cmd_simulate(int argc, char **argv)
             timeline = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--predicted-timeline") == 0) {
             ptimeline = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--export-trace") == 0) {
+            export_pred = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--export-baseline") == 0) {
+            export_base = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--overheads-from") == 0) {
             if (n_oh == MAX_OH) {
                 fprintf(stderr, "reverie: at most %d --overheads-from traces\n", MAX_OH);
@@ -246,9 +322,10 @@ int rv_cmd_simulate(int argc, char **argv)
         return 2;
     }
     if (npaths > 1 || force_job) {
-        if (timeline || ptimeline || n_oh || et_path) {
-            fprintf(stderr, "reverie: --timeline, --predicted-timeline, --overheads-from and "
-                            "--et answer one trace, not a job\n");
+        if (timeline || ptimeline || n_oh || export_pred || export_base || et_path) {
+            fprintf(stderr, "reverie: --timeline, --predicted-timeline, --export-trace, "
+                            "--export-baseline, --overheads-from and --et answer one trace, "
+                            "not a job\n");
             status = 2;
         } else {
             const char *one[1] = {path};
@@ -285,7 +362,7 @@ int rv_cmd_simulate(int argc, char **argv)
         }
         rv_whatif_set_overheads(w, oh_table);
     }
-    opts.keep_predicted = ptimeline != NULL;
+    opts.keep_predicted = ptimeline != NULL || export_pred != NULL;
     if (rv_run(g, bs, w, &opts, &res, &err) != 0) {
         print_error(err.code == RV_ERR_NOTFOUND ? path : "what-if failed", &err);
         goto out;
@@ -318,6 +395,10 @@ int rv_cmd_simulate(int argc, char **argv)
         goto out;
     if (ptimeline && write_timeline(ptimeline, rv_run_pred_graph(res), rv_run_pred_sim(res),
                                     &res->pred_win) != 0)
+        goto out;
+    if (export_pred && write_export(export_pred, path, res, 0) != 0)
+        goto out;
+    if (export_base && write_export(export_base, path, res, 1) != 0)
         goto out;
     if (table)
         print_table(out);

@@ -6,9 +6,11 @@
  * simulated baseline, energy per iteration and average power. FIELD is a
  * dotted path into the document ("power_limit_w", "distributed.workers",
  * "optimizations[0].factor"); VALUES is "start:stop:step" or a comma list
- * (numbers or words, e.g. "ring,tree"). One field is varied: a second
- * --vary is refused. Rows are CSV (default), one JSON document, or a table
- * for people with rounded figures. */
+ * (numbers or words, e.g. "ring,tree"). Several --vary make a grid: one
+ * row per combination, the last field varying fastest (at most
+ * SWEEP_MAX_FIELDS fields and SWEEP_MAX_POINTS rows); a field given twice
+ * is refused. Rows are CSV (default), one JSON document, or a table for
+ * people with rounded figures. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +31,7 @@
 int rv_cmd_sweep(int argc, char **argv);
 
 #define SWEEP_MAX_POINTS 10000
+#define SWEEP_MAX_FIELDS 4
 
 static void usage(FILE *f)
 {
@@ -36,7 +39,8 @@ static void usage(FILE *f)
                "                     [--format csv|json|table] [--json]\n"
                "  FIELD     dotted path in the what-if document: power_limit_w,\n"
                "            distributed.workers, distributed.inter_node_gbps,\n"
-               "            optimizations[0].factor, ...; one --vary only\n"
+               "            optimizations[0].factor, ...; several --vary make a grid\n"
+               "            (one row per combination, at most 4 fields and 10000 rows)\n"
                "  VALUES    start:stop:step (inclusive) or a comma list: 1,2,4,8 or ring,tree\n"
                "  --format  csv rows (default), one JSON document, or a table for people\n"
                "  --json    the same as --format json\n"
@@ -170,16 +174,28 @@ static void table_row(int width, const char *value, const rv_run_result *res, co
            res->sum.speedup, res->sum.energy_j, res->pred_energy.avg_power_w, res->sum.warnings);
 }
 
+/* A value as it reads in a row. */
+static void value_text(const json_t *v, char *out, size_t cap)
+{
+    if (json_is_string(v))
+        snprintf(out, cap, "%s", json_string_value(v));
+    else if (json_is_integer(v))
+        snprintf(out, cap, "%lld", (long long)json_integer_value(v));
+    else
+        snprintf(out, cap, "%g", json_number_value(v));
+}
+
 int rv_cmd_sweep(int argc, char **argv)
 {
-    const char *path = NULL, *doc_text = NULL, *vary = NULL;
+    const char *path = NULL, *doc_text = NULL, *vary[SWEEP_MAX_FIELDS];
     int format = FMT_CSV, rc = 1, failures = 0;
+    size_t nvary = 0;
     rv_error err;
     rv_trace *tr = NULL;
     rv_graph *g = NULL;
     rv_sim *bs = NULL;
-    json_t *doc = NULL, *vals = NULL, *rows = NULL;
-    char field[256];
+    json_t *doc = NULL, *vals[SWEEP_MAX_FIELDS] = {0}, *rows = NULL;
+    char field[SWEEP_MAX_FIELDS][256];
     rv_error_clear(&err);
 
     for (int i = 1; i < argc; i++) {
@@ -190,14 +206,12 @@ int rv_cmd_sweep(int argc, char **argv)
         } else if (i + 1 < argc && strcmp(a, "--whatif") == 0) {
             doc_text = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--vary") == 0) {
-            if (vary) {
-                fprintf(stderr,
-                        "reverie sweep: --vary given twice (%s, then %s); a sweep varies one "
-                        "field: run one sweep per field, or fix the other in --whatif\n",
-                        vary, argv[i + 1]);
+            if (nvary == SWEEP_MAX_FIELDS) {
+                fprintf(stderr, "reverie sweep: at most %d --vary (a grid of %d fields)\n",
+                        SWEEP_MAX_FIELDS, SWEEP_MAX_FIELDS);
                 return 2;
             }
-            vary = argv[++i];
+            vary[nvary++] = argv[++i];
         } else if (strcmp(a, "--json") == 0) {
             format = FMT_JSON;
         } else if (i + 1 < argc && strcmp(a, "--format") == 0) {
@@ -216,24 +230,42 @@ int rv_cmd_sweep(int argc, char **argv)
             return 2;
         }
     }
-    const char *eq = vary ? strchr(vary, '=') : NULL;
-    if (!path || !eq || eq == vary || (size_t)(eq - vary) >= sizeof(field)) {
+    if (!path || nvary == 0) {
         usage(stderr);
         return 2;
     }
-    memcpy(field, vary, (size_t)(eq - vary));
-    field[eq - vary] = '\0';
+    size_t npoints = 1;
+    for (size_t f = 0; f < nvary; f++) {
+        const char *eq = strchr(vary[f], '=');
+        if (!eq || eq == vary[f] || (size_t)(eq - vary[f]) >= sizeof(field[f])) {
+            usage(stderr);
+            goto usage_out;
+        }
+        memcpy(field[f], vary[f], (size_t)(eq - vary[f]));
+        field[f][eq - vary[f]] = '\0';
+        for (size_t e = 0; e < f; e++)
+            if (strcmp(field[e], field[f]) == 0) {
+                fprintf(stderr, "reverie sweep: --vary %s given twice (%s, then %s)\n", field[f],
+                        vary[e], vary[f]);
+                goto usage_out;
+            }
+        vals[f] = expand(eq + 1);
+        if (!vals[f]) {
+            fprintf(stderr,
+                    "reverie: bad values '%s' (start:stop:step or a comma list, at most %d)\n",
+                    eq + 1, SWEEP_MAX_POINTS);
+            goto usage_out;
+        }
+        npoints *= json_array_size(vals[f]);
+        if (npoints > SWEEP_MAX_POINTS) {
+            fprintf(stderr, "reverie sweep: the grid has more than %d points\n", SWEEP_MAX_POINTS);
+            goto usage_out;
+        }
+    }
     json_error_t je;
     doc = load_doc(doc_text, &je);
     if (!json_is_object(doc)) {
         fprintf(stderr, "reverie: bad what-if document: %s\n", doc ? "not an object" : je.text);
-        rc = 2;
-        goto out;
-    }
-    vals = expand(eq + 1);
-    if (!vals) {
-        fprintf(stderr, "reverie: bad values '%s' (start:stop:step or a comma list, at most %d)\n",
-                eq + 1, SWEEP_MAX_POINTS);
         rc = 2;
         goto out;
     }
@@ -243,33 +275,43 @@ int rv_cmd_sweep(int argc, char **argv)
         goto out;
     }
     rows = json_array();
-    int width = (int)strlen(field) > 12 ? (int)strlen(field) : 12;
+    int width[SWEEP_MAX_FIELDS];
+    for (size_t f = 0; f < nvary; f++) {
+        width[f] = (int)strlen(field[f]) > 12 ? (int)strlen(field[f]) : 12;
+        if (format == FMT_CSV)
+            printf("%s,", field[f]);
+        else if (format == FMT_TABLE)
+            printf("%-*s  ", width[f], field[f]);
+    }
     if (format == FMT_CSV)
-        printf("%s,predicted_us,speedup,energy_j,avg_power_w,warnings,error\n", field);
+        printf("predicted_us,speedup,energy_j,avg_power_w,warnings,error\n");
     else if (format == FMT_TABLE)
-        printf("%-*s  %12s  %9s  %10s  %8s  %8s\n", width, field, "predicted_ms", "speedup",
-               "energy_j", "power_w", "warnings");
+        printf("%12s  %9s  %10s  %8s  %8s\n", "predicted_ms", "speedup", "energy_j", "power_w",
+               "warnings");
     double baseline_us = 0;
-    size_t k;
-    json_t *v;
-    json_array_foreach(vals, k, v)
-    {
+    for (size_t k = 0; k < npoints; k++) {
         rv_whatif *w = NULL;
         rv_run_result *res = NULL;
         rv_run_opts opts = {.iteration = RV_ITER_MEDIAN};
-        char vs[64];
-        if (json_is_string(v))
-            snprintf(vs, sizeof(vs), "%s", json_string_value(v));
-        else if (json_is_integer(v))
-            snprintf(vs, sizeof(vs), "%lld", (long long)json_integer_value(v));
-        else
-            snprintf(vs, sizeof(vs), "%g", json_number_value(v));
+        const json_t *v[SWEEP_MAX_FIELDS];
+        char vs[SWEEP_MAX_FIELDS][64];
         json_t *d = json_deep_copy(doc);
-        int prc = d && set_path(d, field, json_incref(v)) == 0 ? 0 : -1;
+        int prc = d ? 0 : -1;
         rv_error_clear(&err);
-        if (prc)
-            rv_error_field(&err, RV_ERR_INVALID, field, "cannot set %s in the document", field);
-        else if ((prc = rv_whatif_parse(d, &w, &err)) == 0)
+        /* Point k in mixed radix, the last field fastest. */
+        for (size_t f = nvary, rest = k; f-- > 0;) {
+            size_t n = json_array_size(vals[f]);
+            v[f] = json_array_get(vals[f], rest % n);
+            rest /= n;
+            value_text(v[f], vs[f], sizeof(vs[f]));
+        }
+        for (size_t f = 0; f < nvary && prc == 0; f++)
+            if (set_path(d, field[f], json_incref((json_t *)v[f])) != 0) {
+                prc = -1;
+                rv_error_field(&err, RV_ERR_INVALID, field[f], "cannot set %s in the document",
+                               field[f]);
+            }
+        if (prc == 0 && (prc = rv_whatif_parse(d, &w, &err)) == 0)
             prc = rv_run(g, bs, w, &opts, &res, &err);
         if (prc)
             failures++;
@@ -277,8 +319,15 @@ int rv_cmd_sweep(int argc, char **argv)
             baseline_us = res->sum.baseline_us;
         if (format == FMT_JSON) {
             json_t *row = prc ? json_object() : rv_run_summary_render(&res->sum);
+            if (row && nvary == 1) {
+                json_object_set(row, "value", (json_t *)v[0]);
+            } else if (row) {
+                json_t *vo = json_object();
+                for (size_t f = 0; vo && f < nvary; f++)
+                    json_object_set(vo, field[f], (json_t *)v[f]);
+                json_object_set_new(row, "values", vo);
+            }
             if (row) {
-                json_object_set(row, "value", v);
                 if (prc)
                     json_object_set_new(row, "error", json_string(err.message));
                 else {
@@ -291,28 +340,43 @@ int rv_cmd_sweep(int argc, char **argv)
                 json_array_append_new(rows, row);
             }
         } else if (format == FMT_TABLE) {
-            table_row(width, vs, res, prc ? err.message : NULL);
-        } else if (prc) {
-            printf("%s,,,,,,\"%s\"\n", vs, err.message);
+            for (size_t f = 0; f + 1 < nvary; f++)
+                printf("%-*s  ", width[f], vs[f]);
+            table_row(width[nvary - 1], vs[nvary - 1], res, prc ? err.message : NULL);
         } else {
-            printf("%s,%.1f,%.4f,%.4f,%.1f,%d,\n", vs, res->sum.predicted_us, res->sum.speedup,
-                   res->sum.energy_j, res->pred_energy.avg_power_w, res->sum.warnings);
+            for (size_t f = 0; f < nvary; f++)
+                printf("%s,", vs[f]);
+            if (prc)
+                printf(",,,,,\"%s\"\n", err.message);
+            else
+                printf("%.1f,%.4f,%.4f,%.1f,%d,\n", res->sum.predicted_us, res->sum.speedup,
+                       res->sum.energy_j, res->pred_energy.avg_power_w, res->sum.warnings);
         }
         rv_run_result_free(res);
         rv_whatif_free(w);
         json_decref(d);
     }
     if (format == FMT_JSON) {
-        json_t *out = json_pack("{s:s, s:s, s:f, s:O}", "trace", path, "vary", field, "baseline_us",
-                                baseline_us, "points", rows);
+        json_t *fields = json_array();
+        for (size_t f = 0; fields && f < nvary; f++)
+            json_array_append_new(fields, json_string(field[f]));
+        /* One field keeps the one-field shape ("vary": name, "value"). */
+        json_t *out = json_pack("{s:s, s:o, s:f, s:O}", "trace", path, "vary",
+                                nvary == 1 ? json_string(field[0]) : json_incref(fields),
+                                "baseline_us", baseline_us, "points", rows);
+        json_decref(fields);
         if (out)
             rv_run_dump(out, stdout, 1);
         json_decref(out);
     }
     rc = failures ? 1 : 0;
+    goto out;
+usage_out:
+    rc = 2;
 out:
     json_decref(rows);
-    json_decref(vals);
+    for (size_t f = 0; f < SWEEP_MAX_FIELDS; f++)
+        json_decref(vals[f]);
     json_decref(doc);
     rv_sim_free(bs);
     rv_graph_free(g);

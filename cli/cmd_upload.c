@@ -1,6 +1,7 @@
 /* `reverie upload`: send trace files, or a collector spool, to reveried.
  *
- *   reverie upload TRACE... [--job J] [--rank R] [--server URL] [--token T] [--json]
+ *   reverie upload TRACE... [--job J] [--rank R] [--world-size W] [--server URL] [--token T]
+ *                  [--json]
  *   reverie upload --spool DIR [--server URL] [--token T] [--json]
  *
  * The server and token default to REVERIE_SERVER and REVERIE_TOKEN. Each
@@ -21,8 +22,8 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: reverie upload TRACE... [--job J] [--rank R] [--server URL] [--token T]\n"
-                 "                      [--json]\n"
+    fprintf(out, "usage: reverie upload TRACE... [--job J] [--rank R] [--world-size W]\n"
+                 "                      [--server URL] [--token T] [--json]\n"
                  "       reverie upload --spool DIR [--server URL] [--token T] [--json]\n\n"
                  "Posts Kineto/collector traces (.json or .json.gz) to URL/v1/traces and\n"
                  "prints each new trace id (or the trace it duplicates).\n"
@@ -30,7 +31,10 @@ static void usage(FILE *out)
                  "  --token T     bearer token, default $REVERIE_TOKEN\n"
                  "  --job J       job name for the trace (default: the file name without\n"
                  "                .json.gz, .json and .pt.trace)\n"
-                 "  --rank R      rank of the trace (default: none)\n"
+                 "  --rank R      rank of the trace (default: the trace's distributedInfo)\n"
+                 "  --world-size W  ranks in the job (default: the trace's distributedInfo);\n"
+                 "                traces with a job name and a rank form a training job\n"
+                 "                (GET /v1/training-jobs)\n"
                  "  --spool DIR   send every trace the collector spooled in DIR; each file\n"
                  "                is deleted after the server accepted it\n"
                  "  --attempts N  tries per trace (default 5)\n"
@@ -116,6 +120,16 @@ int rv_cmd_upload(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--rank") == 0) {
             rank = atoi(val ? val : "-1");
+            i++;
+        } else if (strcmp(a, "--world-size") == 0) {
+            char *end = NULL;
+            long w = val ? strtol(val, &end, 10) : 0;
+            if (!val || !*val || *end || w < 1 || w > 1000000) {
+                fprintf(stderr, "reverie upload: --world-size must be between 1 and 1000000\n");
+                free(files);
+                return 2;
+            }
+            o.world_size = (int)w;
             i++;
         } else if (strcmp(a, "--spool") == 0) {
             spool = val;

@@ -154,7 +154,9 @@ int rv_upload_post(const rv_upload_opts *o, const char *job, int rank, const voi
         sl--;
     int n = snprintf(url, ulen, "%.*s/v1/traces?job=%s", (int)sl, o->server, ejob);
     if (rank >= 0)
-        snprintf(url + n, ulen - (size_t)n, "&rank=%d", rank);
+        n += snprintf(url + n, ulen - (size_t)n, "&rank=%d", rank);
+    if (o->world_size > 0)
+        snprintf(url + n, ulen - (size_t)n, "&world_size=%d", o->world_size);
 
     hdr = curl_slist_append(hdr, "Content-Type: application/json");
     if (len >= 2 && ((const unsigned char *)data)[0] == 0x1f &&

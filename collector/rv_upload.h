@@ -23,6 +23,7 @@ typedef struct rv_upload_opts {
     const char *prog;       /* program named in messages; NULL = "reverie-collector" */
     char *answer;           /* NULL, or RV_UPLOAD_ANSWER_MAX bytes that get the start of the
                                last answer's body, NUL-terminated (borrowed) */
+    int world_size;         /* > 0: sent as world_size (the job's rank count); 0 = omitted */
 } rv_upload_opts;
 
 #define RV_UPLOAD_ANSWER_MAX 4096

@@ -13,6 +13,7 @@
 #include "rv_buf.h"
 #include "rv_jscan.h"
 #include "rv_map.h"
+#include "rv_tar.h"
 
 #define DEFAULT_INPUT ((size_t)4 << 30)
 #define MAX_DIMS_ALL  ((size_t)64 << 20) /* dims over the whole ET */
@@ -583,53 +584,47 @@ static int read_document(reader *r)
 
 /* ---------------------------------------------------------------- tar */
 
-/* Octal field of a tar header; -1 when malformed. */
-static int64_t tar_octal(const unsigned char *p, size_t n)
+/* rv_tar's reader over the scanner's decompressed bytes. */
+static long tar_read(void *ctx, void *buf, size_t n)
 {
-    int64_t v = 0;
-    size_t i = 0;
-    while (i < n && p[i] == ' ')
-        i++;
-    if (i == n || p[i] < '0' || p[i] > '7')
-        return -1;
-    for (; i < n && p[i] >= '0' && p[i] <= '7'; i++) {
-        if (v > (INT64_MAX >> 3))
-            return -1;
-        v = v * 8 + (p[i] - '0');
+    rv_jscan *js = ctx;
+    size_t got = 0;
+    while (got < n && rv_jscan_peek(js) >= 0) {
+        size_t k = js->end - js->pos;
+        if (k > n - got)
+            k = n - got;
+        memcpy((unsigned char *)buf + got, js->buf + js->pos, k);
+        js->pos += k;
+        got += k;
     }
-    return v;
+    return js->rc < 0 ? -1 : (long)got;
 }
 
-/* The one regular member of a tar archive in mem[0..len): 0 and *off,
- * *size; else a negative rv_err with err set. */
-static int tar_member(const unsigned char *mem, size_t len, size_t *off, size_t *size,
-                      rv_error *err)
+/* The one file of a tar archive read through js: 0 and *data (new), or a
+ * negative rv_err with err set. Two files are refused: which one is the ET
+ * is not ours to guess. */
+static int tar_member(rv_jscan *js, size_t max, uint8_t **data, size_t *len, rv_error *err)
 {
-    size_t pos = 0;
-    int found = 0;
-    while (pos + 512 <= len) {
-        const unsigned char *h = mem + pos;
-        if (h[0] == 0) /* end-of-archive block */
-            break;
-        int64_t sz = tar_octal(h + 124, 12);
-        if (sz < 0 || (uint64_t)sz > len - pos - 512)
-            return rv_error_set(err, RV_ERR_PARSE, (int64_t)pos, -1,
-                                "tar: member at byte %zu has a bad size", pos);
-        char t = (char)h[156];
-        if (t == '0' || t == '\0') {
-            if (found)
-                return rv_error_set(err, RV_ERR_UNSUPPORTED, (int64_t)pos, -1,
-                                    "tar archive holds more than one file; give the "
-                                    "execution trace alone");
-            found = 1;
-            *off = pos + 512;
-            *size = (size_t)sz;
-        }
-        pos += 512 + (((size_t)sz + 511) & ~(size_t)511);
+    rv_tar *t = NULL;
+    char name[RV_TAR_NAME_MAX];
+    uint8_t *more = NULL;
+    size_t more_len = 0;
+    *data = NULL;
+    int rc = rv_tar_open_fn(tar_read, js, &t, err);
+    if (rc == 0 && (rc = rv_tar_next(t, max, name, data, len, err)) == 0)
+        rc = rv_error_set(err, RV_ERR_INVALID, -1, -1, "tar archive holds no file");
+    if (rc == 1 && (rc = rv_tar_next(t, max, name, &more, &more_len, err)) == 1)
+        rc = rv_error_set(err, RV_ERR_UNSUPPORTED, -1, -1,
+                          "tar archive holds more than one file (%.200s too); give the "
+                          "execution trace alone",
+                          name);
+    free(more);
+    rv_tar_close(t);
+    if (rc < 0) {
+        free(*data);
+        *data = NULL;
     }
-    if (!found)
-        return rv_error_set(err, RV_ERR_INVALID, -1, -1, "tar archive holds no file");
-    return 0;
+    return rc < 0 ? rc : 0;
 }
 
 /* ---------------------------------------------------------------- driver */
@@ -659,7 +654,6 @@ static int parse(const unsigned char *mem, size_t len, const rv_et_opts *opts, i
 {
     size_t max_in = opts && opts->max_input_bytes ? opts->max_input_bytes : DEFAULT_INPUT;
     reader *r = calloc(1, sizeof(*r));
-    rv_buf whole = RV_BUF_INIT(max_in);
     int rc;
     if (!r)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
@@ -679,24 +673,15 @@ static int parse(const unsigned char *mem, size_t len, const rv_et_opts *opts, i
     /* A tar archive: its header says "ustar" at byte 257. */
     if (rv_jscan_peek(&r->js) >= 0 && r->js.end - r->js.pos >= 512 &&
         !memcmp(r->js.buf + r->js.pos + 257, "ustar", 5)) {
-        size_t off = 0, size = 0;
+        uint8_t *member = NULL;
+        size_t mlen = 0;
         if (depth > 0) {
             rc = rv_error_set(err, RV_ERR_UNSUPPORTED, 0, -1, "a tar archive inside a tar archive");
             goto out;
         }
-        while (rv_jscan_peek(&r->js) >= 0) {
-            if (rv_buf_add(&whole, r->js.buf + r->js.pos, r->js.end - r->js.pos) < 0) {
-                rc = rv_error_set(err, whole.err, -1, -1,
-                                  "tar archive larger than %zu bytes unpacked", max_in);
-                goto out;
-            }
-            r->js.pos = r->js.end;
-        }
-        if ((rc = r->js.rc) < 0)
-            goto out;
-        if ((rc = tar_member((const unsigned char *)whole.p, whole.len, &off, &size, err)) < 0)
-            goto out;
-        rc = parse((const unsigned char *)whole.p + off, size, opts, depth + 1, out, err);
+        if ((rc = tar_member(&r->js, max_in, &member, &mlen, err)) == 0)
+            rc = parse(member, mlen, opts, depth + 1, out, err);
+        free(member);
         goto out;
     }
     if ((rc = read_document(r)) == 0) {
@@ -705,7 +690,6 @@ static int parse(const unsigned char *mem, size_t len, const rv_et_opts *opts, i
         r->et = NULL;
     }
 out:
-    rv_buf_free(&whole);
     rv_et_free(r->et);
     reader_free(r);
     return rc;

@@ -88,7 +88,8 @@ static const rv_hw rv_hw_rows[] = {
      900,
      50,
      4},
-    /* [M] B200 (dense). */
+    /* [M] B200 (dense); default limit 1000 W checked against HGX B200 specs
+     * (GB200 boards run it at up to 1200 W), minimum limit unchecked. */
     {"B200",
      "nvidia",
      148,
@@ -115,6 +116,8 @@ static const rv_hw rv_hw_rows[] = {
     /* [M] AMD Instinct (OAM). */
     {"MI250", "amd", 208, 1700, 500, 3277, {90.5, 0, 362, 362, 0}, 560, 200, 90, 400, 25, 6},
     {"MI250X", "amd", 220, 1700, 500, 3277, {95.7, 0, 383, 383, 0}, 560, 200, 90, 400, 25, 6},
+    /* MI300X: default limit 750 W checked against the OAM's board power;
+     * minimum limit unchecked. */
     {"MI300X",
      "amd",
      304,

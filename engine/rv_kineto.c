@@ -403,6 +403,11 @@ static int classify_cat(const char *s, size_t n)
     return -1;
 }
 
+int rv_kineto_category(const char *s, size_t n)
+{
+    return classify_cat(s, n);
+}
+
 static int sync_kind(const char *s, size_t n)
 {
     if (n == 11 && !memcmp(s, "Stream Sync", 11))
@@ -651,7 +656,6 @@ static int parse_event(reader *r, int depth)
     s.flow_id = RV_NONE;
     rv_event_init(&ev);
     rv_buf_reset(&r->name);
-    rv_shapes_pending_reset(r->shp);
 
     if ((rc = object_first(r)) < 0)
         return rc;
@@ -737,7 +741,7 @@ static int parse_event(reader *r, int depth)
         int64_t idx = rv_trace_push(r->t, &ev);
         if (idx < 0)
             return FAIL_AT(r, (int)idx, start, "cannot keep event (%s)", rv_err_name((int)idx));
-        if (s.cat == RV_CAT_CPU_OP && (rc = rv_shapes_commit(r->t, (int32_t)idx, r->shp)) < 0)
+        if ((rc = rv_shapes_commit(r->t, s.cat == RV_CAT_CPU_OP ? (int32_t)idx : -1, r->shp)) < 0)
             return FAIL_AT(r, rc, start, "cannot keep the op's shapes (%s)", rv_err_name(rc));
         if (ev.correlation == RV_NONE &&
             (rv_cat_is_gpu_task(s.cat) || s.cat == RV_CAT_RUNTIME || s.cat == RV_CAT_DRIVER))
@@ -745,8 +749,8 @@ static int parse_event(reader *r, int depth)
         return 0;
     }
     r->t->skipped_events++;
-    if (s.ph == 'i' && s.have_name && s.ts_st == ST_OK &&
-        (rc = rv_shapes_commit_mem(r->t, r->shp, r->name.p, r->name.len, s.ts_ns)) < 0)
+    if ((rc = rv_shapes_commit_mem(r->t, r->shp, s.ph == 'i' && s.have_name && s.ts_st == ST_OK,
+                                   r->name.p, r->name.len, s.ts_ns)) < 0)
         return FAIL_AT(r, rc, start, "cannot keep a memory event (%s)", rv_err_name(rc));
     if ((s.ph == 's' || s.ph == 'f') && s.cat == -2 && s.flow_id != RV_NONE && s.ts_st == ST_OK)
         return add_flow(r, &s);

@@ -412,12 +412,13 @@ int rv_shapes_read_concrete(rv_jscan *js, int depth, rv_shapes_pending *p, rv_bu
 
 int rv_shapes_commit(rv_trace *t, int32_t event, rv_shapes_pending *p)
 {
-    if (!p->seen_dims)
-        return 0;
-    /* A type list longer than the dims: tensors without a shape. */
-    int rc = rv_shapes_add(t, event, p->args, p->nargs, p->ints, p->nints);
-    if (rc == 0 && t->shapes_source == RV_SHAPES_NONE)
-        t->shapes_source = RV_SHAPES_KINETO;
+    int rc = 0;
+    if (p->seen_dims && event >= 0) {
+        rc = rv_shapes_add(t, event, p->args, p->nargs, p->ints, p->nints);
+        if (rc == 0 && t->shapes_source == RV_SHAPES_NONE)
+            t->shapes_source = RV_SHAPES_KINETO;
+    }
+    rv_shapes_pending_reset(p);
     return rc < 0 ? rc : 0;
 }
 
@@ -484,13 +485,16 @@ int rv_shapes_read_arg(rv_jscan *js, int depth, const char *key, size_t n, rv_sh
     return 0;
 }
 
-int rv_shapes_commit_mem(rv_trace *t, const rv_shapes_pending *p, const char *name, size_t n,
+int rv_shapes_commit_mem(rv_trace *t, rv_shapes_pending *p, int instant, const char *name, size_t n,
                          int64_t ts_ns)
 {
-    if (n != 8 || memcmp(name, "[memory]", 8) != 0 || p->mem_dev_type != 1 || p->mem.device < 0)
-        return 0;
-    rv_mem_sample m = p->mem;
-    m.ts_ns = ts_ns;
-    int rc = rv_trace_add_mem(t, &m);
+    int rc = 0;
+    if (instant && n == 8 && !memcmp(name, "[memory]", 8) && p->mem_dev_type == 1 &&
+        p->mem.device >= 0) {
+        rv_mem_sample m = p->mem;
+        m.ts_ns = ts_ns;
+        rc = rv_trace_add_mem(t, &m);
+    }
+    rv_shapes_pending_reset(p);
     return rc < 0 ? rc : 0;
 }

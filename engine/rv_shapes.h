@@ -75,10 +75,11 @@ int rv_shapes_key(const char *key, size_t n);
 int rv_shapes_read_arg(rv_jscan *js, int depth, const char *key, size_t n, rv_shapes_pending *p,
                        rv_buf *b);
 
-/* For an instant event named name[0..n) at ts_ns: when it is a GPU
- * "[memory]" event (device type 1, CUDA and ROCm alike), adds its sample
- * to t. 0 or RV_ERR_NOMEM. */
-int rv_shapes_commit_mem(rv_trace *t, const rv_shapes_pending *p, const char *name, size_t n,
+/* For an event not kept as an rv_event: when it is an instant event
+ * (instant set) named "[memory]" on a GPU (device type 1, CUDA and ROCm
+ * alike), adds its sample at ts_ns to t. Then forgets the event's
+ * arguments. 0 or RV_ERR_NOMEM. */
+int rv_shapes_commit_mem(rv_trace *t, rv_shapes_pending *p, int instant, const char *name, size_t n,
                          int64_t ts_ns);
 
 /* Reads an "Input Dims" value ([[2, 3], [], [[1], [2]]]): flat lists are
@@ -94,7 +95,8 @@ void rv_shapes_note_type(rv_shapes_pending *p, size_t i, const char *s, size_t n
 int rv_shapes_read_concrete(rv_jscan *js, int depth, rv_shapes_pending *p, rv_buf *b);
 
 /* Puts what was gathered on t as op event `event`'s shapes when "Input
- * Dims" was seen; else nothing. 0 or a negative rv_err. */
+ * Dims" was seen (event -1: not an op, nothing), then forgets the event's
+ * arguments. 0 or a negative rv_err. */
 int rv_shapes_commit(rv_trace *t, int32_t event, rv_shapes_pending *p);
 
 #endif

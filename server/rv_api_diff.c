@@ -2,22 +2,61 @@
  * stored traces; POST /v1/traces/{id}/diff[?top=N] with a what-if document
  * compares the trace's baseline with its prediction under it. The engine's
  * rv_diff computes and renders the answer (engine/rv_diff.h); this file
- * loads the traces and adds the ids. Answers are not cached. */
+ * loads the traces and adds the ids. Answers are cached like what-if
+ * answers, in the same table under trace {id} with a key of their own
+ * (diff_key); a what-if that uses the platform's overheads is not. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rv_api_internal.h"
+#include "rv_db_cache.h"
+#include "rv_db_traces.h"
 #include "rv_diff.h"
+#include "rv_metrics.h"
 #include "rv_retime.h"
 #include "rv_report.h"
 #include "rv_run.h"
+#include "rv_sha256.h"
 #include "rv_whatif.h"
 
 /* Renders d with the ids (a side's "trace_id"; b's is 0 for a what-if) and
  * answers 200, or a 500 when out of memory. */
-static void answer(rv_req *r, const rv_diff *d, int top, int64_t id, int64_t with,
-                   const rv_run_result *run)
+/* The cache key of a diff: what it compares and how many rows, hashed
+ * with the model version as a what-if's key is; the "diff" member keeps it
+ * apart from every what-if document's key. */
+static void diff_key(const json_t *doc, int64_t with, int64_t top, char *hash)
+{
+    json_t *k = json_pack("{s:{s:O?,s:I,s:I}}", "diff", "whatif", doc, "with", (json_int_t)with,
+                          "top", (json_int_t)top);
+    rv_api_request_hash(k, "diff-1", hash);
+    json_decref(k);
+}
+
+/* Sends a cached diff of trace id (with: the other trace, 0 for a what-if)
+ * when there is one and its other trace still exists: 1 when sent. */
+static int send_cached(rv_req *r, rv_app *a, int64_t id, int64_t with, const char *hash)
+{
+    char *body = NULL;
+    size_t len = 0;
+    rv_error e;
+    json_t *other = NULL;
+    rv_error_clear(&e);
+    if (rv_db_whatif_cache_get(a->db, id, hash, &body, &len, NULL, &e) != 0 || !body)
+        return 0;
+    if (with > 0 && rv_db_trace_get(a->db, with, &other, &e) != 0) {
+        free(body); /* the other trace went: compute, and say so */
+        return 0;
+    }
+    json_decref(other);
+    rv_metrics_add(a->metrics, RV_M_CACHE_HITS, 1);
+    rv_req_add_header(r, "X-Reverie-Cache", "hit");
+    rv_req_respond_buf(r, 200, "application/json", body, len);
+    return 1;
+}
+
+static void answer(rv_req *r, rv_app *app, const rv_diff *d, int top, int64_t id, int64_t with,
+                   const rv_run_result *run, const char *hash)
 {
     json_t *o = rv_diff_render(d, top, NULL, with > 0 ? NULL : "what-if", run);
     json_t *a = o ? json_object_get(o, "a") : NULL, *b = o ? json_object_get(o, "b") : NULL;
@@ -30,7 +69,28 @@ static void answer(rv_req *r, const rv_diff *d, int top, int64_t id, int64_t wit
         rv_req_error_rv(r, &e);
         return;
     }
-    rv_req_respond_json(r, 200, o);
+    if (!hash) {
+        rv_req_respond_json(r, 200, o);
+        return;
+    }
+    /* The bytes sent are the bytes kept, as for what-if answers. */
+    char *text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    size_t n = text ? strlen(text) : 0;
+    if (!text) {
+        rv_error e;
+        rv_error_set(&e, RV_ERR_NOMEM, -1, -1, "out of memory rendering the diff");
+        rv_req_error_rv(r, &e);
+        return;
+    }
+    rv_error e2;
+    rv_error_clear(&e2);
+    /* A failed cache write costs a recomputation later, nothing more. */
+    if (rv_db_whatif_cache_put(app->db, id, hash, text, n, NULL, &e2) != 0)
+        fprintf(stderr, "reveried: diff cache write for trace %lld: %s\n", (long long)id,
+                e2.message);
+    rv_req_add_header(r, "X-Reverie-Cache", "miss");
+    rv_req_respond_buf(r, 200, "application/json", text, n);
 }
 
 static void diff(rv_req *r, rv_app *a, int post)
@@ -43,6 +103,8 @@ static void diff(rv_req *r, rv_app *a, int post)
     rv_diff *d = NULL;
     rv_diff_side sa, sb;
     rv_error e;
+    char hash[RV_SHA256_HEX_LEN + 1];
+    int cache = 1;
 
     rv_error_clear(&e);
     memset(&sa, 0, sizeof(sa));
@@ -76,6 +138,15 @@ static void diff(rv_req *r, rv_app *a, int post)
             goto out;
         }
     }
+    /* With the platform's overheads the answer follows every upload on the
+     * platform: not cached. */
+    cache = !(post && rv_api_doc_uses_platform(doc));
+    if (cache) {
+        diff_key(post ? doc : NULL, with, top, hash);
+        if (send_cached(r, a, id, with, hash))
+            goto out;
+        rv_metrics_add(a->metrics, RV_M_CACHE_MISSES, 1);
+    }
     if (rv_api_load(a, id, &la, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
@@ -107,7 +178,7 @@ static void diff(rv_req *r, rv_app *a, int post)
         rv_req_error_rv(r, &e);
         goto out;
     }
-    answer(r, d, (int)top, id, with, res);
+    answer(r, a, d, (int)top, id, with, res, cache ? hash : NULL);
 out:
     rv_diff_free(d);
     rv_run_result_free(res);

@@ -27,6 +27,12 @@ void rv_api_job_cancel(rv_req *r, void *app);
 void rv_api_platform_list(rv_req *r, void *app);
 void rv_api_platform_overheads(rv_req *r, void *app);
 void rv_api_whatif_kinds(rv_req *r, void *app);
+void rv_api_trace_export(rv_req *r, void *app);
+/* Training jobs: list, one, what-if on all its ranks (rv_api_training.c). */
+void rv_api_training_list(rv_req *r, void *app);
+void rv_api_training_get(rv_req *r, void *app);
+void rv_api_training_whatif(rv_req *r, void *app);
+void rv_api_training_upload(rv_req *r, void *app);
 
 /* The {name} path parameter as a positive trace/job id; -1 with a 404 set. */
 int64_t rv_api_id_param(rv_req *r, const char *name);

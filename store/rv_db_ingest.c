@@ -291,6 +291,8 @@ int rv_db_ingest_commit(rv_db *db, const rv_db_ingest_prep *p, rv_db_ingest_resu
     }
     if (db->hook)
         db->hook(3, db->hook_ctx);
+    if ((rc = rv_db__training_record(pc, p->job, p->rank, p->world_size, err)) != 0)
+        goto out;
     rc = rv_db__exec(pc, "COMMIT", "COMMIT", err);
     if (rc)
         goto out;

@@ -139,4 +139,10 @@ int rv_db__platform_upsert(rv_db__conn *pc, const rv_db_platform *p, const char 
 int rv_db__overheads_rebuild(rv_db__conn *pc, const char *platform_id, size_t *groups,
                              rv_error *err);
 
+/* Records that an ingested trace is a rank of training job `job` (no-op
+ * without a job name or a rank), inside the ingest's transaction
+ * (rv_db_training.c). */
+int rv_db__training_record(rv_db__conn *pc, const char *job, int32_t rank, int32_t world_size,
+                           rv_error *err);
+
 #endif

@@ -91,6 +91,43 @@ static void test_h100(void)
     same_as_watts("tracelens/h100-bert-small-forward.json.gz", 700);
 }
 
+/* MI300X and B200 (no public trace of either here): the table's default
+ * limits are the datasheets' board powers, 750 W (MI300X OAM) and 1000 W
+ * (HGX B200), and with "gpu" naming them 0.8 resolves to 600 W and 800 W,
+ * the same answer as those watts. */
+static void test_mi300_b200(void)
+{
+    static const struct {
+        const char *device, *gpu;
+        double default_w;
+    } rows[] = {{"AMD Instinct MI300X", "MI300X", 750}, {"NVIDIA B200", "B200", 1000}};
+    loaded l;
+    rv_error err;
+    CU_ASSERT_EQUAL_FATAL(load("kineto/resnet50-v100-workers0.pt.trace.json.gz", &l), 0);
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        const rv_hw *hw = rv_hw_lookup(rows[i].device);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(hw);
+        CU_ASSERT_STRING_EQUAL(hw->name, rows[i].gpu);
+        CU_ASSERT_DOUBLE_EQUAL(hw->default_pl_w, rows[i].default_w, 1e-9);
+        CU_ASSERT(hw->min_pl_w < 0.8 * hw->default_pl_w);
+        char frac[96], watts[96];
+        snprintf(frac, sizeof(frac), "{\"gpu\":\"%s\",\"power_limit_frac\":0.8}", rows[i].gpu);
+        snprintf(watts, sizeof(watts), "{\"gpu\":\"%s\",\"power_limit_w\":%.17g}", rows[i].gpu,
+                 0.8 * rows[i].default_w);
+        rv_run_result *a = NULL, *b = NULL;
+        CU_ASSERT_EQUAL_FATAL(run(&l, frac, &a, &err), 0);
+        CU_ASSERT_EQUAL_FATAL(run(&l, watts, &b, &err), 0);
+        printf("\n    %s: 0.8 -> %.0f W, %.1f us vs %.1f us", rows[i].gpu,
+               a->pred_energy.power_limit_w, a->sum.predicted_us, b->sum.predicted_us);
+        CU_ASSERT_DOUBLE_EQUAL(a->pred_energy.power_limit_w, 0.8 * rows[i].default_w, 1e-9);
+        CU_ASSERT_EQUAL(a->sum.predicted_us, b->sum.predicted_us);
+        CU_ASSERT_EQUAL(a->sum.energy_j, b->sum.energy_j);
+        rv_run_result_free(a);
+        rv_run_result_free(b);
+    }
+    unload(&l);
+}
+
 /* Refusals name power_limit_frac: both fields, out of range, a GPU the
  * table lacks (the MI250 trace's "AMD Radeon Graphics"). */
 static void test_refused(void)
@@ -128,6 +165,7 @@ int main(void)
     CU_add_test(s, "V100: 0.8 = 240 W", test_v100);
     CU_add_test(s, "A100: 0.8 = 320 W", test_a100);
     CU_add_test(s, "H100: 0.8 = 560 W", test_h100);
+    CU_add_test(s, "MI300X and B200: 0.8 = 600 W and 800 W", test_mi300_b200);
     CU_add_test(s, "refusals name the field", test_refused);
     return rv_test_run() ? 1 : 0;
 }

@@ -19,6 +19,7 @@ python3-jsonschema, reveried, the traces or PostgreSQL missing).
 import copy
 import glob
 import gzip
+import io
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import urllib.error
@@ -650,6 +652,55 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
     c.call("GET", dp, 404, params={"id": id_resnet}, query={"with": 987654321})
     c.call("POST", dp, 400, params={"id": id_resnet},
            body={"optimizations": [{"kind": "warp-drive"}]}, what="unknown kind")
+
+    # The prediction as a Kineto trace: the original's metadata, one annotation per model.
+    xp = "/v1/traces/{id}/whatif/export"
+    st, ex = c.call("POST", xp, 200, params={"id": id_resnet}, body={"power_limit_frac": 0.7})
+    if not isinstance(ex, dict) or "deviceProperties" not in ex or \
+            not any(e.get("name") == "reverie what-if: power_limit" for e in ex.get("traceEvents", [])):
+        fail("export: no deviceProperties or no power_limit annotation")
+    c.call("POST", xp, 200, params={"id": id_resnet}, query={"run": "baseline"}, body={})
+    c.call("POST", xp, 400, params={"id": id_resnet}, query={"run": "later"}, body={})
+    c.call("POST", xp, 404, params={"id": 987654321}, body={})
+
+    # Training jobs: two DLRM ranks of eight, rank identity from distributedInfo.
+    dlrm = os.path.join(TRACES, "param", "dlrm-8rank")
+    for r in (0, 1):
+        c.call("POST", "/v1/traces", 201, query={"job": "contract-dlrm"},
+               body=read(os.path.join(dlrm, f"worker{r}.kineto.json.gz")),
+               ctype="application/gzip", token=ing, what=f"DLRM rank {r}")
+    st, tjl = c.call("GET", "/v1/training-jobs", 200)
+    tjobs = [j for j in (tjl.get("training_jobs", []) if isinstance(tjl, dict) else [])
+             if j.get("name") == "contract-dlrm"]
+    if len(tjobs) != 1 or tjobs[0].get("ranks") != [0, 1] or \
+            tjobs[0].get("missing") != [2, 3, 4, 5, 6, 7]:
+        fail(f"training job contract-dlrm: {tjobs!r}")
+    tj_id = tjobs[0]["id"] if tjobs else 987654321
+    # The same job's ranks 2 and 3 in one .tar.gz (and a file that is no trace).
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name in ("worker2.kineto.json.gz", "worker3.kineto.json.gz", "worker3.et.json.gz"):
+            tf.add(os.path.join(dlrm, name), arcname="dlrm/" + name)
+    st, up = c.call("POST", "/v1/training-jobs", 201, query={"job": "contract-dlrm"},
+                    body=buf.getvalue(), ctype="application/gzip", token=ing, what="archive")
+    if isinstance(up, dict) and (up.get("stored") != 2 or up.get("refused") != 1 or
+                                 (up.get("training_job") or {}).get("ranks") != [0, 1, 2, 3]):
+        fail(f"archive upload: {up!r}")
+    c.call("POST", "/v1/training-jobs", 400, query={"job": "contract-dlrm"}, body=small,
+           ctype="application/gzip", token=ing, what="not an archive")
+    c.call("POST", "/v1/training-jobs", 400, body=buf.getvalue(), ctype="application/gzip",
+           token=ing, what="no job name")
+    c.call("GET", "/v1/training-jobs", 200, query={"limit": 1}, what="limit 1")
+    c.call("GET", "/v1/training-jobs", 400, query={"cursor": "x"}, what="bad cursor")
+    c.call("GET", "/v1/training-jobs/{id}", 200, params={"id": tj_id})
+    c.call("GET", "/v1/training-jobs/{id}", 404, params={"id": 987654321})
+    tw = "/v1/training-jobs/{id}/whatif"
+    c.call("POST", tw, 400, params={"id": tj_id}, body={"ranks": [6]}, what="absent rank")
+    c.call("POST", tw, 404, params={"id": 987654321}, body={})
+    c.call("POST", tw, 415, params={"id": tj_id}, body="{}", ctype="text/plain")
+    st, tr = c.call("POST", tw, 200, params={"id": tj_id}, body={}, what="partial job")
+    if isinstance(tr, dict) and [w.get("code") for w in tr.get("warnings", [])].count("partial_job") != 1:
+        fail(f"the partial job's answer does not warn partial_job: {tr.get('warnings')!r}")
 
     # Catalogues.
     st, pl = c.call("GET", "/v1/platforms", 200)

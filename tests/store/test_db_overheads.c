@@ -269,9 +269,16 @@ static void test_migration_backfill(void)
     rv_error e;
     int64_t v = 0;
     int dirty = 0;
+    int64_t latest = 0;
     CU_ASSERT_EQUAL_FATAL(load_own(g_a, &a), 0);
-    CU_ASSERT_EQUAL_FATAL(rv_db_migrate_down(g_db, g_migrations, 1, &e), 0);
-    CU_ASSERT_EQUAL(rv_db_schema_version(g_db, &v, &dirty, &e), 0);
+    CU_ASSERT_EQUAL(rv_db_schema_version(g_db, &latest, &dirty, &e), 0);
+    /* Down one migration at a time to schema 3, whatever came after 0004. */
+    for (int guard = 0; guard < 16; guard++) {
+        CU_ASSERT_EQUAL_FATAL(rv_db_schema_version(g_db, &v, &dirty, &e), 0);
+        if (v <= 3)
+            break;
+        CU_ASSERT_EQUAL_FATAL(rv_db_migrate_down(g_db, g_migrations, 1, &e), 0);
+    }
     CU_ASSERT_EQUAL(v, 3);
     PQclear(sql("INSERT INTO platforms (identity_key, gpu_model) VALUES (repeat('b', 64), "
                 "'test-gpu-backfill')"));
@@ -299,7 +306,7 @@ static void test_migration_backfill(void)
     CU_ASSERT_EQUAL(scalar("SELECT count(*) FROM overhead_samples"), (long long)a.s.n);
     CU_ASSERT_EQUAL_FATAL(rv_db_migrate(g_db, g_migrations, &e), 0);
     CU_ASSERT_EQUAL(rv_db_schema_version(g_db, &v, &dirty, &e), 0);
-    CU_ASSERT_EQUAL(v, 4);
+    CU_ASSERT_EQUAL(v, latest);
     expect *x = calloc(1, sizeof(*x));
     CU_ASSERT_FATAL(x != NULL);
     expect_add(x, &a);

@@ -21,7 +21,7 @@ if [ ! -d node_modules/playwright-core ]; then
 fi
 export RV_WEB_OUT=${RV_WEB_OUT:-$(mktemp -d)}
 mkdir -p "$RV_WEB_OUT"
-node --test --test-concurrency=1 dashboard.test.mjs
+node --test --test-concurrency=1 dashboard.test.mjs training.test.mjs
 rc=$?
 if [ -f "$RV_WEB_OUT/skipped" ]; then
     echo "skip: $(cat "$RV_WEB_OUT/skipped")"

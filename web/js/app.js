@@ -4,6 +4,7 @@
 //   #/whatif[/ID]       what-if form, comparison, sweeps
 //   #/fleet             fleet what-ifs and jobs
 //   #/diff/ID?with=ID2  a trace vs another trace or (?whatif=DOC) its what-if
+//   #/training-jobs     training jobs (ranks of one run); #/training-job/ID one job
 
 import { api } from './api.js';
 import { setupAuth } from './auth.js';
@@ -14,6 +15,7 @@ import { tracePage } from './pages/trace.js';
 import { whatifPage } from './pages/whatif.js';
 import { fleetPage } from './pages/fleet.js';
 import { diffPage } from './pages/diff.js';
+import { trainingJobsPage, trainingJobPage } from './pages/training.js';
 
 const main = document.getElementById('main');
 let current = null; // {cleanup()}
@@ -27,11 +29,13 @@ function route() {
   current = null;
   clear(main);
   for (const a of document.querySelectorAll('[data-nav]')) {
-    const on = a.dataset.nav === (page === 'trace' ? 'traces' : page.split('?')[0]);
+    const on = a.dataset.nav === (page === 'trace' ? 'traces' : page === 'training-job' ? 'training-jobs' : page.split('?')[0]);
     on ? a.setAttribute('aria-current', 'page') : a.removeAttribute('aria-current');
   }
   const ctx = { main, arg: cleanArg, rest, query };
   const pages = { traces: tracesPage, trace: tracePage, whatif: whatifPage, fleet: fleetPage, diff: diffPage };
+  pages['training-jobs'] = trainingJobsPage;
+  pages['training-job'] = trainingJobPage;
   const fn = pages[page.split('?')[0]];
   try {
     current = fn ? fn(ctx) : (main.append(errorBox({ message: `no page '${page}'`, code: 'not_found' }, 'Not found')), null);

@@ -1,0 +1,80 @@
+/* POST /v1/traces/{id}/whatif/export[?run=predicted|baseline] with a
+ * what-if document: the predicted (or baseline) run of a stored trace as a
+ * Kineto trace in the dialect of its stored original (engine/rv_kexport.h),
+ * for Perfetto, TensorBoard and HTA. Not cached: the answer is as large as
+ * the trace. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rv_api_internal.h"
+#include "rv_db_traces.h"
+#include "rv_kexport.h"
+#include "rv_run.h"
+
+void rv_api_trace_export(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    int64_t id = rv_api_id_param(r, "id");
+    json_t *doc = NULL;
+    rv_loaded l = {0};
+    rv_run_result *res = NULL;
+    uint8_t *orig = NULL;
+    size_t len = 0, received = 0;
+    int wrapped = 0;
+    rv_buf out = RV_BUF_INIT(RV_KEXPORT_MAX_OUTPUT);
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (id < 0)
+        return;
+    const char *run = rv_req_query(r, "run");
+    int baseline = run && strcmp(run, "baseline") == 0;
+    if (run && !baseline && strcmp(run, "predicted") != 0) {
+        rv_req_error(r, 400, "invalid_parameter", "run", "run is predicted or baseline, not '%s'",
+                     run);
+        return;
+    }
+    doc = rv_req_json(r);
+    if (!doc)
+        return;
+    if (!json_is_object(doc)) {
+        rv_req_error(r, 400, "invalid", NULL, "the what-if document must be a JSON object");
+        goto out;
+    }
+    if (rv_api_doc_uses_platform(doc)) {
+        rv_req_error(r, 400, "invalid", "host_overheads",
+                     "an export does not take host_overheads platform; ask the what-if "
+                     "endpoint for its figures");
+        goto out;
+    }
+    if (rv_api_load(a, id, &l, &e) != 0 ||
+        rv_api_whatif_run_req(a, r, &l, doc, NULL, 1, &res, &e) != 0) {
+        if (e.code == RV_ERR_NOTFOUND && !e.field[0])
+            rv_error_field(&e, RV_ERR_NOTFOUND, "id", "trace %lld does not exist", (long long)id);
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    if (rv_db_original_get(a->db, id, &orig, &len, &wrapped, &received, &e) != 0 ||
+        rv_kexport_run(orig, len, res, baseline, NULL, &out, NULL, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    char cd[96];
+    snprintf(cd, sizeof(cd), "attachment; filename=\"trace-%lld-%s.json\"", (long long)id,
+             baseline ? "baseline" : "predicted");
+    rv_req_add_header(r, "Content-Disposition", cd);
+    size_t n = out.len;
+    char *body = rv_buf_take(&out, NULL);
+    if (!body) {
+        rv_req_error(r, 500, "internal", NULL, "out of memory writing the export");
+        goto out;
+    }
+    rv_req_respond_buf(r, 200, "application/json", body, n);
+out:
+    rv_buf_free(&out);
+    free(orig);
+    rv_run_result_free(res);
+    rv_api_loaded_free(&l);
+    json_decref(doc);
+}
