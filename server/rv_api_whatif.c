@@ -20,8 +20,9 @@
 #include "rv_whatif.h"
 
 /* Bumped whenever a model changes its answers, so cached results expire.
- * 2: replay_error is |baseline - measured| / measured (was signed). */
-#define RV_MODEL_VERSION "reverie-models-2"
+ * 2: replay_error is |baseline - measured| / measured (was signed).
+ * 3: answers carry flops, mfu, throughput, utilization and memory. */
+#define RV_MODEL_VERSION "reverie-models-3"
 
 #define TIMELINE_DEFAULT_TASKS 20000
 
