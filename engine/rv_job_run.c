@@ -378,20 +378,29 @@ static int net_ratios(const rv_job *j, const rv_job_whatif *jw, int world, doubl
     if (!v)
         return RV_ERR_NOMEM;
     for (size_t c = 0; c < j->ncoll; c++) {
+        size_t nm = 0;
         for (size_t p = 0; p < j->n; p++)
-            v[p] = j->transfer_ns[c * j->n + p];
-        qsort(v, j->n, sizeof(int64_t), cmp_i64);
-        size_t mid = j->n / 2;
+            if (j->coll_task[c * j->n + p] >= 0)
+                v[nm++] = j->transfer_ns[c * j->n + p];
+        qsort(v, nm, sizeof(int64_t), cmp_i64);
+        size_t mid = nm / 2;
+        /* A sub-group's collective (fewer members than the job) keeps its
+         * own size on both networks; the job's rank count scales the rest. */
+        rv_net bs = b, xs = x;
+        if (nm < j->n && nm > 0) {
+            bs.n = xs.n = (int)nm;
+            bs.g = xs.g = nm < 8 ? (int)nm : 8;
+        }
         double secs = (double)v[mid] * 1e-9, bytes = j->coll_bytes[c];
         if (bytes <= 0) {
-            bytes = rv_coll_bytes_for_time(&b, j->coll_op[c], RV_ALGO_RING, secs);
+            bytes = rv_coll_bytes_for_time(&bs, j->coll_op[c], RV_ALGO_RING, secs);
             r->inferred_sizes++;
         }
         if (bytes < 1)
             bytes = 1;
         r->sizes[c] = bytes;
-        double t0 = rv_coll_time(&b, j->coll_op[c], RV_ALGO_RING, bytes);
-        double t1 = rv_coll_time(&x, j->coll_op[c], RV_ALGO_RING, bytes);
+        double t0 = rv_coll_time(&bs, j->coll_op[c], RV_ALGO_RING, bytes);
+        double t1 = rv_coll_time(&xs, j->coll_op[c], RV_ALGO_RING, bytes);
         ratio[c] = t0 > 0 ? t1 / t0 : 1;
     }
     free(v);

@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -492,6 +493,8 @@ static int parse_args(reader *r, int depth, rv_event *ev)
      * record_param_comms) give their message as elements and a dtype. */
     int64_t in_nelems = RV_NONE, out_nelems = RV_NONE, dims_nelems = RV_NONE;
     int elem_bytes = 0, note_bytes = 0;
+    /* Its process group's members as a rank range, when no list is given. */
+    int64_t rank_start = RV_NONE, rank_stride = RV_NONE, group_size = RV_NONE;
     /* Older Kineto names a collective's message only on its CPU-side
      * annotation ("nccl:all_reduce"): its first input tensor. */
     int nccl_note = r->name.len > 5 && !memcmp(r->name.p, "nccl:", 5);
@@ -545,6 +548,25 @@ static int parse_args(reader *r, int depth, rv_event *ev)
             rc = read_first_dims(r, depth + 1, &dims_nelems);
         } else if (n == 10 && !memcmp(k, "Input type", 10)) {
             rc = read_input_types(r, depth + 1, &ev->in_type, nccl_note ? &note_bytes : NULL);
+        } else if ((n == 18 && !memcmp(k, "Process Group Name", 18)) ||
+                   (n == 19 && !memcmp(k, "Process Group Ranks", 19))) {
+            int ok;
+            uint32_t *dst = n == 18 ? &ev->pg : &ev->pg_ranks;
+            rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
+            if (rc == 0 && ok && r->sbuf.len > 0 && r->sbuf.len <= 4096)
+                *dst = intern(r, r->sbuf.p, r->sbuf.len, &rc);
+        } else if ((n == 3 && !memcmp(k, "Seq", 3)) || (n == 8 && !memcmp(k, "Dst Rank", 8)) ||
+                   (n == 8 && !memcmp(k, "Src Rank", 8))) {
+            v = RV_NONE;
+            rc = read_int_arg(r, depth + 1, 0, &v);
+            if (v >= 0)
+                *(n == 3 ? &ev->seq : &ev->peer) = to_i32(v, RV_NONE);
+        } else if (n == 17 && !memcmp(k, "Global rank start", 17)) {
+            rc = read_int_arg(r, depth + 1, 0, &rank_start);
+        } else if (n == 18 && !memcmp(k, "Global rank stride", 18)) {
+            rc = read_int_arg(r, depth + 1, 0, &rank_stride);
+        } else if (n == 10 && !memcmp(k, "Group size", 10)) {
+            rc = read_int_arg(r, depth + 1, 0, &group_size);
         } else if (n == 5 && !memcmp(k, "dtype", 5)) {
             int ok;
             rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
@@ -566,6 +588,21 @@ static int parse_args(reader *r, int depth, rv_event *ev)
         ev->bytes = nelems * elem_bytes;
     if (ev->bytes == RV_NONE && dims_nelems > 0 && note_bytes > 0)
         ev->bytes = dims_nelems * note_bytes;
+    /* No member list: spell out the range start, start + stride, ... */
+    if (ev->pg && !ev->pg_ranks && rank_start >= 0 && rank_stride > 0 && group_size > 0 &&
+        group_size <= 256 && rank_start + rank_stride * group_size < INT32_MAX) {
+        char list[256 * 12 + 4];
+        size_t len = 0;
+        list[len++] = '[';
+        for (int64_t i = 0; i < group_size; i++)
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%lld", i ? ", " : "",
+                                    (long long)(rank_start + i * rank_stride));
+        list[len++] = ']';
+        int irc = 0;
+        ev->pg_ranks = intern(r, list, len, &irc);
+        if (irc < 0)
+            return irc;
+    }
     return 0;
 }
 
