@@ -31,7 +31,8 @@ static int64_t pair_key(const rv_job *j, const coll_rec *r)
 {
     if (r->peer < 0)
         return -1;
-    int64_t me = j->r[r->pos].rank, lo = me < r->peer ? me : r->peer, hi = me < r->peer ? r->peer : me;
+    int64_t me = j->r[r->pos].rank, lo = me < r->peer ? me : r->peer,
+            hi = me < r->peer ? r->peer : me;
     return lo * MAX_GROUP_RANKS + hi;
 }
 
@@ -186,50 +187,69 @@ static int match_group(rv_job *j, coll_rec *v, size_t n, const int *pos_in, int 
             first[q] = i;
         count[q]++;
     }
-    size_t m = SIZE_MAX, mx = 0;
+    size_t m = SIZE_MAX, mx = 0, total = 0, matched = 0;
+    int all_seq = 1;
     for (int q = 0; q < nm; q++) {
         m = count[q] < m ? count[q] : m;
         mx = count[q] > mx ? count[q] : mx;
-    }
-    if (m != mx && !warned(j, "collective_count_mismatch"))
-        rv_job__warn_build(j, "collective_count_mismatch",
-                           "%s holds %zu to %zu collectives across its ranks: the first %zu are "
-                           "matched, the rest run unmatched",
-                           label, m, mx, m);
-    /* Sequence numbers order a rank's collectives when all carry one. */
-    for (int q = 0; q < nm && m > 0; q++) {
-        int all_seq = 1;
+        total += count[q];
         for (size_t i = 0; i < count[q]; i++)
             all_seq &= v[first[q] + i].seq >= 0;
-        if (all_seq)
-            for (size_t a = 1; a < count[q]; a++) /* insertion sort: nearly ordered */
-                for (size_t b = a; b > 0 && v[first[q] + b].seq < v[first[q] + b - 1].seq; b--) {
-                    coll_rec tmp = v[first[q] + b];
-                    v[first[q] + b] = v[first[q] + b - 1];
-                    v[first[q] + b - 1] = tmp;
-                }
     }
-    for (size_t k = 0; k < m; k++) {
+    /* With sequence numbers on every record, the same number is the same
+     * collective (ranks' trace windows may start at different ones);
+     * without, the k-th of the group on each member. */
+    for (int q = 0; q < nm && all_seq; q++)
+        for (size_t a = 1; a < count[q]; a++) /* insertion sort: nearly ordered */
+            for (size_t b = a; b > 0 && v[first[q] + b].seq < v[first[q] + b - 1].seq; b--) {
+                coll_rec tmp = v[first[q] + b];
+                v[first[q] + b] = v[first[q] + b - 1];
+                v[first[q] + b - 1] = tmp;
+            }
+    for (int q = 0; q < nm; q++)
+        count[q] = first[q] == SIZE_MAX ? 0 : count[q];
+    size_t *at = seen ? (size_t *)calloc((size_t)nm + 1, sizeof(size_t)) : NULL;
+    if (!at) {
+        rc = RV_ERR_NOMEM;
+        goto out;
+    }
+    for (;;) {
+        int end = 0, moved = 0;
+        for (int q = 0; q < nm; q++)
+            end |= at[q] >= count[q];
+        if (end)
+            break;
+        if (all_seq) {
+            int32_t hi = -1;
+            for (int q = 0; q < nm; q++)
+                if (v[first[q] + at[q]].seq > hi)
+                    hi = v[first[q] + at[q]].seq;
+            for (int q = 0; q < nm; q++)
+                while (at[q] < count[q] && v[first[q] + at[q]].seq < hi) {
+                    at[q]++;
+                    moved = 1;
+                }
+            if (moved)
+                continue;
+        }
         if (j->ncoll >= *cap) {
             size_t nc = *cap ? *cap * 2 : 256;
             int32_t *ct = realloc(j->coll_task, (nc * np + 1) * sizeof(int32_t));
-            if (!ct) {
-                rc = RV_ERR_NOMEM;
-                goto out;
-            }
-            j->coll_task = ct;
-            uint8_t *co = realloc(j->coll_op, nc + 1);
-            if (!co) {
+            uint8_t *co = ct ? realloc(j->coll_op, nc + 1) : NULL;
+            if (ct)
+                j->coll_task = ct;
+            if (!ct || !co) {
+                free(at);
                 rc = RV_ERR_NOMEM;
                 goto out;
             }
             j->coll_op = co;
             *cap = nc;
         }
-        const coll_rec *r0 = &v[first[0] + k];
+        const coll_rec *r0 = &v[first[0] + at[0]];
         int bad_op = 0, bad_size = 0, bad_seq = 0;
         for (int q = 1; q < nm; q++) {
-            const coll_rec *r = &v[first[q] + k];
+            const coll_rec *r = &v[first[q] + at[q]];
             bad_op |= r->op != r0->op;
             bad_size |= r->bytes > 0 && r0->bytes > 0 && r->bytes != r0->bytes;
             bad_seq |= r->seq >= 0 && r0->seq >= 0 && r->seq != r0->seq;
@@ -238,21 +258,29 @@ static int match_group(rv_job *j, coll_rec *v, size_t n, const int *pos_in, int 
             rv_job__warn_build(j, "collective_mismatch",
                                "%s: collective %zu is not the same %s on every member; it and "
                                "the later ones run unmatched",
-                               label, k, bad_op ? "kind" : "sequence number");
+                               label, matched, bad_op ? "kind" : "sequence number");
             break;
         }
         if (bad_size && !warned(j, "collective_size_mismatch"))
             rv_job__warn_build(j, "collective_size_mismatch",
                                "%s: collective %zu moves different sizes on its members; the "
                                "largest is used",
-                               label, k);
+                               label, matched);
         int32_t *row = j->coll_task + j->ncoll * np;
         for (size_t p = 0; p < np; p++)
             row[p] = -1;
         for (int q = 0; q < nm; q++)
-            row[mem[q]] = v[first[q] + k].task;
+            row[mem[q]] = v[first[q] + at[q]++].task;
         j->coll_op[j->ncoll++] = (uint8_t)r0->op;
+        matched++;
     }
+    free(at);
+    if (matched * (size_t)nm < total && !warned(j, "collective_count_mismatch"))
+        rv_job__warn_build(j, "collective_count_mismatch",
+                           "%s holds %zu to %zu collectives across its ranks; %zu are matched "
+                           "(%s), the rest run unmatched",
+                           label, m, mx, matched,
+                           all_seq ? "by sequence number" : "in order, the first ones");
 out:
     free(first);
     free(count);

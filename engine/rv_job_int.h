@@ -61,6 +61,7 @@ typedef struct rv_job_path_seg {
     int rank;
     size_t tasks;
     double start_us, end_us;
+    size_t inferred; /* links into its tasks that no recorded dependency made */
 } rv_job_path_seg;
 
 #define RV_JOB_MAX_PATH 64
