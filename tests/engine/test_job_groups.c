@@ -16,6 +16,7 @@
 #include "rv_job_int.h"
 #include "rv_run.h"
 #include "rv_sim.h"
+#include "rv_snapshot.h"
 #include "common/rv_test_trace.h"
 #include "common/rv_test_util.h"
 
@@ -213,6 +214,41 @@ static void test_subgroups_and_pairs(void)
         rv_test_unload(&l[i]);
 }
 
+/* The store keeps traces as snapshots: the groups survive the round trip. */
+static void test_snapshot_keeps_groups(void)
+{
+    const char *files[] = {"pg2-rank1.json.gz", "sub4-rank0.json.gz", "sub4-rank3.json.gz"};
+    for (size_t f = 0; f < 3; f++) {
+        rv_test_loaded l = {0};
+        CU_ASSERT_EQUAL_FATAL(rv_test_load(DIR, files[f], &l), 0);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        rv_trace *back = NULL;
+        rv_error err;
+        rv_error_clear(&err);
+        CU_ASSERT_EQUAL_FATAL(rv_snapshot_encode(l.tr, 1, &buf, &len, &err), 0);
+        CU_ASSERT_EQUAL_FATAL(rv_snapshot_decode(buf, len, &back, &err), 0);
+        CU_ASSERT_EQUAL_FATAL(back->nevents, l.tr->nevents);
+        size_t grouped = 0, seqs = 0, peers = 0, bad = 0;
+        for (size_t i = 0; i < back->nevents; i++) {
+            const rv_event *x = &l.tr->events[i], *y = &back->events[i];
+            bad += x->pg != y->pg || x->pg_ranks != y->pg_ranks || x->seq != y->seq ||
+                   x->peer != y->peer;
+            grouped += x->pg != 0;
+            seqs += x->seq >= 0;
+            peers += x->peer >= 0;
+        }
+        printf("\n  %s: %zu events with a group, %zu with a sequence number, %zu with a peer; "
+               "%zu differ after the round trip",
+               files[f], grouped, seqs, peers, bad);
+        CU_ASSERT(grouped > 0);
+        CU_ASSERT_EQUAL(bad, 0);
+        rv_trace_free(back);
+        free(buf);
+        rv_test_unload(&l);
+    }
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -222,7 +258,8 @@ int main(void)
         !CU_add_test(s, "two ranks matched by process group and sequence number",
                      test_two_ranks_by_sequence) ||
         !CU_add_test(s, "sub-groups and send/recv pairs gang only their members",
-                     test_subgroups_and_pairs)) {
+                     test_subgroups_and_pairs) ||
+        !CU_add_test(s, "snapshots keep the process groups", test_snapshot_keeps_groups)) {
         CU_cleanup_registry();
         return CU_get_error();
     }
