@@ -51,8 +51,8 @@ static int cmp_rec(const void *a, const void *b, void *ctx)
     return (x->start > y->start) - (x->start < y->start);
 }
 
-/* The member ranks written as "[0, 1]"; returns the count (capped at cap)
- * or -1 when the text is not such a list. */
+/* The member ranks written as "[0, 1]": stores the first cap of them and
+ * returns how many the list holds, or -1 when it is not such a list. */
 static int parse_ranks(const char *s, int *out, int cap)
 {
     int n = 0;
@@ -70,7 +70,7 @@ static int parse_ranks(const char *s, int *out, int cap)
         while (*s == ' ' || *s == ',')
             s++;
     }
-    return n < cap ? n : cap;
+    return n;
 }
 
 static int is_p2p(const char *name)
@@ -111,7 +111,8 @@ static int collect_recs(rv_job *j, coll_rec **out, size_t *nout, int *any, int *
             const rv_task *k = &g->tasks[i];
             if (!(k->flags & RV_TF_NCCL) || (k->flags & RV_TF_REMOVED))
                 continue;
-            const rv_event *e = t && k->event >= 0 ? &t->events[k->event] : NULL;
+            const rv_event *e =
+                t && k->event >= 0 && (size_t)k->event < t->nevents ? &t->events[k->event] : NULL;
             if (!e || !e->pg) {
                 *all = 0;
                 continue;
@@ -130,10 +131,10 @@ static int collect_recs(rv_job *j, coll_rec **out, size_t *nout, int *any, int *
             r->bytes = e->bytes;
             r->op = rv_coll_op_of(name, &named);
             if (is_p2p(name)) {
-                if (e->peer >= 0)
+                /* The peer the trace names, else the other of a group of two. */
+                if (e->peer >= 0 && e->peer < MAX_GROUP_RANKS)
                     r->peer = e->peer;
-                else if (parse_ranks(r->list, pair, 2) == 2 && *r->list &&
-                         strchr(r->list, ',') == strrchr(r->list, ','))
+                else if (parse_ranks(r->list, pair, 2) == 2)
                     r->peer = pair[0] == j->r[p].rank ? pair[1] : pair[0];
             }
         }
@@ -151,8 +152,8 @@ static int warned(const rv_job *j, const char *code)
     return 0;
 }
 
-/* Matches one group's records v[0..n) (sorted by position, then time):
- * members in[] (positions, -1 outside the job) of count nin. */
+/* Matches one group's records v[0..n) (sorted by position, then time)
+ * among its members pos_in[0..nin) (positions; -1: a rank not in the job). */
 static int match_group(rv_job *j, coll_rec *v, size_t n, const int *pos_in, int nin,
                        const char *label, size_t *cap)
 {
@@ -179,14 +180,22 @@ static int match_group(rv_job *j, coll_rec *v, size_t n, const int *pos_in, int 
         first[q] = SIZE_MAX;
         count[q] = 0;
     }
+    int outsider = -1;
     for (size_t i = 0; i < n; i++) {
         int q = seen[v[i].pos] - 1;
-        if (q < 0)
+        if (q < 0) {
+            outsider = j->r[v[i].pos].rank;
             continue;
+        }
         if (first[q] == SIZE_MAX)
             first[q] = i;
         count[q]++;
     }
+    if (outsider >= 0 && !warned(j, "group_mismatch"))
+        rv_job__warn_build(j, "group_mismatch",
+                           "rank %d holds collectives of %s, whose member list leaves it out: "
+                           "they run unmatched",
+                           outsider, label);
     size_t m = SIZE_MAX, mx = 0, total = 0, matched = 0;
     int all_seq = 1;
     for (int q = 0; q < nm; q++) {
@@ -208,7 +217,7 @@ static int match_group(rv_job *j, coll_rec *v, size_t n, const int *pos_in, int 
             }
     for (int q = 0; q < nm; q++)
         count[q] = first[q] == SIZE_MAX ? 0 : count[q];
-    size_t *at = seen ? (size_t *)calloc((size_t)nm + 1, sizeof(size_t)) : NULL;
+    size_t *at = calloc((size_t)nm + 1, sizeof(size_t)); /* each member's next record */
     if (!at) {
         rc = RV_ERR_NOMEM;
         goto out;
@@ -324,6 +333,7 @@ int rv_job__match_groups(rv_job *j, int *grouped, rv_error *err)
         } else {
             snprintf(label, sizeof(label), "process group '%.60s'", v[i].key);
             int got = *v[i].list ? parse_ranks(v[i].list, ranks, MAX_GROUP_RANKS) : -1;
+            got = got > MAX_GROUP_RANKS ? MAX_GROUP_RANKS : got;
             for (size_t a = i + 1; a < e && got >= 0; a++)
                 if (strcmp(v[a].list, v[i].list) && !warned(j, "group_mismatch"))
                     rv_job__warn_build(j, "group_mismatch",

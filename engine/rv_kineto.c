@@ -63,6 +63,10 @@ typedef struct reader {
     int seen_events, seen_reverie, seen_et_nodes, seen_et_schema;
     size_t total_events;
     uint32_t rv_gpu;
+    /* distributedInfo.pg_config: each group's name and member list (text),
+     * for collectives that name their group but not its members. */
+    uint32_t pgc_name[64], pgc_ranks[64];
+    size_t npgc;
 } reader;
 
 /* ---------------------------------------------------------------- scanning */
@@ -881,6 +885,87 @@ static int parse_devices(reader *r, int depth)
     }
 }
 
+/* One pg_config entry: {pg_name, ranks: [0, 1, ...], ...}. The ranks are
+ * kept as the text a kernel's "Process Group Ranks" holds. */
+static int parse_pg_entry(reader *r, int depth)
+{
+    int rc, more, ok;
+    uint32_t name = 0, ranks = 0;
+    if (ws(r) != '{')
+        return skip_value(r, depth);
+    eat(r);
+    if ((rc = object_first(r)) < 0)
+        return rc;
+    for (more = rc; more; more = rc) {
+        if (key_is(r, "pg_name")) {
+            rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
+            if (rc == 0 && ok && r->sbuf.len > 0 && r->sbuf.len <= 4096)
+                name = intern(r, r->sbuf.p, r->sbuf.len, &rc);
+        } else if (key_is(r, "ranks") && ws(r) == '[') {
+            char list[4096];
+            size_t len = 0;
+            int fits = 1, c;
+            eat(r);
+            list[len++] = '[';
+            for (c = ws(r); c != ']'; c = ws(r)) {
+                int64_t v = RV_NONE;
+                if ((rc = read_int_arg(r, depth + 2, 0, &v)) < 0)
+                    return rc;
+                int m = snprintf(list + len, sizeof(list) - len, "%s%lld", len > 1 ? ", " : "",
+                                 (long long)v);
+                if (v < 0 || m < 0 || (size_t)m >= sizeof(list) - len - 1)
+                    fits = 0;
+                else
+                    len += (size_t)m;
+                c = ws(r);
+                if (c == ',')
+                    eat(r);
+                else if (c != ']')
+                    return fail_char(r, c, "',' or ']' in pg_config ranks");
+            }
+            eat(r);
+            list[len++] = ']';
+            if (fits && len > 2)
+                ranks = intern(r, list, len, &rc);
+        } else {
+            rc = skip_value(r, depth + 1);
+        }
+        if (rc < 0)
+            return rc;
+        if ((rc = object_next(r)) < 0)
+            return rc;
+    }
+    if (name && ranks && r->npgc < 64) {
+        r->pgc_name[r->npgc] = name;
+        r->pgc_ranks[r->npgc++] = ranks;
+    }
+    return 0;
+}
+
+static int parse_pg_config(reader *r, int depth)
+{
+    int c, rc;
+    if (ws(r) != '[')
+        return skip_value(r, depth);
+    eat(r);
+    if (ws(r) == ']') {
+        eat(r);
+        return 0;
+    }
+    for (;;) {
+        if ((rc = parse_pg_entry(r, depth + 1)) < 0)
+            return rc;
+        c = ws(r);
+        if (c == ']') {
+            eat(r);
+            return 0;
+        }
+        if (c != ',')
+            return fail_char(r, c, "',' or ']' in pg_config");
+        eat(r);
+    }
+}
+
 /* distributedInfo and the collector's reverie object share a parser: both
  * may carry rank and world_size. */
 static int parse_meta(reader *r, int depth, int reverie)
@@ -904,6 +989,8 @@ static int parse_meta(reader *r, int depth, int reverie)
                 *i32 = v < 0 ? RV_NONE : to_i32(v, RV_NONE);
         } else if (!reverie && key_is(r, "backend")) {
             dst = &r->t->backend;
+        } else if (!reverie && key_is(r, "pg_config")) {
+            rc = parse_pg_config(r, depth + 1);
         } else if (reverie && key_is(r, "gpu")) {
             dst = &r->rv_gpu;
         } else if (reverie && key_is(r, "cpu")) {
@@ -1088,6 +1175,13 @@ static int finish(reader *r)
     }
     if ((rc = fill_from_flows(r)) < 0)
         return rc;
+    /* Collectives naming their group but not its members: pg_config's. */
+    for (size_t i = 0; r->npgc && i < t->nevents; i++) {
+        rv_event *e = &t->events[i];
+        for (size_t k = 0; e->pg && !e->pg_ranks && k < r->npgc; k++)
+            if (r->pgc_name[k] == e->pg)
+                e->pg_ranks = r->pgc_ranks[k];
+    }
     t->source_format =
         intern(r, r->seen_reverie ? "collector" : "kineto", r->seen_reverie ? 9 : 6, &rc);
     if (rc < 0)

@@ -14,6 +14,7 @@
 #include "rv_graph.h"
 #include "rv_job.h"
 #include "rv_job_int.h"
+#include "rv_kineto.h"
 #include "rv_run.h"
 #include "rv_sim.h"
 #include "rv_snapshot.h"
@@ -249,6 +250,52 @@ static void test_snapshot_keeps_groups(void)
     }
 }
 
+/* The reader: a group's members from the kernel's list, else from
+ * distributedInfo.pg_config, else from the rank range; Seq and the peer. */
+static void test_reader_groups(void)
+{
+    static const char doc[] =
+        "{\"distributedInfo\": {\"rank\": 2, \"world_size\": 8, \"pg_config\": ["
+        "{\"pg_name\": \"0\", \"pg_desc\": \"default_pg\", \"ranks\": [0, 1, 2, 3, 4, 5, 6, 7]},"
+        "{\"pg_name\": \"7\", \"ranks\": [2, 5]}, {\"pg_name\": \"8\", \"ranks\": []}]},"
+        "\"traceEvents\": ["
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclKernel_AllReduce\", \"pid\": 0, "
+        "\"tid\": 7, \"ts\": 10, \"dur\": 5, \"args\": {\"stream\": 7, \"device\": 0, "
+        "\"Process Group Name\": \"7\", \"Seq\": 42}},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclKernel_AllReduce\", \"pid\": 0, "
+        "\"tid\": 7, \"ts\": 20, \"dur\": 5, \"args\": {\"stream\": 7, \"device\": 0, "
+        "\"Process Group Name\": \"9\", \"Global rank start\": 1, \"Global rank stride\": 2, "
+        "\"Group size\": 3}},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclKernel_SendRecv\", \"pid\": 0, "
+        "\"tid\": 7, \"ts\": 30, \"dur\": 5, \"args\": {\"stream\": 7, \"device\": 0, "
+        "\"Process Group Name\": \"0\", \"Process Group Ranks\": \"[0, 2]\", \"Dst Rank\": 0}},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclKernel_AllReduce\", \"pid\": 0, "
+        "\"tid\": 7, \"ts\": 40, \"dur\": 5, \"args\": {\"stream\": 7, \"device\": 0, "
+        "\"Process Group Name\": \"8\"}}]}";
+    FILE *f = fmemopen((void *)doc, sizeof(doc) - 1, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    rv_trace *t = NULL;
+    rv_error err;
+    rv_error_clear(&err);
+    int rc = rv_kineto_read_stream(f, NULL, &t, &err);
+    fclose(f);
+    if (rc != 0)
+        fprintf(stderr, "\n  %s\n", err.message);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT_EQUAL_FATAL(t->nevents, 4);
+    const rv_event *e = t->events;
+    CU_ASSERT_STRING_EQUAL(rv_trace_str(t, e[0].pg), "7");
+    CU_ASSERT_STRING_EQUAL(rv_trace_str(t, e[0].pg_ranks), "[2, 5]");
+    CU_ASSERT_EQUAL(e[0].seq, 42);
+    CU_ASSERT_EQUAL(e[0].peer, RV_NONE);
+    CU_ASSERT_STRING_EQUAL(rv_trace_str(t, e[1].pg_ranks), "[1, 3, 5]");
+    CU_ASSERT_EQUAL(e[1].seq, RV_NONE);
+    CU_ASSERT_STRING_EQUAL(rv_trace_str(t, e[2].pg_ranks), "[0, 2]");
+    CU_ASSERT_EQUAL(e[2].peer, 0);
+    CU_ASSERT_EQUAL(e[3].pg_ranks, 0); /* an empty member list is no list */
+    rv_trace_free(t);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -259,7 +306,9 @@ int main(void)
                      test_two_ranks_by_sequence) ||
         !CU_add_test(s, "sub-groups and send/recv pairs gang only their members",
                      test_subgroups_and_pairs) ||
-        !CU_add_test(s, "snapshots keep the process groups", test_snapshot_keeps_groups)) {
+        !CU_add_test(s, "snapshots keep the process groups", test_snapshot_keeps_groups) ||
+        !CU_add_test(s, "the reader keeps groups, members, sequence numbers and peers",
+                     test_reader_groups)) {
         CU_cleanup_registry();
         return CU_get_error();
     }
