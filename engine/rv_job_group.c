@@ -306,7 +306,7 @@ int rv_job__match_groups(rv_job *j, int *grouped, rv_error *err)
     int *ranks = malloc(MAX_GROUP_RANKS * sizeof(int));
     int *pos = malloc(MAX_GROUP_RANKS * sizeof(int));
     *grouped = 0;
-    if (!ranks || !pos || (rc = collect_recs(j, &v, &n, &any, &all)) != 0) {
+    if (!ranks || !pos || collect_recs(j, &v, &n, &any, &all) != 0) {
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory matching collectives");
         goto out;
     }
@@ -335,7 +335,7 @@ int rv_job__match_groups(rv_job *j, int *grouped, rv_error *err)
             int got = *v[i].list ? parse_ranks(v[i].list, ranks, MAX_GROUP_RANKS) : -1;
             got = got > MAX_GROUP_RANKS ? MAX_GROUP_RANKS : got;
             for (size_t a = i + 1; a < e && got >= 0; a++)
-                if (strcmp(v[a].list, v[i].list) && !warned(j, "group_mismatch"))
+                if (strcmp(v[a].list, v[i].list) != 0 && !warned(j, "group_mismatch"))
                     rv_job__warn_build(j, "group_mismatch",
                                        "%s names members %.40s on one rank and %.40s on another: "
                                        "the first rank's list is used",
@@ -355,7 +355,7 @@ int rv_job__match_groups(rv_job *j, int *grouped, rv_error *err)
                     pos[nin++] = pos_of(j, ranks[q]);
             }
         }
-        if ((rc = match_group(j, v + i, e - i, pos, nin, label, &cap)) != 0) {
+        if (match_group(j, v + i, e - i, pos, nin, label, &cap) != 0) {
             rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory matching collectives");
             goto out;
         }

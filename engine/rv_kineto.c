@@ -598,9 +598,11 @@ static int parse_args(reader *r, int depth, rv_event *ev)
         char list[256 * 12 + 4];
         size_t len = 0;
         list[len++] = '[';
-        for (int64_t i = 0; i < group_size; i++)
-            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%lld", i ? ", " : "",
-                                    (long long)(rank_start + i * rank_stride));
+        for (int64_t i = 0; i < group_size; i++) {
+            int64_t member = rank_start + i * rank_stride;
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%" PRId64, i ? ", " : "",
+                                    member);
+        }
         list[len++] = ']';
         int irc = 0;
         ev->pg_ranks = intern(r, list, len, &irc);
