@@ -96,8 +96,11 @@ static int pos_of(const rv_job *j, int rank)
 static int collect_recs(rv_job *j, coll_rec **out, size_t *nout, int *any, int *all)
 {
     size_t cap = 0, n = 0;
-    for (size_t p = 0; p < j->n; p++)
-        cap += j->r[p].g->ntasks;
+    for (size_t p = 0; p < j->n; p++) {
+        const rv_graph *g = j->r[p].g;
+        for (size_t i = 0; i < g->ntasks; i++)
+            cap += (g->tasks[i].flags & RV_TF_NCCL) && !(g->tasks[i].flags & RV_TF_REMOVED);
+    }
     coll_rec *v = malloc((cap + 1) * sizeof(*v));
     if (!v)
         return RV_ERR_NOMEM;
