@@ -13,9 +13,9 @@
 #include "rv_coll.h"
 #include "rv_select.h"
 
-static void job_warn(rv_job *j, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void job_warn(rv_job *j, const char *code, const char *fmt, ...)
+#define job_warn rv_job__warn_build
+
+void rv_job__warn_build(rv_job *j, const char *code, const char *fmt, ...)
 {
     va_list ap;
     if (j->nwarn >= RV_JOB_MAX_WARNINGS)
@@ -171,10 +171,10 @@ static int collect(const rv_graph *g, rank_colls *rc)
     return 0;
 }
 
-/* Matches collectives across ranks: channel by channel, the k-th on every
- * rank, while their kinds agree (dPRO matches by process group and order;
- * traces without sequence numbers leave only the order). */
-static int match(rv_job *j, rv_error *err)
+/* Matches collectives across ranks when no trace names their process
+ * group: channel by channel, the k-th on every rank, while their kinds
+ * agree. */
+static int match_by_order(rv_job *j, rv_error *err)
 {
     size_t n = j->n, nch = SIZE_MAX, total = 0;
     int rc = 0;
@@ -239,14 +239,38 @@ static int match(rv_job *j, rv_error *err)
         }
     }
     j->ncoll = total;
-    if (n > 1 && total == 0)
-        job_warn(j, "no_collectives",
-                 "no collective kernels could be matched across ranks: the ranks are "
-                 "simulated side by side, unaligned and independent");
 out:
     for (size_t p = 0; p < n; p++)
         free(rcs[p].task);
     free(rcs);
+    return rc;
+}
+
+static int match(rv_job *j, rv_error *err)
+{
+    int grouped = 0, rc = rv_job__match_groups(j, &grouped, err);
+    if (rc == 0 && grouped > 0) {
+        j->transfer_ns = calloc(j->ncoll * j->n + 1, sizeof(int64_t));
+        if (!j->coll_task)
+            j->coll_task = malloc(sizeof(int32_t)); /* no collective of two members present */
+        if (!j->coll_op)
+            j->coll_op = malloc(1);
+        if (!j->coll_task || !j->coll_op || !j->transfer_ns)
+            rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory matching collectives");
+    }
+    if (rc == 0 && !grouped) {
+        rc = match_by_order(j, err);
+        if (rc == 0 && j->ncoll > 0 && j->n > 1)
+            job_warn(j, "collectives_matched_by_order",
+                     "the traces name no process group on %s collective kernels: collectives "
+                     "were matched by stream and order, an inference (a sub-group's "
+                     "collectives or point-to-point pairs may be ganged wrongly)",
+                     grouped < 0 ? "some" : "their");
+    }
+    if (rc == 0 && j->n > 1 && j->ncoll == 0)
+        job_warn(j, "no_collectives",
+                 "no collective kernels could be matched across ranks: the ranks are "
+                 "simulated side by side, unaligned and independent");
     return rc;
 }
 
@@ -271,42 +295,62 @@ static int align(rv_job *j, rv_error *err)
 {
     size_t n = j->n, nc = j->ncoll;
     double *d = malloc((nc + 1) * sizeof(double)), *dev = malloc((nc + 1) * sizeof(double));
-    if (!d || !dev) {
+    uint8_t *done = calloc(n + 1, 1);
+    if (!d || !dev || !done) {
         free(d);
         free(dev);
+        free(done);
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory aligning clocks");
     }
     j->offset_ns[0] = 0;
-    for (size_t p = 1; p < n; p++) {
-        size_t m = 0;
-        for (size_t c = 0; c < nc; c++)
-            d[m++] =
-                abs_end(&j->r[0], j->coll_task[c * n]) - abs_end(&j->r[p], j->coll_task[c * n + p]);
-        if (m == 0) {
-            j->offset_ns[p] = 0;
-            continue;
-        }
-        qsort(d, m, sizeof(double), cmp_dbl);
-        double med = d[m / 2];
-        for (size_t i = 0; i < m; i++)
-            dev[i] = fabs(d[i] - med);
-        qsort(dev, m, sizeof(double), cmp_dbl);
-        double mad = dev[m / 2];
-        /* At least 5 us: ends a few microseconds apart are one instant. */
-        double band = 3 * 1.4826 * mad > 5000 ? 3 * 1.4826 * mad : 5000;
-        double sum = 0;
-        size_t in = 0;
-        for (size_t i = 0; i < m; i++)
-            if (fabs(d[i] - med) <= band) {
-                sum += d[i];
-                in++;
+    done[0] = 1;
+    /* Against the lowest rank first; a rank that shares no collective with
+     * it (a sub-group elsewhere) is aligned through a rank already aligned
+     * that it shares one with. */
+    for (int pass = 0, progress = 1; progress && pass < 64; pass++) {
+        progress = 0;
+        for (size_t p = 1; p < n; p++) {
+            if (done[p])
+                continue;
+            size_t m = 0, ref = 0;
+            for (size_t q = 0; q < n && m == 0; q++) {
+                if (!done[q] || q == p)
+                    continue;
+                for (size_t c = 0; c < nc; c++) {
+                    int32_t tq = j->coll_task[c * n + q], tp = j->coll_task[c * n + p];
+                    if (tq >= 0 && tp >= 0)
+                        d[m++] = abs_end(&j->r[q], tq) - abs_end(&j->r[p], tp);
+                }
+                ref = q;
             }
-        j->offset_ns[p] = in ? sum / (double)in : med;
-        if (mad / 1e3 > j->offset_mad_us)
-            j->offset_mad_us = mad / 1e3;
+            if (m == 0)
+                continue;
+            qsort(d, m, sizeof(double), cmp_dbl);
+            double med = d[m / 2];
+            for (size_t i = 0; i < m; i++)
+                dev[i] = fabs(d[i] - med);
+            qsort(dev, m, sizeof(double), cmp_dbl);
+            double mad = dev[m / 2];
+            /* At least 5 us: ends a few microseconds apart are one instant. */
+            double band = 3 * 1.4826 * mad > 5000 ? 3 * 1.4826 * mad : 5000;
+            double sum = 0;
+            size_t in = 0;
+            for (size_t i = 0; i < m; i++)
+                if (fabs(d[i] - med) <= band) {
+                    sum += d[i];
+                    in++;
+                }
+            j->offset_ns[p] = j->offset_ns[ref] + (in ? sum / (double)in : med);
+            if (mad / 1e3 > j->offset_mad_us)
+                j->offset_mad_us = mad / 1e3;
+            done[p] = 1;
+            progress = 1;
+        }
     }
+    /* Ranks that share no collective with any aligned rank keep their clock. */
     free(d);
     free(dev);
+    free(done);
     if (j->offset_mad_us > 50)
         job_warn(j, "clock_alignment_spread",
                  "matched collectives end up to %.0f us apart (median absolute deviation) "
@@ -324,6 +368,8 @@ static void split(rv_job *j)
     for (size_t c = 0; c < j->ncoll; c++) {
         double last = -INFINITY;
         for (size_t p = 0; p < n; p++) {
+            if (j->coll_task[c * n + p] < 0)
+                continue;
             const rv_job_member *m = &j->r[p];
             const rv_task *t = &m->g->tasks[j->coll_task[c * n + p]];
             double a = (double)m->g->origin_ns + j->offset_ns[p] + (double)t->meas_start_ns;
@@ -331,6 +377,8 @@ static void split(rv_job *j)
                 last = a;
         }
         for (size_t p = 0; p < n; p++) {
+            if (j->coll_task[c * n + p] < 0)
+                continue;
             const rv_job_member *m = &j->r[p];
             const rv_task *t = &m->g->tasks[j->coll_task[c * n + p]];
             double a = (double)m->g->origin_ns + j->offset_ns[p] + (double)t->meas_start_ns;
@@ -419,6 +467,8 @@ static int sizes(rv_job *j, rv_error *err)
         if (index_notes(g->trace, &ix) != 0)
             return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
         for (size_t c = 0; c < j->ncoll; c++) {
+            if (j->coll_task[c * j->n + p] < 0)
+                continue;
             double b = task_bytes(g, &ix, j->coll_task[c * j->n + p]);
             if (b > j->coll_bytes[c])
                 j->coll_bytes[c] = b;

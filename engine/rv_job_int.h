@@ -61,6 +61,7 @@ typedef struct rv_job_path_seg {
     int rank;
     size_t tasks;
     double start_us, end_us;
+    size_t inferred; /* links into its tasks that no recorded dependency made */
 } rv_job_path_seg;
 
 #define RV_JOB_MAX_PATH 64
@@ -87,6 +88,16 @@ struct rv_job_result {
     rv_warning warnings[RV_RUN_MAX_WARNINGS];
     size_t nwarnings;
 };
+
+/* Adds a build warning to a job (dropped past the cap). */
+void rv_job__warn_build(rv_job *j, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Matches collectives by the process group the traces name on them
+ * (rv_job_group.c): fills j->ncoll, coll_task (-1 for a rank outside the
+ * group) and coll_op. *grouped: 1 when it did; 0 when no collective names
+ * a group, -1 when only some do (the caller then matches by order). */
+int rv_job__match_groups(rv_job *j, int *grouped, rv_error *err);
 
 /* Adds a warning to a result (dropped past the cap, but counted). */
 void rv_job__warn(rv_job_result *r, const char *code, const char *fmt, ...)

@@ -121,9 +121,10 @@ json_t *rv_job_render(const rv_job_result *r, const char *label)
     bad |= put(o, "collective_waits", ca);
     json_t *cp = json_array();
     for (size_t i = r->npath; cp && i-- > 0;)
-        json_array_append_new(cp, json_pack("{s:i,s:I,s:f,s:f}", "rank", r->path[i].rank, "tasks",
-                                            (json_int_t)r->path[i].tasks, "start_us",
-                                            r->path[i].start_us, "end_us", r->path[i].end_us));
+        json_array_append_new(cp, json_pack("{s:i,s:I,s:f,s:f,s:I}", "rank", r->path[i].rank,
+                                            "tasks", (json_int_t)r->path[i].tasks, "start_us",
+                                            r->path[i].start_us, "end_us", r->path[i].end_us,
+                                            "inferred_links", (json_int_t)r->path[i].inferred));
     bad |= put(o, "critical_path", cp);
     json_t *jo =
         json_pack("{s:f,s:f}", "bandwidth_gbps", r->bandwidth_gbps, "latency_us", r->latency_us);

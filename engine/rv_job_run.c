@@ -292,12 +292,29 @@ static int stragglers(const rv_job *j, rv_job_result *r, const merged *m)
     return 0;
 }
 
+/* The task of slot sl that ended last at or before t (not u); -1 none. */
+static int32_t latest_before(const rv_sim *s, const rv_job_slot *sl, int32_t u, int64_t t)
+{
+    int32_t best = -1;
+    for (size_t i = sl->toff; i < sl->toff + sl->g->ntasks; i++)
+        if ((int32_t)i != u && s->end_ns[i] <= t && s->start_ns[i] < s->start_ns[u] &&
+            (best < 0 || s->end_ns[i] > s->end_ns[best]))
+            best = (int32_t)i;
+    return best;
+}
+
 /* The critical path across ranks: back from the last task to end along
- * the tasks that set each start, cut into runs on one rank. */
+ * the tasks that set each start, cut into runs on one rank. A gang
+ * member's start was set by the member that arrived last, on its own
+ * rank: the path crosses there. A task that started at its traced time
+ * (no recorded dependency set it: a thread's first task) continues from
+ * the task of its rank that ended last before it, an inferred link,
+ * counted per run; at most RV_JOB_MAX_INFERRED such links. */
+#define RV_JOB_MAX_INFERRED 512
 static void critical_path(rv_job_result *r, const merged *m)
 {
     const rv_sim *s = m->sim;
-    size_t nt = m->g->ntasks, steps = 0;
+    size_t nt = m->g->ntasks, steps = 0, inferred = 0;
     int32_t u = -1;
     int64_t best = INT64_MIN;
     r->npath = 0;
@@ -307,6 +324,7 @@ static void critical_path(rv_job_result *r, const merged *m)
             u = (int32_t)i;
         }
     double t0 = (double)s->first_start_ns;
+    int link = 0; /* the step into u was inferred */
     while (u >= 0 && steps++ <= nt) {
         size_t lo = 0, hi = r->nslots;
         while (hi - lo > 1) {
@@ -322,12 +340,20 @@ static void critical_path(rv_job_result *r, const merged *m)
         if (p && p->rank == rank) {
             p->tasks++;
             p->start_us = st;
+            p->inferred += (size_t)link;
         } else if (r->npath < RV_JOB_MAX_PATH) {
-            r->path[r->npath++] = (rv_job_path_seg){rank, 1, st, en};
+            r->path[r->npath++] = (rv_job_path_seg){rank, 1, st, en, (size_t)link};
         } else {
             break;
         }
-        u = s->binder[u];
+        link = 0;
+        int32_t next = s->binder[u];
+        if (next < 0 && inferred < RV_JOB_MAX_INFERRED) {
+            next = latest_before(s, &r->slots[lo], u, s->start_ns[u]);
+            inferred += next >= 0;
+            link = next >= 0;
+        }
+        u = next;
     }
 }
 
@@ -378,20 +404,29 @@ static int net_ratios(const rv_job *j, const rv_job_whatif *jw, int world, doubl
     if (!v)
         return RV_ERR_NOMEM;
     for (size_t c = 0; c < j->ncoll; c++) {
+        size_t nm = 0;
         for (size_t p = 0; p < j->n; p++)
-            v[p] = j->transfer_ns[c * j->n + p];
-        qsort(v, j->n, sizeof(int64_t), cmp_i64);
-        size_t mid = j->n / 2;
+            if (j->coll_task[c * j->n + p] >= 0)
+                v[nm++] = j->transfer_ns[c * j->n + p];
+        qsort(v, nm, sizeof(int64_t), cmp_i64);
+        size_t mid = nm / 2;
+        /* A sub-group's collective (fewer members than the job) keeps its
+         * own size on both networks; the job's rank count scales the rest. */
+        rv_net bs = b, xs = x;
+        if (nm < j->n && nm > 0) {
+            bs.n = xs.n = (int)nm;
+            bs.g = xs.g = nm < 8 ? (int)nm : 8;
+        }
         double secs = (double)v[mid] * 1e-9, bytes = j->coll_bytes[c];
         if (bytes <= 0) {
-            bytes = rv_coll_bytes_for_time(&b, j->coll_op[c], RV_ALGO_RING, secs);
+            bytes = rv_coll_bytes_for_time(&bs, j->coll_op[c], RV_ALGO_RING, secs);
             r->inferred_sizes++;
         }
         if (bytes < 1)
             bytes = 1;
         r->sizes[c] = bytes;
-        double t0 = rv_coll_time(&b, j->coll_op[c], RV_ALGO_RING, bytes);
-        double t1 = rv_coll_time(&x, j->coll_op[c], RV_ALGO_RING, bytes);
+        double t0 = rv_coll_time(&bs, j->coll_op[c], RV_ALGO_RING, bytes);
+        double t1 = rv_coll_time(&xs, j->coll_op[c], RV_ALGO_RING, bytes);
         ratio[c] = t0 > 0 ? t1 / t0 : 1;
     }
     free(v);

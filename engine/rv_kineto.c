@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +65,10 @@ typedef struct reader {
     rv_shapes_pending *shp; /* the current event's record_shapes / [memory] args */
     size_t total_events;
     uint32_t rv_gpu;
+    /* distributedInfo.pg_config: each group's name and member list (text),
+     * for collectives that name their group but not its members. */
+    uint32_t pgc_name[64], pgc_ranks[64];
+    size_t npgc;
 } reader;
 
 /* ---------------------------------------------------------------- scanning */
@@ -500,6 +505,8 @@ static int parse_args(reader *r, int depth, rv_event *ev)
      * record_param_comms) give their message as elements and a dtype. */
     int64_t in_nelems = RV_NONE, out_nelems = RV_NONE, dims_nelems = RV_NONE;
     int elem_bytes = 0, note_bytes = 0;
+    /* Its process group's members as a rank range, when no list is given. */
+    int64_t rank_start = RV_NONE, rank_stride = RV_NONE, group_size = RV_NONE;
     /* Older Kineto names a collective's message only on its CPU-side
      * annotation ("nccl:all_reduce"): its first input tensor. */
     int nccl_note = r->name.len > 5 && !memcmp(r->name.p, "nccl:", 5);
@@ -555,6 +562,25 @@ static int parse_args(reader *r, int depth, rv_event *ev)
             rc = read_input_types(r, depth + 1, &ev->in_type, nccl_note ? &note_bytes : NULL);
         } else if (rv_shapes_key(k, n)) { /* record_shapes and [memory] args */
             rc = rv_shapes_read_arg(&r->js, depth + 1, k, n, r->shp, &r->sbuf);
+        } else if ((n == 18 && !memcmp(k, "Process Group Name", 18)) ||
+                   (n == 19 && !memcmp(k, "Process Group Ranks", 19))) {
+            int ok;
+            uint32_t *dst = n == 18 ? &ev->pg : &ev->pg_ranks;
+            rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
+            if (rc == 0 && ok && r->sbuf.len > 0 && r->sbuf.len <= 4096)
+                *dst = intern(r, r->sbuf.p, r->sbuf.len, &rc);
+        } else if ((n == 3 && !memcmp(k, "Seq", 3)) || (n == 8 && !memcmp(k, "Dst Rank", 8)) ||
+                   (n == 8 && !memcmp(k, "Src Rank", 8))) {
+            v = RV_NONE;
+            rc = read_int_arg(r, depth + 1, 0, &v);
+            if (v >= 0)
+                *(n == 3 ? &ev->seq : &ev->peer) = to_i32(v, RV_NONE);
+        } else if (n == 17 && !memcmp(k, "Global rank start", 17)) {
+            rc = read_int_arg(r, depth + 1, 0, &rank_start);
+        } else if (n == 18 && !memcmp(k, "Global rank stride", 18)) {
+            rc = read_int_arg(r, depth + 1, 0, &rank_stride);
+        } else if (n == 10 && !memcmp(k, "Group size", 10)) {
+            rc = read_int_arg(r, depth + 1, 0, &group_size);
         } else if (n == 5 && !memcmp(k, "dtype", 5)) {
             int ok;
             rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
@@ -576,6 +602,23 @@ static int parse_args(reader *r, int depth, rv_event *ev)
         ev->bytes = nelems * elem_bytes;
     if (ev->bytes == RV_NONE && dims_nelems > 0 && note_bytes > 0)
         ev->bytes = dims_nelems * note_bytes;
+    /* No member list: spell out the range start, start + stride, ... */
+    if (ev->pg && !ev->pg_ranks && rank_start >= 0 && rank_stride > 0 && group_size > 0 &&
+        group_size <= 256 && rank_start + rank_stride * group_size < INT32_MAX) {
+        char list[256 * 12 + 4];
+        size_t len = 0;
+        list[len++] = '[';
+        for (int64_t i = 0; i < group_size; i++) {
+            int64_t member = rank_start + i * rank_stride;
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%" PRId64, i ? ", " : "",
+                                    member);
+        }
+        list[len++] = ']';
+        int irc = 0;
+        ev->pg_ranks = intern(r, list, len, &irc);
+        if (irc < 0)
+            return irc;
+    }
     return 0;
 }
 
@@ -859,6 +902,87 @@ static int parse_devices(reader *r, int depth)
     }
 }
 
+/* One pg_config entry: {pg_name, ranks: [0, 1, ...], ...}. The ranks are
+ * kept as the text a kernel's "Process Group Ranks" holds. */
+static int parse_pg_entry(reader *r, int depth)
+{
+    int rc, more, ok;
+    uint32_t name = 0, ranks = 0;
+    if (ws(r) != '{')
+        return skip_value(r, depth);
+    eat(r);
+    if ((rc = object_first(r)) < 0)
+        return rc;
+    for (more = rc; more; more = rc) {
+        if (key_is(r, "pg_name")) {
+            rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
+            if (rc == 0 && ok && r->sbuf.len > 0 && r->sbuf.len <= 4096)
+                name = intern(r, r->sbuf.p, r->sbuf.len, &rc);
+        } else if (key_is(r, "ranks") && ws(r) == '[') {
+            char list[4096];
+            size_t len = 0;
+            int fits = 1, c;
+            eat(r);
+            list[len++] = '[';
+            for (c = ws(r); c != ']'; c = ws(r)) {
+                int64_t v = RV_NONE;
+                if ((rc = read_int_arg(r, depth + 2, 0, &v)) < 0)
+                    return rc;
+                int m = snprintf(list + len, sizeof(list) - len, "%s%lld", len > 1 ? ", " : "",
+                                 (long long)v);
+                if (v < 0 || m < 0 || (size_t)m >= sizeof(list) - len - 1)
+                    fits = 0;
+                else
+                    len += (size_t)m;
+                c = ws(r);
+                if (c == ',')
+                    eat(r);
+                else if (c != ']')
+                    return fail_char(r, c, "',' or ']' in pg_config ranks");
+            }
+            eat(r);
+            list[len++] = ']';
+            if (fits && len > 2)
+                ranks = intern(r, list, len, &rc);
+        } else {
+            rc = skip_value(r, depth + 1);
+        }
+        if (rc < 0)
+            return rc;
+        if ((rc = object_next(r)) < 0)
+            return rc;
+    }
+    if (name && ranks && r->npgc < 64) {
+        r->pgc_name[r->npgc] = name;
+        r->pgc_ranks[r->npgc++] = ranks;
+    }
+    return 0;
+}
+
+static int parse_pg_config(reader *r, int depth)
+{
+    int c, rc;
+    if (ws(r) != '[')
+        return skip_value(r, depth);
+    eat(r);
+    if (ws(r) == ']') {
+        eat(r);
+        return 0;
+    }
+    for (;;) {
+        if ((rc = parse_pg_entry(r, depth + 1)) < 0)
+            return rc;
+        c = ws(r);
+        if (c == ']') {
+            eat(r);
+            return 0;
+        }
+        if (c != ',')
+            return fail_char(r, c, "',' or ']' in pg_config");
+        eat(r);
+    }
+}
+
 /* distributedInfo and the collector's reverie object share a parser: both
  * may carry rank and world_size. */
 static int parse_meta(reader *r, int depth, int reverie)
@@ -882,6 +1006,8 @@ static int parse_meta(reader *r, int depth, int reverie)
                 *i32 = v < 0 ? RV_NONE : to_i32(v, RV_NONE);
         } else if (!reverie && key_is(r, "backend")) {
             dst = &r->t->backend;
+        } else if (!reverie && key_is(r, "pg_config")) {
+            rc = parse_pg_config(r, depth + 1);
         } else if (reverie && key_is(r, "gpu")) {
             dst = &r->rv_gpu;
         } else if (reverie && key_is(r, "cpu")) {
@@ -1066,6 +1192,13 @@ static int finish(reader *r)
     }
     if ((rc = fill_from_flows(r)) < 0)
         return rc;
+    /* Collectives naming their group but not its members: pg_config's. */
+    for (size_t i = 0; r->npgc && i < t->nevents; i++) {
+        rv_event *e = &t->events[i];
+        for (size_t k = 0; e->pg && !e->pg_ranks && k < r->npgc; k++)
+            if (r->pgc_name[k] == e->pg)
+                e->pg_ranks = r->pgc_ranks[k];
+    }
     t->source_format =
         intern(r, r->seen_reverie ? "collector" : "kineto", r->seen_reverie ? 9 : 6, &rc);
     if (rc < 0)

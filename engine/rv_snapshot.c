@@ -214,6 +214,13 @@ static void encode_body(const rv_trace *t, rv_buf *b)
     ENC_COL(b, t, e->sync_kind, 0);
     /* Added after version 1's columns; readers take it when present. */
     ENC_COL(b, t, e->in_type, 0);
+    /* Then the collectives' process group; seq and peer are stored plus
+     * one, so that 0 (a column's constant default) means none. */
+    ENC_COL(b, t, (int64_t)e->pg, 0);
+    ENC_COL(b, t, (int64_t)e->pg_ranks, 0);
+    ENC_COL(b, t, (int64_t)e->seq + 1, 0);
+    ENC_COL(b, t, (int64_t)e->peer + 1, 0);
+    /* Then the ops' shapes and memory sections (decode_extras). */
     encode_extras(t, b);
 }
 
@@ -378,6 +385,15 @@ static int decode_events(rbuf *r, rv_trace *t, uint32_t nstr, rv_error *err)
     /* Snapshots written before the ops' input types end here. */
     if (r->p != r->end)
         DEC_COL(r, t, "in_type", 0, v >= 0 && v < RV_PT_COUNT, e->in_type = (uint8_t)v);
+    for (size_t i = 0; i < t->nevents; i++)
+        t->events[i].seq = t->events[i].peer = RV_NONE;
+    /* Snapshots written before the process groups end here. */
+    if (r->p != r->end) {
+        DEC_COL(r, t, "pg", 0, v >= 0 && v < nstr, e->pg = (uint32_t)v);
+        DEC_COL(r, t, "pg_ranks", 0, v >= 0 && v < nstr, e->pg_ranks = (uint32_t)v);
+        DEC_COL(r, t, "seq", 0, v >= 0 && v <= INT32_MAX, e->seq = (int32_t)(v - 1));
+        DEC_COL(r, t, "peer", 0, v >= 0 && v <= INT32_MAX, e->peer = (int32_t)(v - 1));
+    }
     return 0;
 }
 

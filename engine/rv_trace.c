@@ -132,6 +132,8 @@ void rv_event_init(rv_event *ev)
     ev->device = RV_NONE;
     ev->stream = RV_NONE;
     ev->wait_stream = RV_NONE;
+    ev->seq = RV_NONE;
+    ev->peer = RV_NONE;
 }
 
 int64_t rv_trace_push(rv_trace *t, const rv_event *ev)

@@ -61,6 +61,11 @@ typedef struct rv_event {
     uint8_t sync_kind;  /* rv_sync_kind for cuda_sync events */
     uint8_t in_type;    /* ops: first tensor type of "Input type", rv_prec_type; 0 none */
     uint8_t pad[1];
+    /* Collectives (newer Kineto, on NCCL kernels): the process group. */
+    uint32_t pg;       /* "Process Group Name", string id; 0 none */
+    uint32_t pg_ranks; /* member ranks as text ("[0, 1]"), string id; 0 none */
+    int32_t seq;       /* "Seq" (collective sequence number), RV_NONE */
+    int32_t peer;      /* point-to-point: "Dst Rank" / "Src Rank", RV_NONE */
 } rv_event;
 
 /* GPU properties from "deviceProperties" (or the collector's metadata). */

@@ -353,6 +353,36 @@ static void test_partial(void)
     rv_test_unload(&l);
 }
 
+/* The critical path walks back through the gangs to the rank that
+ * arrived last, so on DLRM it crosses ranks (it was one run on rank 4). */
+static void test_critical_path(void)
+{
+    rv_job_result *r = run(job, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    int ranks = 0;
+    unsigned seen = 0;
+    printf("\n ");
+    for (size_t i = 0; i < r->npath; i++) {
+        const rv_job_path_seg *p = &r->path[i];
+        printf(" rank %d [%.1f, %.1f] us (%zu tasks, %zu inferred links)%s", p->rank, p->start_us,
+               p->end_us, p->tasks, p->inferred, i + 1 < r->npath ? " <-" : "");
+        if (!(seen & (1u << p->rank)))
+            ranks++;
+        seen |= 1u << p->rank;
+        CU_ASSERT(p->start_us <= p->end_us);
+        if (i > 0)
+            CU_ASSERT(p->start_us <= r->path[i - 1].start_us);
+    }
+    CU_ASSERT(r->npath >= 2);
+    CU_ASSERT(ranks >= 2);
+    /* DLRM's traces name no process group: matched by order, and said so. */
+    int said = 0;
+    for (size_t i = 0; i < job->nwarn; i++)
+        said |= !strcmp(job->warn[i].code, "collectives_matched_by_order");
+    CU_ASSERT(said);
+    rv_job_result_free(r);
+}
+
 int main(void)
 {
     traces = rv_test_require_shared_traces("param/dlrm-8rank/worker0.kineto.json.gz");
@@ -378,6 +408,7 @@ int main(void)
     CU_add_test(s, "an injected clock offset is recovered", test_clock_offset);
     CU_add_test(s, "bandwidth and rank count are monotone", test_monotone);
     CU_add_test(s, "a partial job says what is missing", test_partial);
+    CU_add_test(s, "the critical path crosses ranks", test_critical_path);
     unsigned fails = rv_test_run();
     rv_job_free(job);
     for (int i = 0; i < NR; i++)
