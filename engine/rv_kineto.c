@@ -5,6 +5,7 @@
  * skipped (and still validated) without being stored. See
  * docs/internals/kineto-reader.md. */
 #include "rv_kineto.h"
+#include "rv_kineto_internal.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -19,18 +20,10 @@
 #include "rv_shapes.h"
 
 #define MAX_NAME      ((size_t)4 << 20) /* longest event name kept */
-#define MAX_SHORT     256               /* pid, tid, cat, ph, metadata strings */
 #define DEFAULT_INPUT ((size_t)16 << 30)
 
-enum {
-    ST_ABSENT = RV_JSCAN_ABSENT,
-    ST_OK = RV_JSCAN_OK,
-    ST_NOT_NUMBER = RV_JSCAN_NOT_NUMBER,
-    ST_RANGE = RV_JSCAN_RANGE
-};
-
 /* One ac2g flow endpoint, kept until every event has been read. */
-typedef struct flow {
+typedef struct rv_kineto__flow {
     int64_t id;
     int64_t ts_ns;
     uint32_t pid, tid;
@@ -38,116 +31,15 @@ typedef struct flow {
     uint8_t bp_e; /* "bp": "e": binds to the enclosing slice */
 } flow;
 
-typedef struct reader {
-    rv_jscan js; /* input, window, grammar, errors; js.item is the event */
+/* The reader state (rv_kineto_internal.h), by its short local name. */
+typedef rv_kineto__reader reader;
 
-    const rv_kineto_opts *opts;
-    size_t max_events;
-    rv_trace *t;
-
-    /* Decoded values; a set err (RV_ERR_LIMIT) means the value was longer
-     * than the cap and was cut. fix holds a name with invalid UTF-8 made
-     * valid before it is interned. */
-    rv_buf name, sbuf, fix;
-
-    flow *flows;
-    size_t nflows, cap_flows;
-    size_t missing_corr;
-
-    /* The previous event's pid and tid: most events repeat them, so this
-     * saves two string-table lookups per event. */
-    char last_pid[MAX_SHORT + 1], last_tid[MAX_SHORT + 1];
-    size_t last_pid_len, last_tid_len;
-    uint32_t last_pid_id, last_tid_id;
-
-    /* Top-level metadata seen. */
-    int seen_events, seen_reverie, seen_et_nodes, seen_et_schema;
-    rv_shapes_pending *shp; /* the current event's record_shapes / [memory] args */
-    size_t total_events;
-    uint32_t rv_gpu;
-    /* distributedInfo.pg_config: each group's name and member list (text),
-     * for collectives that name their group but not its members. */
-    uint32_t pgc_name[64], pgc_ranks[64];
-    size_t npgc;
-} reader;
-
-/* ---------------------------------------------------------------- scanning */
-
-/* Thin wrappers: the reader reads through its rv_jscan. */
-#define FAIL_AT(r, code, off, ...) rv_jscan_fail_at(&(r)->js, (code), (off), __VA_ARGS__)
-#define FAIL(r, code, ...)         FAIL_AT((r), (code), rv_jscan_off(&(r)->js), __VA_ARGS__)
-
-static inline int64_t cur_off(const reader *r)
-{
-    return rv_jscan_off(&r->js);
-}
-
-static inline int ws(reader *r)
-{
-    return rv_jscan_ws(&r->js);
-}
-
-static inline void eat(reader *r)
-{
-    rv_jscan_eat(&r->js);
-}
-
-static int fail_eof(reader *r, const char *inside)
-{
-    return rv_jscan_fail_eof(&r->js, inside);
-}
-
-static int fail_char(reader *r, int c, const char *expected)
-{
-    return rv_jscan_fail_char(&r->js, c, expected);
-}
-
-static int skip_value(reader *r, int depth)
-{
-    return rv_jscan_skip(&r->js, depth);
-}
-
-static int read_string(reader *r, rv_buf *b)
-{
-    return rv_jscan_string(&r->js, b);
-}
-
-static int read_number(reader *r)
-{
-    return rv_jscan_number(&r->js);
-}
-
-static int read_literal(reader *r, const char *lit)
-{
-    return rv_jscan_literal(&r->js, lit);
-}
-
-static int object_first(reader *r)
-{
-    return rv_jscan_object_first(&r->js);
-}
-
-static int object_next(reader *r)
-{
-    return rv_jscan_object_next(&r->js);
-}
-
-static int key_is(const reader *r, const char *k)
-{
-    return rv_jscan_key_is(&r->js, k);
-}
-
-/* The current key, or "" (length 0) when it was too long to be one we use. */
-static size_t key(const reader *r, const char **k)
-{
-    *k = rv_buf_str(&r->js.key);
-    return r->js.key.err ? 0 : r->js.key.len;
-}
+/* ---------------------------------------------------------------- values */
 
 /* Reads a value that should be a number (or a string holding one). Sets
  * *st; the value is skipped when it is neither. The token text stays in
  * r->js.num or r->sbuf (returned in *txt, *len). */
-static int read_num_value(reader *r, int depth, int *st, const char **txt, size_t *len)
+int rv_kineto__num_value(reader *r, int depth, int *st, const char **txt, size_t *len)
 {
     int c = ws(r), rc;
     *st = ST_NOT_NUMBER;
@@ -181,13 +73,13 @@ static int read_num_value(reader *r, int depth, int *st, const char **txt, size_
 
 /* Integer argument: ids above INT64_MAX are folded into range (low 63
  * bits) so that distinct large ids stay distinct; other values clamp. */
-static int read_int_arg(reader *r, int depth, int fold, int64_t *out)
+int rv_kineto__int_arg(reader *r, int depth, int fold, int64_t *out)
 {
     int st, rc, neg;
     const char *txt;
     size_t len;
     uint64_t mag;
-    if ((rc = read_num_value(r, depth, &st, &txt, &len)) < 0)
+    if ((rc = rv_kineto__num_value(r, depth, &st, &txt, &len)) < 0)
         return rc;
     if (st != ST_OK)
         return 0;
@@ -200,50 +92,9 @@ static int read_int_arg(reader *r, int depth, int fold, int64_t *out)
     return 0;
 }
 
-static int32_t to_i32(int64_t v, int32_t absent)
-{
-    if (v == RV_NONE && absent == RV_NONE)
-        return RV_NONE;
-    if (v > INT32_MAX || v < INT32_MIN)
-        return absent;
-    return (int32_t)v;
-}
-
-/* Reads [x, y, z] into g (up to 3 integers); other shapes are skipped. */
-static int read_dim3(reader *r, int depth, int32_t g[3])
-{
-    int c = ws(r), rc;
-    if (c != '[')
-        return skip_value(r, depth);
-    eat(r);
-    c = ws(r);
-    if (c == ']') {
-        eat(r);
-        return 0;
-    }
-    for (int i = 0;; i++) {
-        int64_t v = RV_NONE;
-        if (i < 3) {
-            if ((rc = read_int_arg(r, depth + 1, 0, &v)) < 0)
-                return rc;
-            g[i] = v < 0 ? 0 : to_i32(v, 0);
-        } else if ((rc = skip_value(r, depth + 1)) < 0) {
-            return rc;
-        }
-        c = ws(r);
-        if (c == ']') {
-            eat(r);
-            return 0;
-        }
-        if (c != ',')
-            return fail_char(r, c, "',' or ']'");
-        eat(r);
-    }
-}
-
 /* A string value (numbers kept as their text) into b; others skipped and
  * reported as absent (*ok = 0). */
-static int read_text_value(reader *r, int depth, rv_buf *b, int *ok)
+int rv_kineto__text_value(reader *r, int depth, rv_buf *b, int *ok)
 {
     int c = ws(r), rc;
     *ok = 0;
@@ -266,60 +117,11 @@ static int read_text_value(reader *r, int depth, rv_buf *b, int *ok)
     return skip_value(r, depth);
 }
 
-/* An op's "Input type" list into its precision code (rv_precision.h): the
- * first floating tensor type; other shapes are skipped. */
-/* Bytes per element of a C++ type name as "Input type" writes it
- * ("float", "long int", "c10::Half"); 0 when unknown. */
-static int ctype_bytes(const char *s, size_t n)
-{
-    static const struct {
-        const char *name;
-        int bytes;
-    } t[] = {
-        {"float", 4},    {"double", 8},      {"c10::Half", 2},     {"c10::BFloat16", 2},
-        {"long int", 8}, {"long", 8},        {"int", 4},           {"short int", 2},
-        {"short", 2},    {"signed char", 1}, {"unsigned char", 1}, {"bool", 1},
-    };
-    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
-        if (strlen(t[i].name) == n && !memcmp(s, t[i].name, n))
-            return t[i].bytes;
-    return 0;
-}
-
-/* "Input type": the precision code of the list, and (first, may be NULL)
- * the element width of its first entry. */
-static int read_input_types(reader *r, int depth, uint8_t *code, int *first)
-{
-    int c = ws(r), rc, ok, k = RV_PT_NONE, i = 0;
-    if (c != '[')
-        return skip_value(r, depth);
-    eat(r);
-    for (c = ws(r); c != ']'; i++) {
-        if ((rc = read_text_value(r, depth + 1, &r->sbuf, &ok)) < 0)
-            return rc;
-        if (ok && first && i == 0)
-            *first = ctype_bytes(r->sbuf.p, r->sbuf.len);
-        if (ok)
-            k = rv_prec_type_merge(k, rv_prec_type_code(r->sbuf.p, r->sbuf.len));
-        rv_shapes_note_type(r->shp, (size_t)i, ok ? r->sbuf.p : NULL, r->sbuf.len);
-        c = ws(r);
-        if (c == ',') {
-            eat(r);
-            ws(r);
-        } else if (c != ']') {
-            return fail_char(r, c, "',' or ']'");
-        }
-    }
-    eat(r);
-    *code = (uint8_t)k;
-    return 0;
-}
-
 /* Interns s[0..n) (NULL: ""). Text that is not valid UTF-8 has each bad
  * byte replaced by U+FFFD here, once, so that every writer downstream (API
  * answers, timelines, snapshots) sees valid text. Only strings not yet in
  * the table are checked: what the table holds is valid already. */
-static uint32_t intern(reader *r, const char *s, size_t n, int *rc)
+uint32_t rv_kineto__intern(reader *r, const char *s, size_t n, int *rc)
 {
     rv_strtab *st = &r->t->strings;
     if (!s) {
@@ -353,7 +155,7 @@ static uint32_t intern_cached(reader *r, const char *s, size_t n, char *last, si
 {
     if (*last_id && *last_len == n && memcmp(last, s, n) == 0)
         return *last_id;
-    uint32_t id = intern(r, s, n, rc);
+    uint32_t id = rv_kineto__intern(r, s, n, rc);
     if (id != UINT32_MAX && n <= MAX_SHORT) {
         memcpy(last, s, n);
         *last_len = n;
@@ -413,215 +215,6 @@ int rv_kineto_category(const char *s, size_t n)
     return classify_cat(s, n);
 }
 
-static int sync_kind(const char *s, size_t n)
-{
-    if (n == 11 && !memcmp(s, "Stream Sync", 11))
-        return RV_SYNC_STREAM;
-    if (n == 10 && !memcmp(s, "Event Sync", 10))
-        return RV_SYNC_EVENT;
-    if (n == 12 && !memcmp(s, "Context Sync", 12))
-        return RV_SYNC_CONTEXT;
-    if ((n == 10 && !memcmp(s, "Wait Event", 10)) ||
-        (n == 17 && !memcmp(s, "Stream Wait Event", 17)))
-        return RV_SYNC_WAIT_EVENT;
-    return RV_SYNC_NONE;
-}
-
-/* Bytes per element of a PyTorch dtype name as Kineto writes it ("Float",
- * "BFloat16", ...); 0 when unknown. */
-static int dtype_bytes(const char *s, size_t n)
-{
-    static const struct {
-        const char *name;
-        int bytes;
-    } t[] = {
-        {"Float", 4},        {"Half", 2},           {"BFloat16", 2},      {"Double", 8},
-        {"Int", 4},          {"Long", 8},           {"Short", 2},         {"Char", 1},
-        {"Byte", 1},         {"Bool", 1},           {"Float8_e4m3fn", 1}, {"Float8_e5m2", 1},
-        {"ComplexFloat", 8}, {"ComplexDouble", 16},
-    };
-    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
-        if (strlen(t[i].name) == n && !memcmp(s, t[i].name, n))
-            return t[i].bytes;
-    return 0;
-}
-
-/* "Input Dims" of a collective's annotation: the element count of its
- * first tensor (the product of its dims); the rest is skipped. *n is left
- * as it was when the first entry is not a list of counts. */
-static int read_first_dims(reader *r, int depth, int64_t *n)
-{
-    int c = ws(r), rc;
-    if (c != '[')
-        return skip_value(r, depth);
-    eat(r);
-    for (int i = 0;; i++) {
-        c = ws(r);
-        if (c == ']' && i == 0) {
-            eat(r);
-            return 0;
-        }
-        if (i == 0 && c == '[') {
-            int64_t prod = 1;
-            int any = 0;
-            eat(r);
-            for (c = ws(r); c != ']'; c = ws(r)) {
-                int64_t v = RV_NONE;
-                if ((rc = read_int_arg(r, depth + 2, 0, &v)) < 0)
-                    return rc;
-                if (v < 0 || (v > 0 && prod > INT64_MAX / 16 / v))
-                    prod = -1; /* unknown or too large: no size */
-                else if (prod >= 0)
-                    prod *= v;
-                any = 1;
-                c = ws(r);
-                if (c == ',')
-                    eat(r);
-                else if (c != ']')
-                    return fail_char(r, c, "',' or ']'");
-            }
-            eat(r);
-            if (any && prod > 0)
-                *n = prod;
-        } else if ((rc = skip_value(r, depth + 1)) < 0) {
-            return rc;
-        }
-        c = ws(r);
-        if (c == ']') {
-            eat(r);
-            return 0;
-        }
-        if (c != ',')
-            return fail_char(r, c, "',' or ']'");
-        eat(r);
-    }
-}
-
-static int parse_args(reader *r, int depth, rv_event *ev)
-{
-    int rc, more;
-    int64_t v;
-    /* Collectives (newer Kineto: on the NCCL kernel and on
-     * record_param_comms) give their message as elements and a dtype. */
-    int64_t in_nelems = RV_NONE, out_nelems = RV_NONE, dims_nelems = RV_NONE;
-    int elem_bytes = 0, note_bytes = 0;
-    /* Its process group's members as a rank range, when no list is given. */
-    int64_t rank_start = RV_NONE, rank_stride = RV_NONE, group_size = RV_NONE;
-    /* Older Kineto names a collective's message only on its CPU-side
-     * annotation ("nccl:all_reduce"): its first input tensor. */
-    int nccl_note = r->name.len > 5 && !memcmp(r->name.p, "nccl:", 5);
-    if ((rc = object_first(r)) < 0)
-        return rc;
-    for (more = rc; more; more = rc) {
-        const char *k;
-        size_t n = key(r, &k);
-        if (n == 11 && !memcmp(k, "correlation", 11)) {
-            rc = read_int_arg(r, depth + 1, 1, &ev->correlation);
-        } else if (n == 11 && (!memcmp(k, "External id", 11) || !memcmp(k, "external id", 11))) {
-            rc = read_int_arg(r, depth + 1, 1, &ev->external_id);
-        } else if (n == 6 && !memcmp(k, "device", 6)) {
-            v = RV_NONE;
-            rc = read_int_arg(r, depth + 1, 0, &v);
-            ev->device = to_i32(v, RV_NONE);
-        } else if (n == 6 && !memcmp(k, "stream", 6)) {
-            v = RV_NONE;
-            rc = read_int_arg(r, depth + 1, 0, &v);
-            ev->stream = to_i32(v, RV_NONE);
-        } else if (n == 5 && !memcmp(k, "bytes", 5)) {
-            rc = read_int_arg(r, depth + 1, 0, &ev->bytes);
-        } else if (n == 4 && !memcmp(k, "grid", 4)) {
-            rc = read_dim3(r, depth + 1, ev->grid);
-        } else if (n == 5 && !memcmp(k, "block", 5)) {
-            rc = read_dim3(r, depth + 1, ev->block);
-        } else if (n == 20 && !memcmp(k, "registers per thread", 20)) {
-            v = 0;
-            rc = read_int_arg(r, depth + 1, 0, &v);
-            ev->registers = v < 0 ? 0 : to_i32(v, INT32_MAX);
-        } else if (n == 13 && !memcmp(k, "shared memory", 13)) {
-            v = 0;
-            rc = read_int_arg(r, depth + 1, 0, &v);
-            ev->shared_mem = v < 0 ? 0 : to_i32(v, INT32_MAX);
-        } else if (n == 14 && !memcmp(k, "cuda_sync_kind", 14)) {
-            int ok;
-            rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
-            if (rc == 0 && ok)
-                ev->sync_kind = (uint8_t)sync_kind(r->sbuf.p, r->sbuf.len);
-        } else if (n == 14 && !memcmp(k, "wait_on_stream", 14)) {
-            v = RV_NONE;
-            rc = read_int_arg(r, depth + 1, 0, &v);
-            ev->wait_stream = to_i32(v, RV_NONE);
-        } else if (n == 33 && !memcmp(k, "wait_on_cuda_event_record_corr_id", 33)) {
-            rc = read_int_arg(r, depth + 1, 1, &ev->wait_event_corr);
-        } else if (n == 13 && !memcmp(k, "In msg nelems", 13)) {
-            rc = read_int_arg(r, depth + 1, 0, &in_nelems);
-        } else if (n == 14 && !memcmp(k, "Out msg nelems", 14)) {
-            rc = read_int_arg(r, depth + 1, 0, &out_nelems);
-        } else if (nccl_note && n == 10 && !memcmp(k, "Input Dims", 10)) {
-            rc = read_first_dims(r, depth + 1, &dims_nelems);
-        } else if (n == 10 && !memcmp(k, "Input type", 10)) {
-            rc = read_input_types(r, depth + 1, &ev->in_type, nccl_note ? &note_bytes : NULL);
-        } else if (rv_shapes_key(k, n)) { /* record_shapes and [memory] args */
-            rc = rv_shapes_read_arg(&r->js, depth + 1, k, n, r->shp, &r->sbuf);
-        } else if ((n == 18 && !memcmp(k, "Process Group Name", 18)) ||
-                   (n == 19 && !memcmp(k, "Process Group Ranks", 19))) {
-            int ok;
-            uint32_t *dst = n == 18 ? &ev->pg : &ev->pg_ranks;
-            rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
-            if (rc == 0 && ok && r->sbuf.len > 0 && r->sbuf.len <= 4096)
-                *dst = intern(r, r->sbuf.p, r->sbuf.len, &rc);
-        } else if ((n == 3 && !memcmp(k, "Seq", 3)) || (n == 8 && !memcmp(k, "Dst Rank", 8)) ||
-                   (n == 8 && !memcmp(k, "Src Rank", 8))) {
-            v = RV_NONE;
-            rc = read_int_arg(r, depth + 1, 0, &v);
-            if (v >= 0)
-                *(n == 3 ? &ev->seq : &ev->peer) = to_i32(v, RV_NONE);
-        } else if (n == 17 && !memcmp(k, "Global rank start", 17)) {
-            rc = read_int_arg(r, depth + 1, 0, &rank_start);
-        } else if (n == 18 && !memcmp(k, "Global rank stride", 18)) {
-            rc = read_int_arg(r, depth + 1, 0, &rank_stride);
-        } else if (n == 10 && !memcmp(k, "Group size", 10)) {
-            rc = read_int_arg(r, depth + 1, 0, &group_size);
-        } else if (n == 5 && !memcmp(k, "dtype", 5)) {
-            int ok;
-            rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
-            if (rc == 0 && ok)
-                elem_bytes = dtype_bytes(r->sbuf.p, r->sbuf.len);
-        } else {
-            rc = skip_value(r, depth + 1);
-        }
-        if (rc < 0)
-            return rc;
-        rc = object_next(r);
-        if (rc < 0)
-            return rc;
-    }
-    /* The full array a collective moves is the larger side (an all-gather's
-     * output, a reduce-scatter's input). */
-    int64_t nelems = in_nelems > out_nelems ? in_nelems : out_nelems;
-    if (ev->bytes == RV_NONE && elem_bytes > 0 && nelems > 0 && nelems < INT64_MAX / 16)
-        ev->bytes = nelems * elem_bytes;
-    if (ev->bytes == RV_NONE && dims_nelems > 0 && note_bytes > 0)
-        ev->bytes = dims_nelems * note_bytes;
-    /* No member list: spell out the range start, start + stride, ... */
-    if (ev->pg && !ev->pg_ranks && rank_start >= 0 && rank_stride > 0 && group_size > 0 &&
-        group_size <= 256 && rank_start + rank_stride * group_size < INT32_MAX) {
-        char list[256 * 12 + 4];
-        size_t len = 0;
-        list[len++] = '[';
-        for (int64_t i = 0; i < group_size; i++) {
-            int64_t member = rank_start + i * rank_stride;
-            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%" PRId64, i ? ", " : "",
-                                    member);
-        }
-        list[len++] = ']';
-        int irc = 0;
-        ev->pg_ranks = intern(r, list, len, &irc);
-        if (irc < 0)
-            return irc;
-    }
-    return 0;
-}
-
 /* A ts/dur value: number or numeric string, microseconds -> ns. */
 static int read_time(reader *r, int depth, int *st, int64_t *ns, int64_t *off)
 {
@@ -630,7 +223,7 @@ static int read_time(reader *r, int depth, int *st, int64_t *ns, int64_t *off)
     int rc;
     ws(r);
     *off = cur_off(r);
-    if ((rc = read_num_value(r, depth, st, &txt, &len)) < 0)
+    if ((rc = rv_kineto__num_value(r, depth, st, &txt, &len)) < 0)
         return rc;
     if (*st == ST_ABSENT)
         *st = ST_NOT_NUMBER; /* null is not a time */
@@ -642,7 +235,7 @@ static int read_time(reader *r, int depth, int *st, int64_t *ns, int64_t *off)
 static int read_short(reader *r, int depth, char *out, size_t *len, int *have)
 {
     int ok, rc;
-    if ((rc = read_text_value(r, depth, &r->sbuf, &ok)) < 0)
+    if ((rc = rv_kineto__text_value(r, depth, &r->sbuf, &ok)) < 0)
         return rc;
     if (ok && r->sbuf.len <= MAX_SHORT) {
         memcpy(out, r->sbuf.p, r->sbuf.len);
@@ -673,8 +266,8 @@ static int add_flow(reader *r, const evscan *s)
     fl->ts_ns = s->ts_ns;
     fl->ph = (uint8_t)s->ph;
     fl->bp_e = (uint8_t)s->bp_e;
-    fl->pid = intern(r, s->pid, s->have_pid ? s->pid_len : 0, &rc);
-    fl->tid = intern(r, s->tid, s->have_tid ? s->tid_len : 0, &rc);
+    fl->pid = rv_kineto__intern(r, s->pid, s->have_pid ? s->pid_len : 0, &rc);
+    fl->tid = rv_kineto__intern(r, s->tid, s->have_tid ? s->tid_len : 0, &rc);
     if (rc < 0)
         return rc;
     r->nflows++;
@@ -707,13 +300,13 @@ static int parse_event(reader *r, int depth)
         size_t n = key(r, &k);
         rc = 0;
         if (n == 2 && k[0] == 'p' && k[1] == 'h') {
-            rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
+            rc = rv_kineto__text_value(r, depth + 1, &r->sbuf, &ok);
             s.ph = (ok && r->sbuf.len == 1) ? r->sbuf.p[0] : '?';
         } else if (n == 3 && !memcmp(k, "cat", 3)) {
-            rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
+            rc = rv_kineto__text_value(r, depth + 1, &r->sbuf, &ok);
             s.cat = (ok && r->sbuf.len <= MAX_SHORT) ? classify_cat(r->sbuf.p, r->sbuf.len) : -1;
         } else if (n == 4 && !memcmp(k, "name", 4)) {
-            rc = read_text_value(r, depth + 1, &r->name, &ok);
+            rc = rv_kineto__text_value(r, depth + 1, &r->name, &ok);
             if (rc == 0 && r->name.err)
                 rc = FAIL(r, RV_ERR_LIMIT, "event name longer than %zu bytes", MAX_NAME);
             s.have_name = ok;
@@ -728,14 +321,14 @@ static int parse_event(reader *r, int depth)
         } else if (n == 4 && !memcmp(k, "args", 4)) {
             if (ws(r) == '{') {
                 eat(r);
-                rc = parse_args(r, depth + 1, &ev);
+                rc = rv_kineto__parse_args(r, depth + 1, &ev);
             } else {
                 rc = skip_value(r, depth + 1);
             }
         } else if (n == 2 && k[0] == 'i' && k[1] == 'd') {
-            rc = read_int_arg(r, depth + 1, 1, &s.flow_id);
+            rc = rv_kineto__int_arg(r, depth + 1, 1, &s.flow_id);
         } else if (n == 2 && k[0] == 'b' && k[1] == 'p') {
-            rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
+            rc = rv_kineto__text_value(r, depth + 1, &r->sbuf, &ok);
             s.bp_e = ok && r->sbuf.len == 1 && r->sbuf.p[0] == 'e';
         } else {
             rc = skip_value(r, depth + 1);
@@ -771,7 +364,7 @@ static int parse_event(reader *r, int depth)
         if (s.cat != RV_CAT_CUDA_SYNC)
             ev.sync_kind = RV_SYNC_NONE;
         rc = 0;
-        ev.name = intern(r, r->name.p, s.have_name ? r->name.len : 0, &rc);
+        ev.name = rv_kineto__intern(r, r->name.p, s.have_name ? r->name.len : 0, &rc);
         ev.pid = intern_cached(r, s.pid, s.have_pid ? s.pid_len : 0, r->last_pid, &r->last_pid_len,
                                &r->last_pid_id, &rc);
         ev.tid = intern_cached(r, s.tid, s.have_tid ? s.tid_len : 0, r->last_tid, &r->last_tid_len,
@@ -843,24 +436,24 @@ static int parse_device(reader *r, int depth, size_t index)
     for (more = rc; more; more = rc) {
         v = RV_NONE;
         if (key_is(r, "id")) {
-            rc = read_int_arg(r, depth + 1, 0, &v);
+            rc = rv_kineto__int_arg(r, depth + 1, 0, &v);
             if (v != RV_NONE)
                 d.id = to_i32(v, d.id);
         } else if (key_is(r, "name")) {
-            rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
+            rc = rv_kineto__text_value(r, depth + 1, &r->sbuf, &ok);
             if (rc == 0 && ok)
-                d.name = intern(r, r->sbuf.p, r->sbuf.len, &rc);
+                d.name = rv_kineto__intern(r, r->sbuf.p, r->sbuf.len, &rc);
         } else if (key_is(r, "numSms")) {
-            rc = read_int_arg(r, depth + 1, 0, &v);
+            rc = rv_kineto__int_arg(r, depth + 1, 0, &v);
             d.num_sms = v < 0 ? 0 : to_i32(v, 0);
         } else if (key_is(r, "computeMajor")) {
-            rc = read_int_arg(r, depth + 1, 0, &v);
+            rc = rv_kineto__int_arg(r, depth + 1, 0, &v);
             d.compute_major = v < 0 ? 0 : to_i32(v, 0);
         } else if (key_is(r, "computeMinor")) {
-            rc = read_int_arg(r, depth + 1, 0, &v);
+            rc = rv_kineto__int_arg(r, depth + 1, 0, &v);
             d.compute_minor = v < 0 ? 0 : to_i32(v, 0);
         } else if (key_is(r, "totalGlobalMem")) {
-            rc = read_int_arg(r, depth + 1, 0, &v);
+            rc = rv_kineto__int_arg(r, depth + 1, 0, &v);
             d.total_mem = v < 0 ? 0 : v;
         } else {
             rc = skip_value(r, depth + 1);
@@ -915,9 +508,9 @@ static int parse_pg_entry(reader *r, int depth)
         return rc;
     for (more = rc; more; more = rc) {
         if (key_is(r, "pg_name")) {
-            rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
+            rc = rv_kineto__text_value(r, depth + 1, &r->sbuf, &ok);
             if (rc == 0 && ok && r->sbuf.len > 0 && r->sbuf.len <= 4096)
-                name = intern(r, r->sbuf.p, r->sbuf.len, &rc);
+                name = rv_kineto__intern(r, r->sbuf.p, r->sbuf.len, &rc);
         } else if (key_is(r, "ranks") && ws(r) == '[') {
             char list[4096];
             size_t len = 0;
@@ -926,7 +519,7 @@ static int parse_pg_entry(reader *r, int depth)
             list[len++] = '[';
             for (c = ws(r); c != ']'; c = ws(r)) {
                 int64_t v = RV_NONE;
-                if ((rc = read_int_arg(r, depth + 2, 0, &v)) < 0)
+                if ((rc = rv_kineto__int_arg(r, depth + 2, 0, &v)) < 0)
                     return rc;
                 int m = snprintf(list + len, sizeof(list) - len, "%s%lld", len > 1 ? ", " : "",
                                  (long long)v);
@@ -943,7 +536,7 @@ static int parse_pg_entry(reader *r, int depth)
             eat(r);
             list[len++] = ']';
             if (fits && len > 2)
-                ranks = intern(r, list, len, &rc);
+                ranks = rv_kineto__intern(r, list, len, &rc);
         } else {
             rc = skip_value(r, depth + 1);
         }
@@ -1001,7 +594,7 @@ static int parse_meta(reader *r, int depth, int reverie)
         if (key_is(r, "rank") || key_is(r, "world_size")) {
             int32_t *i32 = key_is(r, "rank") ? &r->t->rank : &r->t->world_size;
             v = RV_NONE;
-            rc = read_int_arg(r, depth + 1, 0, &v);
+            rc = rv_kineto__int_arg(r, depth + 1, 0, &v);
             if (v != RV_NONE)
                 *i32 = v < 0 ? RV_NONE : to_i32(v, RV_NONE);
         } else if (!reverie && key_is(r, "backend")) {
@@ -1024,7 +617,7 @@ static int parse_meta(reader *r, int depth, int reverie)
             int st;
             const char *txt;
             size_t len;
-            rc = read_num_value(r, depth + 1, &st, &txt, &len);
+            rc = rv_kineto__num_value(r, depth + 1, &st, &txt, &len);
             if (rc == 0 && st == ST_OK) {
                 char *end;
                 double w = strtod(txt, &end);
@@ -1035,9 +628,9 @@ static int parse_meta(reader *r, int depth, int reverie)
             rc = skip_value(r, depth + 1);
         }
         if (dst) {
-            rc = read_text_value(r, depth + 1, &r->sbuf, &ok);
+            rc = rv_kineto__text_value(r, depth + 1, &r->sbuf, &ok);
             if (rc == 0 && ok)
-                *dst = intern(r, r->sbuf.p, r->sbuf.len, &rc);
+                *dst = rv_kineto__intern(r, r->sbuf.p, r->sbuf.len, &rc);
         }
         if (rc < 0)
             return rc;
@@ -1067,7 +660,7 @@ static int parse_top_object(reader *r)
             rc = parse_meta(r, 1, 1);
         } else if (key_is(r, "baseTimeNanoseconds")) {
             int64_t v = 0;
-            rc = read_int_arg(r, 1, 0, &v);
+            rc = rv_kineto__int_arg(r, 1, 0, &v);
             r->t->base_time_ns = v > 0 ? v : 0;
         } else {
             if (key_is(r, "nodes"))
@@ -1199,8 +792,8 @@ static int finish(reader *r)
             if (r->pgc_name[k] == e->pg)
                 e->pg_ranks = r->pgc_ranks[k];
     }
-    t->source_format =
-        intern(r, r->seen_reverie ? "collector" : "kineto", r->seen_reverie ? 9 : 6, &rc);
+    t->source_format = rv_kineto__intern(r, r->seen_reverie ? "collector" : "kineto",
+                                         r->seen_reverie ? 9 : 6, &rc);
     if (rc < 0)
         return rc;
     if (r->rv_gpu) {
