@@ -18,6 +18,7 @@
 #include "rv_run.h"
 #include "rv_sim.h"
 #include "rv_snapshot.h"
+#include "rv_whatif.h"
 #include "common/rv_test_trace.h"
 #include "common/rv_test_util.h"
 
@@ -215,6 +216,73 @@ static void test_subgroups_and_pairs(void)
         rv_test_unload(&l[i]);
 }
 
+/* The answer to doc on j (new; NULL with the error printed). */
+static rv_job_result *answer(const rv_job *j, const char *doc)
+{
+    rv_whatif *w = NULL;
+    rv_job_result *r = NULL;
+    rv_run_opts o = {.iteration = RV_ITER_MEDIAN};
+    rv_error err;
+    rv_error_clear(&err);
+    if (rv_whatif_parse_text(doc, &w, &err) != 0 || rv_job_run(j, w, &o, &r, &err) != 0)
+        fprintf(stderr, "\n  %s: %s\n", doc, err.message);
+    rv_whatif_free(w);
+    return r;
+}
+
+/* The first straggler of r's answer and its delay (rank -1 when none). */
+static int first_straggler(const rv_job_result *r, double *delay_us)
+{
+    json_t *o = rv_job_render(r, NULL);
+    json_t *s = json_array_get(json_object_get(o, "stragglers"), 0);
+    int rank = s ? (int)json_integer_value(json_object_get(s, "rank")) : -1;
+    *delay_us = s ? json_number_value(json_object_get(s, "delay_us")) : 0;
+    json_decref(o);
+    return rank;
+}
+
+/* Unlike the host-bound DLRM job (test_job), the A100 ranks' kernels are
+ * what the collectives wait for: slowing one rank's kernels alone by 1.5
+ * makes it the first straggler, and removing the straggler on that
+ * predicted run takes the wait away again. */
+static void test_kernel_straggler(void)
+{
+    rv_test_loaded l[4] = {0};
+    rv_job_rank rk[4];
+    CU_ASSERT_EQUAL_FATAL(load("sub4", 4, l, rk), 0);
+    rv_job *j = build(rk, 4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    rv_job_result *base = replay(j);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(base);
+    for (int slow = 0; slow < 4; slow++) {
+        char doc[256];
+#define SLOW_DOC                                                                                   \
+    "{\"optimizations\": [{\"kind\": \"scale\", \"select\": {\"kind\": \"kernel\"}, "              \
+    "\"factor\": 1.5, \"ranks\": [%d]}]%s}"
+        snprintf(doc, sizeof(doc), SLOW_DOC, slow, "");
+        rv_job_result *r = answer(j, doc);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        double delay = 0, after = 0;
+        CU_ASSERT_EQUAL(first_straggler(r, &delay), slow);
+        CU_ASSERT(delay > 100);
+        snprintf(doc, sizeof(doc), SLOW_DOC, slow, ", \"job\": {\"remove_straggler\": true}");
+        rv_job_result *fixed = answer(j, doc);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(fixed);
+        first_straggler(fixed, &after);
+        CU_ASSERT(after < 0.05 * delay);
+        CU_ASSERT(fabs(fixed->sum.predicted_us - base->sum.predicted_us) <=
+                  0.05 * base->sum.predicted_us);
+        printf("%s rank %d: %.0f us delay, %.1f us after removing it", slow ? ";" : "", slow, delay,
+               after);
+        rv_job_result_free(fixed);
+        rv_job_result_free(r);
+    }
+    rv_job_result_free(base);
+    rv_job_free(j);
+    for (int i = 0; i < 4; i++)
+        rv_test_unload(&l[i]);
+}
+
 /* The store keeps traces as snapshots: the groups survive the round trip. */
 static void test_snapshot_keeps_groups(void)
 {
@@ -306,6 +374,8 @@ int main(void)
                      test_two_ranks_by_sequence) ||
         !CU_add_test(s, "sub-groups and send/recv pairs gang only their members",
                      test_subgroups_and_pairs) ||
+        !CU_add_test(s, "one rank's kernels x1.5 make it the straggler; removing it undoes that",
+                     test_kernel_straggler) ||
         !CU_add_test(s, "snapshots keep the process groups", test_snapshot_keeps_groups) ||
         !CU_add_test(s, "the reader keeps groups, members, sequence numbers and peers",
                      test_reader_groups)) {
