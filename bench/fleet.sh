@@ -121,7 +121,7 @@ delta() { # before after name
     awk -v k="$3" '$1==k{v=$2} END{print v+0}' "$2" |
         awk -v k="$3" -v b="$(awk -v k="$3" '$1==k{v=$2} END{print v+0}' "$1")" '{print $1-b}'
 }
-NONCE=$(date +%s)
+NONCE=$(( $(date +%s) % 1000000 ))
 # Three scenarios; "batch_size" carries a per-run nonce so that a cold run
 # finds nothing cached (it changes only samples_per_j).
 scenarios() { # nonce
@@ -133,14 +133,15 @@ run_job() { # url n nonce -> prints seconds, shards, workers
     ids=$(head -n "$2" "$HOME_DIR/ids" | paste -sd, -)
     body="{\"select\":{\"trace_ids\":[$ids]},\"scenarios\":$(scenarios "$3"),\"async\":true}"
     s0=$(date +%s.%N)
-    job=$(curl -fsS -H 'Content-Type: application/json' -d "$body" "$1/v1/fleet/whatif" |
+    curl -sS -H 'Content-Type: application/json' -d "$body" "$1/v1/fleet/whatif" >"$HOME_DIR/post.json" || true
+    job=$(cat "$HOME_DIR/post.json" |
           sed -n 's/.*"job_id":\([0-9]*\).*/\1/p')
-    [ -n "$job" ] || { echo "fleet.sh: the fleet request was refused" >&2; exit 1; }
+    [ -n "$job" ] || { echo "fleet.sh: the fleet request was refused:" >&2; cat "$HOME_DIR/post.json" >&2; exit 1; }
     while :; do
         curl -fsS "$1/v1/jobs/$job" >"$HOME_DIR/job.json"
-        state=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["state"])' "$HOME_DIR/job.json")
+        state=$(grep -o '"state" *: *"[a-z]*"' "$HOME_DIR/job.json" | head -n 1 | sed 's/.*"\([a-z]*\)"$/\1/')
         [ "$state" = done ] || [ "$state" = failed ] || [ "$state" = cancelled ] && break
-        sleep 0.02
+        sleep 0.01
     done
     s1=$(date +%s.%N)
     [ "$state" = done ] || { echo "fleet.sh: job $job $state" >&2; cat "$HOME_DIR/job.json" >&2; exit 1; }
@@ -152,6 +153,25 @@ errs = sum(1 for s in j["scenarios"] for r in s["rows"] if "error" in r)
 print("%.3f %d %d %d %d" % (float(sys.argv[3]) - float(sys.argv[2]), j.get("shards", 0),
                             len(j.get("workers", [])), rows, errs))
 PY
+}
+# CPU seconds used so far by reveried (pid) and by the embedded
+# PostgreSQL (postmaster and its live backends): figures that other work
+# on a shared machine does not inflate, unlike wall time.
+cpu() { # pid
+    tck=$(getconf CLK_TCK)
+    pm=$(head -n 1 "$HOME_DIR/pg/data/postmaster.pid" 2>/dev/null || echo 0)
+    awk -v t="$tck" -v a="$1" -v pm="$pm" '
+        FILENAME ~ /stat$/ {
+            sub(/^.*\) /, "");  # fields after the command name, from state (3)
+            pid = FILENAME; sub(/^\/proc\//, "", pid); sub(/\/stat$/, "", pid)
+            cpu = ($12 + $13) / t
+            if (pid == a) r += cpu
+            else if (pid == pm || $2 == pm) p += cpu
+        }
+        END { printf "%.3f %.3f\n", r, p }' /proc/[0-9]*/stat 2>/dev/null
+}
+cpu_per() { # "r p" before, "r p" after, n -> CPU ms per trace, reveried + postgres
+    echo "$1 $2" | awk -v n="$3" '{printf "%.1f + %.1f", ($3-$1)*1000/n, ($4-$2)*1000/n}'
 }
 breakdown() { # before after rows
     rows=$3
@@ -165,24 +185,28 @@ breakdown() { # before after rows
 }
 
 echo
-echo "| N | run | wall s | ms per trace | shards | replicas | rows (errors) | breakdown per row |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| N | run | wall s | ms per trace | shards | replicas | rows (errors) | CPU ms per trace (reveried + postgres) | breakdown per row |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for n in $NS; do
     # Cold: a fresh replica (empty graph cache) and a new nonce.
     stop_srv "$SRV"
     start_a
     NONCE=$((NONCE + 1))
     metrics "$URL" >"$HOME_DIR/m0"
+    c0=$(cpu "$SRV")
     set -- $(run_job "$URL" "$n" "$NONCE")
+    c1=$(cpu "$SRV")
     metrics "$URL" >"$HOME_DIR/m1"
-    printf '| %s | cold | %s | %.1f | %s | %s | %s (%s) |%s |\n' "$n" "$1" \
+    printf '| %s | cold | %s | %.1f | %s | %s | %s (%s) | %s |%s |\n' "$n" "$1" \
         "$(awk -v t="$1" -v n="$n" 'BEGIN{print t*1000/n}')" "$2" "$3" "$4" "$5" \
-        "$(breakdown "$HOME_DIR/m0" "$HOME_DIR/m1" "$4")"
+        "$(cpu_per "$c0" "$c1" "$n")" "$(breakdown "$HOME_DIR/m0" "$HOME_DIR/m1" "$4")"
+    c0=$(cpu "$SRV")
     set -- $(run_job "$URL" "$n" "$NONCE")
+    c1=$(cpu "$SRV")
     metrics "$URL" >"$HOME_DIR/m2"
-    printf '| %s | cached | %s | %.1f | %s | %s | %s (%s) |%s |\n' "$n" "$1" \
+    printf '| %s | cached | %s | %.1f | %s | %s | %s (%s) | %s |%s |\n' "$n" "$1" \
         "$(awk -v t="$1" -v n="$n" 'BEGIN{print t*1000/n}')" "$2" "$3" "$4" "$5" \
-        "$(breakdown "$HOME_DIR/m1" "$HOME_DIR/m2" "$4")"
+        "$(cpu_per "$c0" "$c1" "$n")" "$(breakdown "$HOME_DIR/m1" "$HOME_DIR/m2" "$4")"
 done
 
 if [ "${RV_FLEET_REPLICAS:-1}" != 0 ]; then
@@ -192,14 +216,15 @@ if [ "${RV_FLEET_REPLICAS:-1}" != 0 ]; then
     start_a
     NONCE=$((NONCE + 1))
     set -- $(run_job "$URL" "$n" "$NONCE")
-    printf '| %s | cold, 1 replica | %s | %.1f | %s | %s | %s (%s) | |\n' "$n" "$1" \
+    printf '| %s | cold, 1 replica | %s | %.1f | %s | %s | %s (%s) | | |\n' "$n" "$1" \
         "$(awk -v t="$1" -v n="$n" 'BEGIN{print t*1000/n}')" "$2" "$3" "$4" "$5"
     stop_srv "$SRV"
     start_a
     start_b
+    grep -m1 "fleet worker" "$HOME_DIR/b.log" || true
     NONCE=$((NONCE + 1))
     set -- $(run_job "$URL" "$n" "$NONCE")
-    printf '| %s | cold, 2 replicas | %s | %.1f | %s | %s | %s (%s) | |\n' "$n" "$1" \
+    printf '| %s | cold, 2 replicas | %s | %.1f | %s | %s | %s (%s) | | |\n' "$n" "$1" \
         "$(awk -v t="$1" -v n="$n" 'BEGIN{print t*1000/n}')" "$2" "$3" "$4" "$5"
 fi
 echo
