@@ -731,10 +731,10 @@ static const struct {
     {"dedup_at_limit_expands_once", test_dedup_at_limit_expands_once},
     {"since", test_since},
     {"cancel", test_cancel},
+    {"fleet_cost", test_fleet_cost},
     {"sigterm_and_restart", test_sigterm_and_restart},
     {"database_restart", test_database_restart},
     {"orphan_cluster_adopted", test_orphan_cluster_adopted},
-    {"fleet_cost", test_fleet_cost},
 };
 
 int main(int argc, char **argv)
