@@ -15,7 +15,8 @@
 # Usage: bench/fleet.sh [BUILD_DIR] [N ...]      (default N: 100 300 1000)
 #        bench/fleet.sh BUILD_DIR small          (N = 12: a quick check)
 # Environment: RV_FLEET_TRACES (where the generated traces are kept between
-# runs, default BUILD_DIR/fleet-traces), RV_FLEET_REPLICAS=0 skips the
+# runs, default BUILD_DIR/fleet-traces), RV_FLEET_HOME (keep the server's
+# home and its traces for the next run), RV_FLEET_REPLICAS=0 skips the
 # 1-vs-2-replica comparison, RV_FLEET_WORKERS sets --fleet-workers.
 # Needs: curl, python3, awk. Stops everything it started.
 set -eu
@@ -45,7 +46,14 @@ echo "fleet.sh: $(nproc) CPUs, $(uname -m), N = $NS; generating $MAXN traces in 
 # shellcheck disable=SC2086
 python3 bench/distinct_traces.py "$GEN" "$MAXN" $SOURCES
 
-HOME_DIR=$(mktemp -d /tmp/rv_fleet_XXXXXX)
+# RV_FLEET_HOME keeps the server's home (and its uploaded traces) for the
+# next run, which then uploads only what is new (duplicates answer at once).
+if [ -n "${RV_FLEET_HOME:-}" ]; then
+    HOME_DIR=$RV_FLEET_HOME
+    mkdir -p "$HOME_DIR"
+else
+    HOME_DIR=$(mktemp -d /tmp/rv_fleet_XXXXXX)
+fi
 chmod 755 "$HOME_DIR"
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PORT=$(port)
@@ -63,7 +71,7 @@ stop_srv() { # pid
 cleanup() {
     stop_srv "$SRV2"
     stop_srv "$SRV"
-    rm -rf "$HOME_DIR"
+    [ -n "${RV_FLEET_HOME:-}" ] || rm -rf "$HOME_DIR"
 }
 trap cleanup EXIT INT TERM
 wait_ready() { # url log
@@ -160,15 +168,16 @@ PY
 cpu() { # pid
     tck=$(getconf CLK_TCK)
     pm=$(head -n 1 "$HOME_DIR/pg/data/postmaster.pid" 2>/dev/null || echo 0)
-    awk -v t="$tck" -v a="$1" -v pm="$pm" '
-        FILENAME ~ /stat$/ {
-            sub(/^.*\) /, "");  # fields after the command name, from state (3)
-            pid = FILENAME; sub(/^\/proc\//, "", pid); sub(/\/stat$/, "", pid)
+    # Processes come and go while this reads: cat skips the vanished ones.
+    cat /proc/[0-9]*/stat 2>/dev/null | awk -v t="$tck" -v a="$1" -v pm="$pm" '
+        {
+            pid = $1
+            sub(/^.*\) /, "")  # fields after the command name, from state (3)
             cpu = ($12 + $13) / t
             if (pid == a) r += cpu
             else if (pid == pm || $2 == pm) p += cpu
         }
-        END { printf "%.3f %.3f\n", r, p }' /proc/[0-9]*/stat 2>/dev/null
+        END { printf "%.3f %.3f\n", r, p }'
 }
 cpu_per() { # "r p" before, "r p" after, n -> CPU ms per trace, reveried + postgres
     echo "$1 $2" | awk -v n="$3" '{printf "%.1f + %.1f", ($3-$1)*1000/n, ($4-$2)*1000/n}'

@@ -357,7 +357,7 @@ int main(int argc, char **argv)
     sc.fleet_inline_max =
         (unsigned)num_setting("fleet inline", f_finline, "REVERIE_FLEET_INLINE", 16, 1000000);
     sc.fleet_workers = (unsigned)num_setting("fleet workers", f_fworkers, "REVERIE_FLEET_WORKERS",
-                                             (unsigned long long)ncpu, 64);
+                                             ncpu < 64 ? (unsigned long long)ncpu : 64, 64);
     sc.graph_cache_bytes =
         (size_t)num_setting("graph cache", f_gcache, "REVERIE_GRAPH_CACHE_MB", 1024, 1 << 20) << 20;
     if (sc.http_threads == 0 || sc.workers == 0 || sc.queue == 0 || sc.upload_cap == 0 ||
