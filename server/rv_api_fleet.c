@@ -251,13 +251,25 @@ typedef struct fleet_trace {
     rv_error load_err, version_err, table_err;
 } fleet_trace;
 
-/* The key an error row of the answer keyed hash is cached under: never
- * the answer's own key, so a single-trace what-if never reads it. */
-static void error_hash(const char *hash, char out[RV_SHA256_HEX_LEN + 1])
+/* The keys a fleet row of the answer keyed hash is cached under when it
+ * is no full answer: its figures alone ("fleet-row") or a stable error
+ * ("fleet-error"). Never the answer's own key, so a single-trace what-if
+ * never reads them. */
+static void derived_hash(const char *kind, const char *hash, char out[RV_SHA256_HEX_LEN + 1])
 {
     char in[16 + RV_SHA256_HEX_LEN + 1];
-    int n = snprintf(in, sizeof(in), "fleet-error\n%s", hash);
+    int n = snprintf(in, sizeof(in), "%s\n%s", kind, hash);
     rv_sha256_hex(in, (size_t)n, out);
+}
+
+static void error_hash(const char *hash, char out[RV_SHA256_HEX_LEN + 1])
+{
+    derived_hash("fleet-error", hash, out);
+}
+
+static void row_hash(const char *hash, char out[RV_SHA256_HEX_LEN + 1])
+{
+    derived_hash("fleet-row", hash, out);
 }
 
 /* Errors that the same trace and document always give (until the model
@@ -316,16 +328,15 @@ static uint64_t us_since(double t0)
 }
 
 /* The figures of one scenario (borrowed) on one trace, from the cache's
- * summary columns or computed (and cached, bytes and summary; a stable
- * error is cached under its own key). known_miss: the caller looked the
- * plain key up already and found neither an answer nor an error. 0 and
- * *sum, or a negative rv_err with *e. */
+ * summary columns (a full answer's, or a fleet row's) or computed: only
+ * the figures (RV_API_RUN_SUMMARY: no reports, nothing rendered), cached
+ * under the row key; a stable error is cached under its own key.
+ * known_miss: the caller looked the keys up already and found nothing.
+ * 0 and *sum, or a negative rv_err with *e. */
 static int fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *plain_hash,
                      int known_miss, rv_run_summary *sum, rv_error *e)
 {
     char hash[RV_SHA256_HEX_LEN + 1];
-    char *body = NULL;
-    size_t len = 0;
     rv_run_result *res = NULL;
     int platform = rv_api_doc_uses_platform(doc);
 
@@ -348,18 +359,19 @@ static int fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *
     }
     rv_error_clear(e);
     if (!known_miss) {
-        /* The answer and a cached error in one read. */
-        char eh[RV_SHA256_HEX_LEN + 1];
-        const char *hs[2] = {hash, eh};
-        static const int want[2] = {0, 1};
+        /* The answer, a row and a cached error in one read. */
+        char eh[RV_SHA256_HEX_LEN + 1], rh[RV_SHA256_HEX_LEN + 1];
+        const char *hs[3] = {hash, eh, rh};
+        static const int want[3] = {0, 1, 0};
         rv_db_cache_row *rows = NULL;
         size_t nrows = 0;
         error_hash(hash, eh);
+        row_hash(hash, rh);
         double t0 = mono_s();
-        if (rv_db_whatif_cache_rows(a->db, &ft->id, 1, hs, want, 2, &rows, &nrows, e) == 0) {
+        if (rv_db_whatif_cache_rows(a->db, &ft->id, 1, hs, want, 3, &rows, &nrows, e) == 0) {
             int hit = 0;
             for (size_t i = 0; i < nrows && !hit; i++)
-                if (rows[i].hash == 0) {
+                if (rows[i].hash == 0 || rows[i].hash == 2) {
                     *sum = rows[i].sum;
                     hit = 1;
                 }
@@ -403,7 +415,7 @@ static int fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *
     }
     rv_error_clear(e);
     double t0 = mono_s();
-    int rc = rv_api_whatif_run(a, &ft->l, doc, ft->oh, 0, &res, e);
+    int rc = rv_api_whatif_run(a, &ft->l, doc, ft->oh, RV_API_RUN_SUMMARY, &res, e);
     rv_metrics_add(a->metrics, RV_M_FLEET_RUN_US, us_since(t0));
     t0 = mono_s();
     if (rc != 0) {
@@ -413,14 +425,13 @@ static int fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *
         return rc;
     }
     *sum = res->sum;
-    body = rv_run_render_bytes(res, ft->id, &len);
-    if (body) {
-        rv_error e2;
-        rv_error_clear(&e2);
-        rv_db_whatif_cache_put(a->db, ft->id, hash, body, len, sum, &e2);
-    }
-    free(body);
     rv_run_result_free(res);
+    /* The figures only: a single-trace what-if computes its full answer. */
+    char rh[RV_SHA256_HEX_LEN + 1];
+    rv_error e2;
+    row_hash(hash, rh);
+    rv_error_clear(&e2);
+    rv_db_whatif_cache_put(a->db, ft->id, rh, "{}", 2, sum, &e2);
     rv_metrics_add(a->metrics, RV_M_FLEET_STORE_US, us_since(t0));
     return 0;
 }
@@ -471,16 +482,16 @@ static const json_t *pre_listing(const fleet_pre *p, int64_t id)
 }
 
 /* Reads the listings of ids[0..n) (n <= CHUNK) and their cached rows under
- * hashes[0..nh) (plain and error keys alternating; plain_only[s] marks
- * the scenarios to look up). A failed read only costs speed: rows are
+ * the keys of each scenario s with lookup[s] set: hashes[3s] its answer,
+ * 3s + 1 its error, 3s + 2 its row. A failed read only costs speed: rows are
  * then looked up one by one. */
 static void pre_read(rv_app *a, const int64_t *ids, size_t n, char (*hashes)[RV_SHA256_HEX_LEN + 1],
                      const int *lookup, size_t ns, fleet_pre *p)
 {
     rv_db_trace_filter f = {0};
-    const char **hs = calloc(2 * ns + 1, sizeof(*hs));
-    int *want = calloc(2 * ns + 1, sizeof(*want));
-    size_t nh = 0, *which = calloc(2 * ns + 1, sizeof(*which));
+    const char **hs = calloc(3 * ns + 1, sizeof(*hs));
+    int *want = calloc(3 * ns + 1, sizeof(*want));
+    size_t nh = 0, *which = calloc(3 * ns + 1, sizeof(*which));
     rv_error e;
     double t0 = mono_s();
 
@@ -496,11 +507,11 @@ static void pre_read(rv_app *a, const int64_t *ids, size_t n, char (*hashes)[RV_
     for (size_t s = 0; s < ns; s++) {
         if (!lookup[s])
             continue;
-        which[nh] = 2 * s;
-        hs[nh++] = hashes[2 * s];
-        which[nh] = 2 * s + 1;
-        want[nh] = 1;
-        hs[nh++] = hashes[2 * s + 1];
+        for (size_t k = 0; k < 3; k++) {
+            which[nh] = 3 * s + k;
+            want[nh] = k == 1; /* an error's message is in its body */
+            hs[nh++] = hashes[3 * s + k];
+        }
     }
     rv_error_clear(&e);
     if (nh && rv_db_whatif_cache_rows(a->db, ids, n, hs, want, nh, &p->rows, &p->nrows, &e) == 0) {
@@ -537,8 +548,9 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
 {
     size_t ns = json_array_size(scenarios);
     json_t *per = json_array();
-    /* Per scenario: the plain key (2s) and its error key (2s + 1). */
-    char(*hashes)[RV_SHA256_HEX_LEN + 1] = calloc(2 * ns + 1, sizeof(*hashes));
+    /* Per scenario: the answer's key (3s), its error key (3s + 1) and its
+     * row key (3s + 2). */
+    char(*hashes)[RV_SHA256_HEX_LEN + 1] = calloc(3 * ns + 1, sizeof(*hashes));
     int *lookup = calloc(ns + 1, sizeof(*lookup));
     fleet_pre pre;
 
@@ -552,8 +564,9 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
     for (size_t s = 0; s < ns; s++) {
         const json_t *doc = json_array_get(scenarios, s);
         json_array_append_new(per, json_array());
-        rv_api_request_hash(doc, NULL, hashes[2 * s]);
-        error_hash(hashes[2 * s], hashes[2 * s + 1]);
+        rv_api_request_hash(doc, NULL, hashes[3 * s]);
+        error_hash(hashes[3 * s], hashes[3 * s + 1]);
+        row_hash(hashes[3 * s], hashes[3 * s + 2]);
         /* A platform document's key holds its trace's statistics version. */
         lookup[s] = !rv_api_doc_uses_platform(doc);
     }
@@ -595,8 +608,10 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
             }
             const rv_db_cache_row *hit = NULL, *err_hit = NULL;
             if (lookup[s]) {
-                hit = pre_row(&pre, ft.id, 2 * s);
-                err_hit = hit ? NULL : pre_row(&pre, ft.id, 2 * s + 1);
+                hit = pre_row(&pre, ft.id, 3 * s);
+                if (!hit)
+                    hit = pre_row(&pre, ft.id, 3 * s + 2);
+                err_hit = hit ? NULL : pre_row(&pre, ft.id, 3 * s + 1);
             }
             rv_error_clear(&e);
             if (hit) {
@@ -605,7 +620,7 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
             } else if (err_hit && err_hit->body && cached_error(err_hit->body, &e) == 0) {
                 rc = e.code;
             } else {
-                rc = fleet_one(a, &ft, json_array_get(scenarios, s), hashes[2 * s],
+                rc = fleet_one(a, &ft, json_array_get(scenarios, s), hashes[3 * s],
                                lookup[s] && pre.ok, &sum, &e);
             }
             if (hit || err_hit) {

@@ -689,6 +689,37 @@ static void test_fleet_cost(void)
     /* Stable errors are cached like answers, under their own keys. */
     CU_ASSERT(scalar("SELECT count(*) FROM whatif_cache WHERE body LIKE '{\"error\":%'") >=
               (long long)errs);
+    /* Fleet rows compute only their figures (no reports): each equals the
+     * full answer's figures for the same trace and document. */
+    const json_t *rows1 =
+        json_object_get(json_array_get(json_object_get(res, "scenarios"), 1), "rows");
+    size_t compared = 0;
+    for (size_t i = 0; i < json_array_size(rows1); i++) {
+        const json_t *row = json_array_get(rows1, i);
+        char p[96];
+        tc_resp r;
+        if (json_object_get(row, "error"))
+            continue;
+        snprintf(p, sizeof(p), "/v1/traces/%lld/whatif",
+                 (long long)json_integer_value(json_object_get(row, "trace_id")));
+        if (req("POST", p, tok_read, "application/json",
+                "{\"optimizations\":[{\"kind\":\"scale\",\"factor\":0.9}],"
+                "\"batch_size\":4242}",
+                NULL, &r) == 200) {
+            json_t *ans = body_json(&r);
+            CU_ASSERT(json_equal(json_object_get(ans, "predicted_us"),
+                                 json_object_get(row, "predicted_us")));
+            CU_ASSERT(json_equal(json_object_get(ans, "speedup"), json_object_get(row, "speedup")));
+            CU_ASSERT(
+                json_equal(json_object_get(ans, "energy_j"), json_object_get(row, "energy_j")));
+            CU_ASSERT_EQUAL(json_array_size(json_object_get(ans, "warnings")),
+                            (size_t)json_integer_value(json_object_get(row, "warning_count")));
+            compared++;
+            json_decref(ans);
+        }
+        tc_resp_free(&r);
+    }
+    CU_ASSERT_EQUAL(compared, nids);
     double misses1 = metric("reveried_whatif_cache_misses_total");
     double cached1 = metric("reveried_fleet_rows_cached_total");
     CU_ASSERT(misses1 - misses0 >= (double)(nids * 2));
