@@ -10,6 +10,7 @@
 #include "rv_graph_build.h"
 #include "rv_map.h"
 #include "rv_mem.h"
+#include "rv_precision.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -986,6 +987,9 @@ int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **
     for (size_t i = 0; i < sizeof(passes) / sizeof(passes[0]); i++)
         if ((rc = passes[i](&b)) != 0)
             goto out;
+    /* Kernel names are classified once here, not on every what-if. */
+    if ((rc = rv_graph_classify(g)) != 0)
+        goto out;
     *out = g;
     g = NULL;
 out:

@@ -129,6 +129,14 @@ typedef struct rv_graph {
     size_t ngpu_tasks;
     size_t uncorrelated_gpu; /* GPU tasks without a launching call */
     uint32_t *extra_names;   /* reserved */
+    /* Per string id of the trace: the kernel class and precision rules of
+     * the GPU tasks' names, worked out once when the graph is built
+     * (rv_graph_classify) so that what-ifs and reports read them instead of
+     * matching every name again; 0 = not classified. The graph that built
+     * it owns it; clones share it (a clone never outlives its source). */
+    uint32_t *name_info;
+    size_t nname_info;
+    int owns_name_info;
 } rv_graph;
 
 /* Caps on a graph's arrays (RV_ERR_LIMIT past them). */

@@ -118,6 +118,8 @@ void rv_graph_free(rv_graph *g)
     free(g->threads);
     free(g->iters);
     free(g->extra_names);
+    if (g->owns_name_info)
+        free(g->name_info);
     free(g);
 }
 
@@ -132,6 +134,7 @@ rv_graph *rv_graph_clone(const rv_graph *g)
     c->threads = NULL;
     c->iters = NULL;
     c->extra_names = NULL;
+    c->owns_name_info = 0; /* shared with g */
     c->tasks = malloc((g->cap_tasks ? g->cap_tasks : 1) * sizeof(rv_task));
     c->edges = malloc((g->cap_edges ? g->cap_edges : 1) * sizeof(rv_edge));
     rv_mem_huge(c->tasks, g->cap_tasks * sizeof(rv_task));

@@ -359,9 +359,12 @@ int rv_prec_of_task(rv_prec_ctx *c, size_t i, int *src)
     int dummy;
     if (!src)
         src = &dummy;
-    /* Name rules, cached per name: (strong + 8) | (hint + 8) << 8. */
+    /* Name rules: classified with the graph, else cached per name here:
+     * (strong + 8) | (hint + 8) << 8. */
     uint32_t v;
-    if (!rv_map_get(&c->by_name, t->name, &v)) {
+    if (t->name < g->nname_info && g->name_info[t->name]) {
+        v = g->name_info[t->name] >> 8;
+    } else if (!rv_map_get(&c->by_name, t->name, &v)) {
         const char *name = rv_task_name(g, i);
         int strong = rv_prec_of_name(name);
         int hint = strong == RV_PREC_UNKNOWN ? name_hint(name) : RV_PREC_UNKNOWN;
@@ -433,5 +436,37 @@ int rv_prec_gpu_has(const rv_hw *hw, const rv_trace *tr, int dtype, char *why, s
              "%s (compute capability %d.%d) has no %s: %s needs compute capability %d.%d "
              "or later (%s)",
              name, major, minor, dn, dn, min_cc[dtype] / 10, min_cc[dtype] % 10, needs[dtype]);
+    return 0;
+}
+
+int rv_graph_classify(rv_graph *g)
+{
+    const rv_trace *tr = g->trace;
+    size_t n = tr ? tr->strings.count : 0;
+
+    if (g->owns_name_info)
+        free(g->name_info);
+    g->name_info = NULL;
+    g->nname_info = 0;
+    g->owns_name_info = 0;
+    if (n == 0)
+        return 0;
+    uint32_t *info = calloc(n, sizeof(*info));
+    if (!info)
+        return RV_ERR_NOMEM;
+    for (size_t i = 0; i < g->ntasks; i++) {
+        const rv_task *t = &g->tasks[i];
+        if (t->kind != RV_TASK_GPU || t->name >= n || info[t->name])
+            continue;
+        const char *name = rv_trace_str(tr, t->name);
+        int kc = rv_kclass_of_name(name);
+        int strong = rv_prec_of_name(name);
+        int hint = strong == RV_PREC_UNKNOWN ? name_hint(name) : RV_PREC_UNKNOWN;
+        info[t->name] =
+            (uint32_t)(kc + 1) | (uint32_t)(strong + 8) << 8 | (uint32_t)(hint + 8) << 16;
+    }
+    g->name_info = info;
+    g->nname_info = n;
+    g->owns_name_info = 1;
     return 0;
 }

@@ -110,4 +110,15 @@ int rv_prec_of_task(rv_prec_ctx *c, size_t i, int *src);
  * NVIDIA compute capability 5.3+ has fp16, 8.0+ bf16, 8.9+ fp8. */
 int rv_prec_gpu_has(const rv_hw *hw, const rv_trace *tr, int dtype, char *why, size_t cap);
 
+/* Classifies the names of g's GPU tasks once (kernel class, precision
+ * rules) into g->name_info, which rv_kclass_of_task and rv_prec_of_task
+ * then read instead of matching the names again. Called by
+ * rv_graph_build. 0, or RV_ERR_NOMEM (g stays usable, unclassified). */
+int rv_graph_classify(rv_graph *g);
+
+/* Packing of a g->name_info entry (0 = not classified). */
+#define RV_NAMEINFO_KCLASS(v) ((int)((v)&0xff) - 1)
+#define RV_NAMEINFO_STRONG(v) ((int)(((v) >> 8) & 0xff) - 8)
+#define RV_NAMEINFO_HINT(v)   ((int)(((v) >> 16) & 0xff) - 8)
+
 #endif

@@ -70,6 +70,7 @@ void rv_run_result_free(rv_run_result *r)
 typedef struct base_job {
     rv_run_result *r;
     int have_energy;
+    int summary_only; /* energy only */
 } base_job;
 
 static void *base_reports(void *arg)
@@ -81,6 +82,8 @@ static void *base_reports(void *arg)
     rv_whatif_energy_params(NULL, r->graph, &p);
     j->have_energy = rv_power_energy(r->graph, r->base, &p, r->base_win.t0_ns, r->base_win.t1_ns,
                                      &r->base_energy) == 0;
+    if (j->summary_only)
+        return NULL;
     r->breakdown_base = rv_report_breakdown(r->graph, r->base, &r->base_win);
     r->per_iteration = rv_report_iterations(r->graph, r->base);
     return NULL;
@@ -264,7 +267,7 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
 {
     rv_run_opts o = opts ? *opts : (rv_run_opts){.iteration = RV_ITER_MEDIAN};
     rv_run_result *r = calloc(1, sizeof(*r));
-    base_job job = {r, 0};
+    base_job job = {r, 0, 0};
     pthread_t th;
     int threaded = 0, rc;
     /* The budget and the caller's deadline: the earlier one counts. */
@@ -289,6 +292,7 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
         o.critical_max = RV_RUN_CRITICAL_MAX;
     r->graph = g;
     r->base = base;
+    r->summary_only = job.summary_only = o.summary_only != 0;
     r->tasks = g->ntasks;
     r->edges = g->nedges;
     r->iterations = g->niters;
@@ -321,20 +325,24 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     rv_whatif_energy_params(w, pg, &p);
     int pred_energy =
         rv_power_energy(pg, ps, &p, r->pred_win.t0_ns, r->pred_win.t1_ns, &r->pred_energy) == 0;
-    r->top_kernels = rv_report_top_kernels(pg, ps, &r->pred_win, o.top_kernels);
-    if ((rc = rv_stop_check(&stop, err)) != 0)
-        goto out;
-    r->critical_path = rv_report_critical_path(pg, ps, &r->pred_win, o.critical_max);
-    if ((rc = rv_stop_check(&stop, err)) != 0)
-        goto out;
+    if (!r->summary_only) {
+        r->top_kernels = rv_report_top_kernels(pg, ps, &r->pred_win, o.top_kernels);
+        if ((rc = rv_stop_check(&stop, err)) != 0)
+            goto out;
+        r->critical_path = rv_report_critical_path(pg, ps, &r->pred_win, o.critical_max);
+        if ((rc = rv_stop_check(&stop, err)) != 0)
+            goto out;
+    }
     if (threaded) {
         pthread_join(th, NULL);
         threaded = 0;
     }
-    r->breakdown_pred =
-        r->pred_graph ? rv_report_breakdown(pg, ps, &r->pred_win) : json_incref(r->breakdown_base);
-    if (!r->applied || !r->breakdown_base || !r->breakdown_pred || !r->top_kernels ||
-        !r->critical_path || !r->per_iteration) {
+    if (!r->summary_only)
+        r->breakdown_pred = r->pred_graph ? rv_report_breakdown(pg, ps, &r->pred_win)
+                                          : json_incref(r->breakdown_base);
+    if (!r->applied ||
+        (!r->summary_only && (!r->breakdown_base || !r->breakdown_pred || !r->top_kernels ||
+                              !r->critical_path || !r->per_iteration))) {
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory writing the reports");
         goto out;
     }
@@ -488,12 +496,12 @@ static json_t *render(const rv_run_result *r, const char *label, int64_t trace_i
 
 json_t *rv_run_render(const rv_run_result *r, const char *label)
 {
-    return render(r, label, 0);
+    return r->summary_only ? NULL : render(r, label, 0);
 }
 
 char *rv_run_render_bytes(const rv_run_result *r, int64_t trace_id, size_t *len)
 {
-    json_t *o = render(r, NULL, trace_id);
+    json_t *o = r->summary_only ? NULL : render(r, NULL, trace_id);
     char *text = o ? json_dumps(o, RV_RUN_JSON_FLAGS) : NULL;
 
     json_decref(o);

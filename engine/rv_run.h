@@ -37,6 +37,10 @@ typedef struct rv_run_opts {
     int (*cancel_fn)(void *arg); /* non-zero: stop (e.g. the client went away); NULL: none */
     void *cancel_arg;
     int keep_predicted; /* keep the predicted graph and simulation (timelines) */
+    /* Only what rv_run_summary holds (a fleet row): iteration figures,
+     * energy and warnings; no breakdowns, top kernels, critical path or
+     * per-iteration list, and the result cannot be rendered. */
+    int summary_only;
 } rv_run_opts;
 
 /* The figures a fleet row or a sweep row shows, and what the what-if cache
@@ -86,6 +90,7 @@ typedef struct rv_run_result {
      * what-if changes nothing: the baseline is the prediction). */
     rv_graph *pred_graph;
     rv_sim *pred_sim;
+    int summary_only; /* opts.summary_only: the reports are NULL; not renderable */
 } rv_run_result;
 
 /* Runs w (borrowed, may be NULL: the unmodified trace) on g and its

@@ -420,6 +420,9 @@ int rv_kclass_of_task(const rv_graph *g, size_t i)
         return RV_KC_OTHER;
     if (t->cat == RV_CAT_MEMCPY || t->cat == RV_CAT_MEMSET)
         return RV_KC_MEMCPY;
+    /* Classified once with the graph (rv_graph_classify). */
+    if (t->name < g->nname_info && g->name_info[t->name])
+        return (int)(g->name_info[t->name] & 0xff) - 1;
     return rv_kclass_of_name(rv_task_name(g, i));
 }
 

@@ -81,7 +81,8 @@ static void usage(FILE *out)
         "      --fleet-inline N    REVERIE_FLEET_INLINE    traces x scenarios a fleet what-if\n"
         "                                                  answers inline; more becomes a job\n"
         "                                                  (default 16)\n"
-        "      --fleet-workers N   REVERIE_FLEET_WORKERS   threads taking fleet jobs (default 1)\n"
+        "      --fleet-workers N   REVERIE_FLEET_WORKERS   threads taking fleet jobs (default "
+        "CPUs)\n"
         "      --graph-cache MIB   REVERIE_GRAPH_CACHE_MB  memory for traces kept loaded between\n"
         "                                                  what-ifs (default 1024; 0 = off)\n"
         "      --require-auth      REVERIE_REQUIRE_AUTH=1  require bearer tokens even on loopback\n"
@@ -355,8 +356,8 @@ int main(int argc, char **argv)
                                                 "REVERIE_WHATIF_BUDGET_MS", 10000, 3600000);
     sc.fleet_inline_max =
         (unsigned)num_setting("fleet inline", f_finline, "REVERIE_FLEET_INLINE", 16, 1000000);
-    sc.fleet_workers =
-        (unsigned)num_setting("fleet workers", f_fworkers, "REVERIE_FLEET_WORKERS", 1, 64);
+    sc.fleet_workers = (unsigned)num_setting("fleet workers", f_fworkers, "REVERIE_FLEET_WORKERS",
+                                             ncpu < 64 ? (unsigned long long)ncpu : 64, 64);
     sc.graph_cache_bytes =
         (size_t)num_setting("graph cache", f_gcache, "REVERIE_GRAPH_CACHE_MB", 1024, 1 << 20) << 20;
     if (sc.http_threads == 0 || sc.workers == 0 || sc.queue == 0 || sc.upload_cap == 0 ||

@@ -51,9 +51,8 @@ static void h_metrics(rv_req *r, void *app)
     }
     /* The loaded-trace cache keeps its own counters: they follow the
      * registry's text in one capped buffer. */
-    uint64_t hits, misses;
-    size_t bytes, entries;
-    rv_gcache_stats(a->gcache, &hits, &misses, &bytes, &entries);
+    rv_gcache_counts gc;
+    rv_gcache_stats(a->gcache, &gc);
     rv_buf all = RV_BUF_INIT(len + 4096);
     rv_buf_add(&all, text, len);
     free(text);
@@ -68,7 +67,20 @@ static void h_metrics(rv_req *r, void *app)
                   "# TYPE reveried_graph_cache_bytes gauge\nreveried_graph_cache_bytes %zu\n"
                   "# HELP reveried_graph_cache_entries Traces held by the loaded-trace cache.\n"
                   "# TYPE reveried_graph_cache_entries gauge\nreveried_graph_cache_entries %zu\n",
-                  (unsigned long long)hits, (unsigned long long)misses, bytes, entries);
+                  (unsigned long long)gc.hits, (unsigned long long)gc.misses, gc.bytes, gc.entries);
+    rv_buf_printf(&all,
+                  "# HELP reveried_graph_cache_evictions_total Entries dropped to make room.\n"
+                  "# TYPE reveried_graph_cache_evictions_total counter\n"
+                  "reveried_graph_cache_evictions_total %llu\n"
+                  "# HELP reveried_graph_cache_rejected_total Loads not kept (too big, or asked "
+                  "for less often than what they would evict).\n"
+                  "# TYPE reveried_graph_cache_rejected_total counter\n"
+                  "reveried_graph_cache_rejected_total %llu\n"
+                  "# HELP reveried_graph_cache_hit_ratio Hits over lookups since the start.\n"
+                  "# TYPE reveried_graph_cache_hit_ratio gauge\n"
+                  "reveried_graph_cache_hit_ratio %.4f\n",
+                  (unsigned long long)gc.evictions, (unsigned long long)gc.rejected,
+                  gc.hits + gc.misses ? (double)gc.hits / (double)(gc.hits + gc.misses) : 0.0);
     text = rv_buf_take(&all, &len);
     if (!text) {
         rv_req_error(r, 503, "unavailable", NULL, "cannot render metrics");

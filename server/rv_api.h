@@ -36,6 +36,10 @@ typedef struct rv_app {
     /* Set on SIGTERM (/readyz answers 503, running what-ifs stop); written
      * and read with rv_api_draining / __atomic builtins across threads. */
     int draining;
+    /* Wakes this replica's fleet threads (a job was queued or expanded), so
+     * that they need not wait for their next poll. May be NULL. */
+    void (*fleet_wake)(void *ctx);
+    void *fleet_wake_ctx;
 } rv_app;
 
 /* Whether the server is shutting down (any thread). */

@@ -31,7 +31,13 @@
 #include "rv_whatif.h"
 
 #define MAX_SCENARIOS 64
-#define DEFAULT_SHARD 4
+/* Without shard_size, a job is cut into about SHARDS_TARGET shards of at
+ * least SHARD_MIN traces: enough shards for every fleet thread of a few
+ * replicas to take some and to even out the last ones, few enough that
+ * the per-shard claim, finish and merge stay small beside the rows. */
+#define SHARD_MIN     4
+#define SHARD_MAX     256
+#define SHARDS_TARGET 64
 #define STALE_JOB_S   60
 /* Traces one request may select (REVERIE_FLEET_MAX_TRACES, 1..1,000,000). */
 #define DEFAULT_MAX_TRACES 10000
@@ -122,6 +128,12 @@ static int fleet_validate(const json_t *req, rv_error *err)
         (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1000))
         return rv_error_field(err, RV_ERR_INVALID, "shard_size", "shard_size must be 1..1000");
     return 0;
+}
+
+static size_t auto_shard(size_t n)
+{
+    size_t k = (n + SHARDS_TARGET - 1) / SHARDS_TARGET;
+    return k < SHARD_MIN ? SHARD_MIN : k > SHARD_MAX ? SHARD_MAX : k;
 }
 
 static int cmp_id_desc(const void *x, const void *y)
@@ -239,15 +251,92 @@ typedef struct fleet_trace {
     rv_error load_err, version_err, table_err;
 } fleet_trace;
 
+/* The keys a fleet row of the answer keyed hash is cached under when it
+ * is no full answer: its figures alone ("fleet-row") or a stable error
+ * ("fleet-error"). Never the answer's own key, so a single-trace what-if
+ * never reads them. */
+static void derived_hash(const char *kind, const char *hash, char out[RV_SHA256_HEX_LEN + 1])
+{
+    char in[16 + RV_SHA256_HEX_LEN + 1];
+    int n = snprintf(in, sizeof(in), "%s\n%s", kind, hash);
+    rv_sha256_hex(in, (size_t)n, out);
+}
+
+static void error_hash(const char *hash, char out[RV_SHA256_HEX_LEN + 1])
+{
+    derived_hash("fleet-error", hash, out);
+}
+
+static void row_hash(const char *hash, char out[RV_SHA256_HEX_LEN + 1])
+{
+    derived_hash("fleet-row", hash, out);
+}
+
+/* Errors that the same trace and document always give (until the model
+ * version changes, which changes the key): cached like answers. Running
+ * out of time or memory, or a database or load failure, is not. */
+static int error_is_stable(int code)
+{
+    return code == RV_ERR_PARSE || code == RV_ERR_INVALID || code == RV_ERR_UNSUPPORTED ||
+           code == RV_ERR_LIMIT;
+}
+
+/* The message of a cached error body {"error":{"code","message"}} (borrowed
+ * into e). 0, or -1 when the body is not one. */
+static int cached_error(const char *body, rv_error *e)
+{
+    json_t *j = json_loads(body, 0, NULL);
+    const char *m = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+    int rc = m ? 0 : -1;
+    if (m) {
+        rv_error_clear(e);
+        e->code = RV_ERR_UNSUPPORTED;
+        snprintf(e->message, sizeof(e->message), "%s", m);
+    }
+    json_decref(j);
+    return rc;
+}
+
+static void put_error(rv_app *a, int64_t id, const char *hash, const rv_error *e)
+{
+    char eh[RV_SHA256_HEX_LEN + 1];
+    rv_error e2;
+    json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code", rv_err_name(e->code), "message",
+                          e->message[0] ? e->message : rv_err_name(e->code));
+    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!body)
+        return;
+    error_hash(hash, eh);
+    rv_error_clear(&e2);
+    rv_db_whatif_cache_put(a->db, id, eh, body, strlen(body), NULL, &e2);
+    free(body);
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Microseconds since t0 (mono_s), for the fleet phase counters. */
+static uint64_t us_since(double t0)
+{
+    double d = (mono_s() - t0) * 1e6;
+    return d > 0 ? (uint64_t)d : 0;
+}
+
 /* The figures of one scenario (borrowed) on one trace, from the cache's
- * summary columns or computed (and cached, bytes and summary). 0 and *sum,
- * or a negative rv_err with *e. */
+ * summary columns (a full answer's, or a fleet row's) or computed: only
+ * the figures (RV_API_RUN_SUMMARY: no reports, nothing rendered), cached
+ * under the row key; a stable error is cached under its own key.
+ * known_miss: the caller looked the keys up already and found nothing.
+ * 0 and *sum, or a negative rv_err with *e. */
 static int fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *plain_hash,
-                     rv_run_summary *sum, rv_error *e)
+                     int known_miss, rv_run_summary *sum, rv_error *e)
 {
     char hash[RV_SHA256_HEX_LEN + 1];
-    char *body = NULL;
-    size_t len = 0;
     rv_run_result *res = NULL;
     int platform = rv_api_doc_uses_platform(doc);
 
@@ -266,17 +355,44 @@ static int fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *
             return e->code;
         }
         rv_api_request_hash(doc, ft->version, hash);
+        known_miss = 0;
     }
     rv_error_clear(e);
-    if (rv_db_whatif_cache_get(a->db, ft->id, hash, &body, &len, sum, e) == 0 && body) {
-        free(body);
-        rv_metrics_add(a->metrics, RV_M_CACHE_HITS, 1);
-        return 0;
+    if (!known_miss) {
+        /* The answer, a row and a cached error in one read. */
+        char eh[RV_SHA256_HEX_LEN + 1], rh[RV_SHA256_HEX_LEN + 1];
+        const char *hs[3] = {hash, eh, rh};
+        static const int want[3] = {0, 1, 0};
+        rv_db_cache_row *rows = NULL;
+        size_t nrows = 0;
+        error_hash(hash, eh);
+        row_hash(hash, rh);
+        double t0 = mono_s();
+        if (rv_db_whatif_cache_rows(a->db, &ft->id, 1, hs, want, 3, &rows, &nrows, e) == 0) {
+            int hit = 0;
+            for (size_t i = 0; i < nrows && !hit; i++)
+                if (rows[i].hash == 0 || rows[i].hash == 2) {
+                    *sum = rows[i].sum;
+                    hit = 1;
+                }
+            for (size_t i = 0; i < nrows && !hit; i++)
+                if (rows[i].hash == 1 && rows[i].body && cached_error(rows[i].body, e) == 0)
+                    hit = -1;
+            rv_db_cache_rows_free(rows, nrows);
+            rv_metrics_add(a->metrics, RV_M_FLEET_READ_US, us_since(t0));
+            if (hit) {
+                rv_metrics_add(a->metrics, RV_M_CACHE_HITS, 1);
+                return hit > 0 ? 0 : e->code;
+            }
+        }
+        rv_error_clear(e);
     }
     rv_metrics_add(a->metrics, RV_M_CACHE_MISSES, 1);
     if (!ft->loaded) {
+        double t0 = mono_s();
         rv_error_clear(&ft->load_err);
         ft->loaded = rv_api_load(a, ft->id, &ft->l, &ft->load_err) == 0 ? 1 : -1;
+        rv_metrics_add(a->metrics, RV_M_FLEET_LOAD_US, us_since(t0));
     }
     if (ft->loaded < 0) {
         *e = ft->load_err;
@@ -298,76 +414,183 @@ static int fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *
         rv_api_request_hash(doc, ft->version, hash);
     }
     rv_error_clear(e);
-    int rc = rv_api_whatif_run(a, &ft->l, doc, ft->oh, 0, &res, e);
-    if (rc != 0)
+    double t0 = mono_s();
+    int rc = rv_api_whatif_run(a, &ft->l, doc, ft->oh, RV_API_RUN_SUMMARY, &res, e);
+    rv_metrics_add(a->metrics, RV_M_FLEET_RUN_US, us_since(t0));
+    t0 = mono_s();
+    if (rc != 0) {
+        if (error_is_stable(rc))
+            put_error(a, ft->id, hash, e);
+        rv_metrics_add(a->metrics, RV_M_FLEET_STORE_US, us_since(t0));
         return rc;
-    *sum = res->sum;
-    body = rv_run_render_bytes(res, ft->id, &len);
-    if (body) {
-        rv_error e2;
-        rv_error_clear(&e2);
-        rv_db_whatif_cache_put(a->db, ft->id, hash, body, len, sum, &e2);
     }
-    free(body);
+    *sum = res->sum;
     rv_run_result_free(res);
+    /* The figures only: a single-trace what-if computes its full answer. */
+    char rh[RV_SHA256_HEX_LEN + 1];
+    rv_error e2;
+    row_hash(hash, rh);
+    rv_error_clear(&e2);
+    rv_db_whatif_cache_put(a->db, ft->id, rh, "{}", 2, sum, &e2);
+    rv_metrics_add(a->metrics, RV_M_FLEET_STORE_US, us_since(t0));
     return 0;
 }
 
 /* Why fleet_rows stopped before the last trace. */
 enum { ROWS_ALL = 0, ROWS_DRAINING, ROWS_GONE };
 
-/* Within a trace, a job's progress (and with it whether it still runs) is
- * written at most this often. */
+/* A job's progress (and with it whether it still runs) is written at most
+ * this often. */
 #define CHECK_EVERY_S 0.5
 
-static double mono_s(void)
+/* Traces whose listings and cached rows are read in one go. */
+#define CHUNK 256
+
+/* What a chunk of traces has already: listings (job, GPU model) and the
+ * cached rows of the scenarios whose key does not depend on the trace. */
+typedef struct fleet_pre {
+    json_t *listing;       /* array of trace objects, NULL when unread */
+    rv_db_cache_row *rows; /* sorted by (trace_id, hash) */
+    size_t nrows;
+    int ok; /* the rows were read: a pair that is not there is a miss */
+} fleet_pre;
+
+static int cmp_row(const void *x, const void *y)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    const rv_db_cache_row *a = x, *b = y;
+    if (a->trace_id != b->trace_id)
+        return a->trace_id < b->trace_id ? -1 : 1;
+    return a->hash < b->hash ? -1 : a->hash > b->hash;
+}
+
+static const rv_db_cache_row *pre_row(const fleet_pre *p, int64_t id, size_t hash)
+{
+    rv_db_cache_row key;
+    key.trace_id = id;
+    key.hash = hash;
+    return p->ok && p->nrows ? bsearch(&key, p->rows, p->nrows, sizeof(key), cmp_row) : NULL;
+}
+
+static const json_t *pre_listing(const fleet_pre *p, int64_t id)
+{
+    for (size_t i = 0; i < json_array_size(p->listing); i++) {
+        const json_t *t = json_array_get(p->listing, i);
+        if (json_integer_value(json_object_get(t, "id")) == id)
+            return t;
+    }
+    return NULL;
+}
+
+/* Reads the listings of ids[0..n) (n <= CHUNK) and their cached rows under
+ * the keys of each scenario s with lookup[s] set: hashes[3s] its answer,
+ * 3s + 1 its error, 3s + 2 its row. A failed read only costs speed: rows are
+ * then looked up one by one. */
+static void pre_read(rv_app *a, const int64_t *ids, size_t n, char (*hashes)[RV_SHA256_HEX_LEN + 1],
+                     const int *lookup, size_t ns, fleet_pre *p)
+{
+    rv_db_trace_filter f = {0};
+    const char **hs = calloc(3 * ns + 1, sizeof(*hs));
+    int *want = calloc(3 * ns + 1, sizeof(*want));
+    size_t nh = 0, *which = calloc(3 * ns + 1, sizeof(*which));
+    rv_error e;
+    double t0 = mono_s();
+
+    memset(p, 0, sizeof(*p));
+    f.ids = ids;
+    f.nids = n;
+    f.limit = CHUNK;
+    rv_error_clear(&e);
+    if (rv_db_trace_list(a->db, &f, &p->listing, &e) != 0)
+        p->listing = NULL;
+    if (!hs || !want || !which)
+        goto out;
+    for (size_t s = 0; s < ns; s++) {
+        if (!lookup[s])
+            continue;
+        for (size_t k = 0; k < 3; k++) {
+            which[nh] = 3 * s + k;
+            want[nh] = k == 1; /* an error's message is in its body */
+            hs[nh++] = hashes[3 * s + k];
+        }
+    }
+    rv_error_clear(&e);
+    if (nh && rv_db_whatif_cache_rows(a->db, ids, n, hs, want, nh, &p->rows, &p->nrows, &e) == 0) {
+        /* Back from the asked order to the scenario's slots. */
+        for (size_t i = 0; i < p->nrows; i++)
+            p->rows[i].hash = which[p->rows[i].hash];
+        qsort(p->rows, p->nrows, sizeof(*p->rows), cmp_row);
+        p->ok = 1;
+    }
+out:
+    free(hs);
+    free(want);
+    free(which);
+    rv_metrics_add(a->metrics, RV_M_FLEET_READ_US, us_since(t0));
+}
+
+static void pre_clear(fleet_pre *p)
+{
+    json_decref(p->listing);
+    rv_db_cache_rows_free(p->rows, p->nrows);
+    memset(p, 0, sizeof(*p));
 }
 
 /* Rows for ids[0..n) under every scenario: [[row per trace] per scenario].
- * With a progress_job, its progress (the heartbeat) is written after each
- * trace, and between scenarios when CHECK_EVERY_S has passed; the rows
- * stop early (NULL, *stopped set) when the server drains (checked before
- * every scenario) or when the job is no longer running (cancelled, or
- * requeued and taken by another worker). */
+ * Listings and cached rows are read a chunk of traces at a time; only the
+ * rows not cached are computed (fleet_one). With a progress_job, its
+ * progress (the heartbeat, and the check that it still runs) is written
+ * when CHECK_EVERY_S has passed, checked after every trace and between
+ * scenarios; the rows stop early (NULL, *stopped set) when the server
+ * drains (checked before every scenario) or when the job is no longer
+ * running (cancelled, or requeued and taken by another worker). */
 static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t *scenarios,
                           int64_t progress_job, double p0, double p1, int *stopped)
 {
     size_t ns = json_array_size(scenarios);
     json_t *per = json_array();
-    char(*hashes)[RV_SHA256_HEX_LEN + 1] = calloc(ns ? ns : 1, sizeof(*hashes));
+    /* Per scenario: the answer's key (3s), its error key (3s + 1) and its
+     * row key (3s + 2). */
+    char(*hashes)[RV_SHA256_HEX_LEN + 1] = calloc(3 * ns + 1, sizeof(*hashes));
+    int *lookup = calloc(ns + 1, sizeof(*lookup));
+    fleet_pre pre;
 
-    if (!per || !hashes) {
+    memset(&pre, 0, sizeof(pre));
+    if (!per || !hashes || !lookup) {
         free(hashes);
+        free(lookup);
         json_decref(per);
         return NULL;
     }
     for (size_t s = 0; s < ns; s++) {
+        const json_t *doc = json_array_get(scenarios, s);
         json_array_append_new(per, json_array());
-        rv_api_request_hash(json_array_get(scenarios, s), NULL, hashes[s]);
+        rv_api_request_hash(doc, NULL, hashes[3 * s]);
+        error_hash(hashes[3 * s], hashes[3 * s + 1]);
+        row_hash(hashes[3 * s], hashes[3 * s + 2]);
+        /* A platform document's key holds its trace's statistics version. */
+        lookup[s] = !rv_api_doc_uses_platform(doc);
     }
     *stopped = ROWS_ALL;
     double checked = mono_s();
     for (size_t i = 0; i < n && !*stopped; i++) {
         fleet_trace ft;
         rv_error e;
-        json_t *listing = NULL;
+        if (i % CHUNK == 0) {
+            pre_clear(&pre);
+            pre_read(a, ids + i, n - i < CHUNK ? n - i : CHUNK, hashes, lookup, ns, &pre);
+        }
         memset(&ft, 0, sizeof(ft));
         ft.id = ids[i];
         /* The trace's job and GPU model for every row, from its listing
          * (also on cache hits, which load no trace). */
-        rv_error_clear(&e);
-        if (rv_db_trace_get(a->db, ft.id, &listing, &e) != 0)
-            listing = NULL;
+        const json_t *listing = pre_listing(&pre, ft.id);
         const char *tjob = json_string_value(json_object_get(listing, "job"));
         const char *gpu =
             json_string_value(json_object_get(json_object_get(listing, "platform"), "gpu_model"));
         for (size_t s = 0; s < ns; s++) {
             rv_run_summary sum;
             json_t *row;
+            int rc;
             if (progress_job > 0 && rv_api_draining(a)) {
                 *stopped = ROWS_DRAINING;
                 break;
@@ -383,7 +606,29 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
                     break;
                 }
             }
-            if (fleet_one(a, &ft, json_array_get(scenarios, s), hashes[s], &sum, &e) == 0) {
+            const rv_db_cache_row *hit = NULL, *err_hit = NULL;
+            if (lookup[s]) {
+                hit = pre_row(&pre, ft.id, 3 * s);
+                if (!hit)
+                    hit = pre_row(&pre, ft.id, 3 * s + 2);
+                err_hit = hit ? NULL : pre_row(&pre, ft.id, 3 * s + 1);
+            }
+            rv_error_clear(&e);
+            if (hit) {
+                sum = hit->sum;
+                rc = 0;
+            } else if (err_hit && err_hit->body && cached_error(err_hit->body, &e) == 0) {
+                rc = e.code;
+            } else {
+                rc = fleet_one(a, &ft, json_array_get(scenarios, s), hashes[3 * s],
+                               lookup[s] && pre.ok, &sum, &e);
+            }
+            if (hit || err_hit) {
+                rv_metrics_add(a->metrics, RV_M_CACHE_HITS, 1);
+                rv_metrics_add(a->metrics, RV_M_FLEET_ROWS_CACHED, 1);
+            }
+            rv_metrics_add(a->metrics, RV_M_FLEET_ROWS, 1);
+            if (rc == 0) {
                 row = rv_run_summary_render(&sum);
                 if (row)
                     json_object_set_new(row, "trace_id", json_integer((json_int_t)ids[i]));
@@ -397,10 +642,9 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
             }
             json_array_append_new(json_array_get(per, s), row);
         }
-        json_decref(listing);
         rv_api_loaded_free(&ft.l);
         rv_oh_table_free(ft.oh);
-        if (progress_job > 0 && !*stopped) {
+        if (progress_job > 0 && !*stopped && mono_s() - checked >= CHECK_EVERY_S) {
             checked = mono_s();
             rv_error_clear(&e);
             if (rv_db_job_progress(a->db, progress_job,
@@ -409,7 +653,9 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
                 *stopped = ROWS_GONE;
         }
     }
+    pre_clear(&pre);
     free(hashes);
+    free(lookup);
     if (*stopped) {
         json_decref(per);
         return NULL;
@@ -602,9 +848,10 @@ void rv_api_fleet_whatif(rv_req *r, void *app)
         rv_req_error_rv(r, &e);
         goto out;
     }
-    /* Resolved here for every request, so that a selection over the limit
-     * is refused now rather than failing as a job; the job resolves it
-     * again when it runs (traces may come and go meanwhile). */
+    /* Resolved once, here: a selection over the limit is refused now
+     * rather than failing as a job, and a queued job keeps the ids it was
+     * answered with ("resolved" in its request) instead of selecting
+     * again. */
     const json_t *sc = json_object_get(req, "scenarios");
     int want_async = json_is_true(json_object_get(req, "async"));
     if (fleet_select(a, json_object_get(req, "select"), &ids, &n, &dropped, &e) != 0) {
@@ -639,10 +886,25 @@ void rv_api_fleet_whatif(rv_req *r, void *app)
     int64_t job = 0;
     char owner[64];
     request_principal(a, r, owner, sizeof(owner));
+    json_t *resolved = json_array();
+    for (size_t i = 0; resolved && i < n; i++)
+        if (json_array_append_new(resolved, json_integer((json_int_t)ids[i])) != 0) {
+            json_decref(resolved);
+            resolved = NULL;
+        }
+    if (!resolved ||
+        json_object_set_new(req, "resolved",
+                            json_pack("{s:o,s:I}", "trace_ids", resolved, "trace_ids_dropped",
+                                      (json_int_t)dropped)) != 0) {
+        rv_req_error(r, 503, "unavailable", NULL, "out of memory");
+        goto out;
+    }
     if (rv_db_job_enqueue_by(a->db, "fleet", req, owner, &job, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
     }
+    if (a->fleet_wake)
+        a->fleet_wake(a->fleet_wake_ctx);
     char loc[64];
     snprintf(loc, sizeof(loc), "/v1/jobs/%lld", (long long)job);
     rv_req_add_header(r, "Location", loc);
@@ -701,6 +963,7 @@ static void fleet_merge(rv_app *a, int64_t parent, const json_t *scenarios)
     json_t *results = NULL, *per = json_array(), *workers = json_array(), *res = NULL;
     char first_err[256] = "", msg[400] = "out of memory";
     rv_error e;
+    double t0 = mono_s();
 
     rv_error_clear(&e);
     if (rv_db_job_counts_get(a->db, parent, &c, &e) != 0)
@@ -742,6 +1005,7 @@ out:
     if (rv_db_job_finish(a->db, parent, res != NULL, res, res ? NULL : msg, &e) == 0 && res)
         rv_metrics_add(a->metrics, RV_M_FLEET_JOBS, 1);
 out_nofinish:
+    rv_metrics_add(a->metrics, RV_M_FLEET_MERGE_US, us_since(t0));
     json_decref(c.info);
     json_decref(res);
     json_decref(results);
@@ -797,13 +1061,27 @@ static void run_parent(rv_app *a, rv_db_job *j)
 
     rv_error_clear(&e);
     if (!j->expanded) {
-        if (fleet_select(a, json_object_get(j->request, "select"), &ids, &n, &dropped, &e) != 0) {
+        const json_t *resolved = json_object_get(j->request, "resolved");
+        const json_t *rids = json_object_get(resolved, "trace_ids");
+        if (json_is_array(rids)) {
+            /* Selected when the request came (jobs queued by this version). */
+            n = json_array_size(rids);
+            ids = calloc(n ? n : 1, sizeof(*ids));
+            if (!ids) {
+                snprintf(msg, sizeof(msg), "out of memory");
+                goto fail;
+            }
+            for (size_t i = 0; i < n; i++)
+                ids[i] = (int64_t)json_integer_value(json_array_get(rids, i));
+            dropped = (size_t)json_integer_value(json_object_get(resolved, "trace_ids_dropped"));
+        } else if (fleet_select(a, json_object_get(j->request, "select"), &ids, &n, &dropped, &e) !=
+                   0) {
             snprintf(msg, sizeof(msg), "selecting traces: %s", e.message);
             goto fail;
         }
         size_t shard = (size_t)json_integer_value(json_object_get(j->request, "shard_size"));
         if (shard == 0)
-            shard = DEFAULT_SHARD;
+            shard = auto_shard(n);
         size_t nshards = (n + shard - 1) / shard;
         reqs = json_array();
         for (size_t s = 0; reqs && s < nshards; s++) {
@@ -832,6 +1110,9 @@ static void run_parent(rv_app *a, rv_db_job *j)
             snprintf(msg, sizeof(msg), "queueing shards: %s", e.message);
             goto fail;
         }
+        /* The other fleet threads of this replica take shards now. */
+        if (a->fleet_wake)
+            a->fleet_wake(a->fleet_wake_ctx);
     }
     rv_error_clear(&e);
     if (rv_db_job_counts_get(a->db, j->id, &c, &e) == 0 && strcmp(c.state, "running") == 0 &&

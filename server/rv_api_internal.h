@@ -68,6 +68,10 @@ void rv_api_loaded_free(rv_loaded *l);
  * part; RV_ERR_BUDGET when the budget ran out). */
 struct rv_oh_table;
 struct rv_run_result;
+/* keep_predicted: 1 keeps the predicted graph and simulation;
+ * RV_API_RUN_SUMMARY computes only the figures of a fleet row (no reports,
+ * not renderable). */
+#define RV_API_RUN_SUMMARY 2
 int rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc,
                       const struct rv_oh_table *oh, int keep_predicted, struct rv_run_result **out,
                       rv_error *err);

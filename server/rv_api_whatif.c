@@ -141,7 +141,8 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l, const json_t
      * drain (a fleet job is neither: it is requeued if the server dies). */
     rv_run_opts opts = {.iteration = RV_ITER_MEDIAN,
                         .budget_ms = a->cfg.whatif_budget_ms,
-                        .keep_predicted = keep_predicted,
+                        .keep_predicted = keep_predicted == 1,
+                        .summary_only = keep_predicted == RV_API_RUN_SUMMARY,
                         .cancel = r ? &a->draining : NULL,
                         .cancel_fn = r ? client_gone : NULL,
                         .cancel_arg = r};

@@ -1,17 +1,53 @@
 /* The loaded-trace cache. See rv_gcache.h. An LRU list (most recent at
- * the head) under one mutex; entries are few (hundreds at most), so lookups
- * walk the list. */
+ * the head) under one mutex, with frequency-based admission (TinyLFU, in
+ * the simplest form): a small table of saturating counters, indexed by a
+ * hash of the trace id and halved every AGE_EVERY accesses, estimates how
+ * often each trace was asked for. When a new entry needs room, it is kept
+ * only if it was asked for more often than every entry it would evict.
+ * A fleet scan over more traces than the cache holds then keeps one stable
+ * subset (hit every later scan) instead of evicting each trace just before
+ * it is needed again, which is what plain LRU does with a repeated scan.
+ * Entries are few (hundreds at most), so lookups walk the list. */
 #include "rv_gcache.h"
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
+
+#define FREQ_SLOTS 4096 /* power of two */
+#define AGE_EVERY  8192 /* accesses between halvings */
 
 struct rv_gcache {
     pthread_mutex_t mu;
     rv_gentry *head, *tail;
     size_t bytes, max_bytes, entries;
-    uint64_t hits, misses;
+    uint64_t hits, misses, evictions, rejected;
+    unsigned accesses;
+    unsigned char freq[FREQ_SLOTS];
 };
+
+static unsigned slot(int64_t id)
+{
+    uint64_t x = (uint64_t)id;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (unsigned)(x & (FREQ_SLOTS - 1));
+}
+
+/* Counts one access to id; ages the table now and then so that old
+ * popularity fades. Caller holds mu. */
+static void touch(rv_gcache *c, int64_t id)
+{
+    unsigned char *f = &c->freq[slot(id)];
+    if (*f < 255)
+        (*f)++;
+    if (++c->accesses >= AGE_EVERY) {
+        c->accesses = 0;
+        for (size_t i = 0; i < FREQ_SLOTS; i++)
+            c->freq[i] >>= 1;
+    }
+}
 
 static size_t entry_bytes(const rv_trace *t, const rv_graph *g)
 {
@@ -67,6 +103,21 @@ static void drop(rv_gcache *c, rv_gentry *e)
         entry_free(e);
 }
 
+/* Whether e may take the room of the least recent entries it needs: only
+ * when it was asked for more often than each of them. Caller holds mu. */
+static int admit(const rv_gcache *c, const rv_gentry *e)
+{
+    size_t room = c->max_bytes - c->bytes, need = e->bytes;
+    unsigned f = c->freq[slot(e->id)];
+
+    for (const rv_gentry *v = c->tail; v && room < need; v = v->prev) {
+        if (c->freq[slot(v->id)] >= f)
+            return 0;
+        room += v->bytes;
+    }
+    return 1;
+}
+
 rv_gcache *rv_gcache_new(size_t max_bytes)
 {
     rv_gcache *c = calloc(1, sizeof(*c));
@@ -95,6 +146,7 @@ rv_gentry *rv_gcache_get(rv_gcache *c, int64_t id)
     if (!c)
         return NULL;
     pthread_mutex_lock(&c->mu);
+    touch(c, id);
     rv_gentry *e = c->head;
     while (e && e->id != id)
         e = e->next;
@@ -140,11 +192,14 @@ rv_gentry *rv_gcache_put(rv_gcache *c, int64_t id, rv_trace *trace, rv_graph *gr
         entry_free(e);
         return have;
     }
-    if (e->bytes > c->max_bytes) {
+    if (e->bytes > c->max_bytes || !admit(c, e)) {
         e->dead = 1;
+        c->rejected++;
     } else {
-        while (c->tail && c->bytes + e->bytes > c->max_bytes)
+        while (c->tail && c->bytes + e->bytes > c->max_bytes) {
             drop(c, c->tail);
+            c->evictions++;
+        }
         push_front(c, e);
     }
     pthread_mutex_unlock(&c->mu);
@@ -177,17 +232,17 @@ void rv_gcache_forget(rv_gcache *c, int64_t id)
     pthread_mutex_unlock(&c->mu);
 }
 
-void rv_gcache_stats(rv_gcache *c, uint64_t *hits, uint64_t *misses, size_t *bytes, size_t *entries)
+void rv_gcache_stats(rv_gcache *c, rv_gcache_counts *out)
 {
-    if (!c) {
-        *hits = *misses = 0;
-        *bytes = *entries = 0;
+    memset(out, 0, sizeof(*out));
+    if (!c)
         return;
-    }
     pthread_mutex_lock(&c->mu);
-    *hits = c->hits;
-    *misses = c->misses;
-    *bytes = c->bytes;
-    *entries = c->entries;
+    out->hits = c->hits;
+    out->misses = c->misses;
+    out->evictions = c->evictions;
+    out->rejected = c->rejected;
+    out->bytes = c->bytes;
+    out->entries = c->entries;
     pthread_mutex_unlock(&c->mu);
 }

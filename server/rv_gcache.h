@@ -4,6 +4,11 @@
  * database read, a snapshot decode and a graph build (tens of ms for 100k
  * tasks); a repeated what-if on the same trace skips all three.
  *
+ * Eviction is least recently used, but a new entry only takes the room of
+ * entries asked for less often than itself (frequency-based admission), so
+ * that repeated fleet scans over more traces than fit do not evict every
+ * trace just before it is needed again (rv_gcache.c).
+ *
  * Entries are reference-counted: an entry evicted or forgotten while a
  * request holds it is freed when that request releases it. Thread-safe. */
 #ifndef RV_GCACHE_H
@@ -53,7 +58,13 @@ void rv_gcache_release(rv_gcache *c, rv_gentry *e);
 void rv_gcache_forget(rv_gcache *c, int64_t id);
 
 /* Counters for /metrics. */
-void rv_gcache_stats(rv_gcache *c, uint64_t *hits, uint64_t *misses, size_t *bytes,
-                     size_t *entries);
+typedef struct rv_gcache_counts {
+    uint64_t hits, misses;
+    uint64_t evictions; /* entries dropped to make room */
+    uint64_t rejected;  /* loads not kept: too big, or asked for less often than the victims */
+    size_t bytes, entries;
+} rv_gcache_counts;
+/* Fills *out (zeros for a NULL cache). */
+void rv_gcache_stats(rv_gcache *c, rv_gcache_counts *out);
 
 #endif

@@ -53,6 +53,21 @@ static const struct {
     [RV_M_FLEET_JOBS] = {"reveried_fleet_jobs_total", "Fleet jobs finished by this replica."},
     [RV_M_BUSY_REJECTS] = {"reveried_busy_rejects_total",
                            "Requests refused with 503 because the worker queue was full."},
+    [RV_M_FLEET_ROWS] = {"reveried_fleet_rows_total", "Fleet (trace, scenario) rows made."},
+    [RV_M_FLEET_ROWS_CACHED] = {"reveried_fleet_rows_cached_total",
+                                "Fleet rows read from the what-if cache (cached errors included)."},
+    [RV_M_FLEET_READ_US] = {"reveried_fleet_read_microseconds_total",
+                            "Fleet threads' time reading listings and cached rows."},
+    [RV_M_FLEET_LOAD_US] = {"reveried_fleet_load_microseconds_total",
+                            "Fleet threads' time loading traces (snapshot, graph, baseline)."},
+    [RV_M_FLEET_RUN_US] = {"reveried_fleet_run_microseconds_total",
+                           "Fleet threads' time in what-ifs (apply, simulate, reports)."},
+    [RV_M_FLEET_STORE_US] = {"reveried_fleet_store_microseconds_total",
+                             "Fleet threads' time rendering and caching answers."},
+    [RV_M_FLEET_MERGE_US] = {"reveried_fleet_merge_microseconds_total",
+                             "Fleet threads' time merging shards into answers."},
+    [RV_M_FLEET_WORKERS] = {"reveried_fleet_workers",
+                            "Fleet threads of this replica (--fleet-workers, default the CPUs)."},
 };
 
 rv_metrics *rv_metrics_new(void)
@@ -163,8 +178,9 @@ char *rv_metrics_render(rv_metrics *m, size_t *len)
     }
     pthread_mutex_unlock(&m->mu);
     for (int c = 0; c < RV_M_COUNT; c++)
-        rv_buf_printf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counter_info[c].name,
-                      counter_info[c].help, counter_info[c].name, counter_info[c].name,
+        rv_buf_printf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", counter_info[c].name,
+                      counter_info[c].help, counter_info[c].name,
+                      c == RV_M_FLEET_WORKERS ? "gauge" : "counter", counter_info[c].name,
                       (unsigned long long)rv_metrics_get(m, (rv_counter)c));
     rv_buf_printf(&b,
                   "# HELP reveried_workers_busy Jobs queued or running on the worker pool.\n"

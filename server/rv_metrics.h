@@ -19,6 +19,16 @@ typedef enum rv_counter {
     RV_M_CACHE_MISSES,
     RV_M_FLEET_JOBS,   /* fleet jobs finished by this replica */
     RV_M_BUSY_REJECTS, /* 503s because the worker queue was full */
+    /* Where fleet rows spend their time, in microseconds summed over the
+     * fleet threads (bench/fleet.sh divides them by the rows). */
+    RV_M_FLEET_ROWS,        /* (trace, scenario) rows made */
+    RV_M_FLEET_ROWS_CACHED, /* rows read from the what-if cache (errors included) */
+    RV_M_FLEET_READ_US,     /* listings and cached rows read */
+    RV_M_FLEET_LOAD_US,     /* snapshot read, decode, graph build, baseline (graph cache misses) */
+    RV_M_FLEET_RUN_US,      /* what-if apply, simulation, reports */
+    RV_M_FLEET_STORE_US,    /* answer rendered and stored in the what-if cache */
+    RV_M_FLEET_MERGE_US,    /* aggregates and the job's answer written */
+    RV_M_FLEET_WORKERS,     /* gauge: fleet threads of this replica */
     RV_M_COUNT
 } rv_counter;
 

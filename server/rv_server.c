@@ -42,6 +42,8 @@ typedef struct bg {
     rv_pgembed *pg; /* the embedded cluster; NULL with a database URL */
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    pthread_cond_t fleet_cv; /* fleet threads sleep here between polls */
+    unsigned fleet_kicks;    /* jobs queued or expanded by this replica */
     int stop;
 } bg;
 
@@ -101,11 +103,46 @@ static void *token_thread(void *p)
     return NULL;
 }
 
-static void *fleet_thread(void *p)
+/* Wakes the fleet threads: rv_app.fleet_wake. */
+static void fleet_wake(void *p)
 {
     bg *b = p;
 
-    while (!bg_wait(b, FLEET_POLL_MS)) {
+    pthread_mutex_lock(&b->mu);
+    b->fleet_kicks++;
+    pthread_cond_broadcast(&b->fleet_cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Sleeps up to ms, or until this replica queued or expanded a job since
+ * *seen, or stop; returns stop. Other replicas' jobs wait for the poll. */
+static int fleet_wait(bg *b, unsigned ms, unsigned *seen)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&b->mu);
+    while (!b->stop && b->fleet_kicks == *seen)
+        if (pthread_cond_timedwait(&b->fleet_cv, &b->mu, &ts) != 0)
+            break;
+    *seen = b->fleet_kicks;
+    int stop = b->stop;
+    pthread_mutex_unlock(&b->mu);
+    return stop;
+}
+
+static void *fleet_thread(void *p)
+{
+    bg *b = p;
+    unsigned seen = 0;
+
+    while (!fleet_wait(b, FLEET_POLL_MS, &seen)) {
         /* Drain the queue before sleeping again. */
         while (rv_api_fleet_run_one(b->app) > 0) {
             pthread_mutex_lock(&b->mu);
@@ -259,6 +296,7 @@ int rv_server_main(const rv_server_config *c)
     memset(&b, 0, sizeof(b));
     pthread_mutex_init(&b.mu, NULL);
     pthread_cond_init(&b.cv, NULL);
+    pthread_cond_init(&b.fleet_cv, NULL);
     b.app = &app;
 
     /* Every thread inherits this mask, so only sigwait below sees them. */
@@ -322,6 +360,11 @@ int rv_server_main(const rv_server_config *c)
     app.auth = auth;
     app.version = c->version;
     rv_api_fleet_init(&app);
+    app.fleet_wake = fleet_wake;
+    app.fleet_wake_ctx = &b;
+    rv_metrics_add(metrics, RV_M_FLEET_WORKERS, c->fleet_workers);
+    fprintf(stderr, "reveried: %u fleet worker thread(s) (--fleet-workers), %u request workers\n",
+            c->fleet_workers, c->workers);
 
     /* Load the tokens before the first request can arrive. */
     refresh_tokens(&app);
@@ -381,6 +424,7 @@ out:
     pthread_mutex_lock(&b.mu);
     b.stop = 1;
     pthread_cond_broadcast(&b.cv);
+    pthread_cond_broadcast(&b.fleet_cv);
     pthread_mutex_unlock(&b.mu);
     if (tok_started)
         pthread_join(tok_tid, NULL);
@@ -402,6 +446,7 @@ out:
     rv_gcache_free(gcache);
     rv_metrics_free(metrics);
     pthread_cond_destroy(&b.cv);
+    pthread_cond_destroy(&b.fleet_cv);
     pthread_mutex_destroy(&b.mu);
     if (rc == 0)
         fprintf(stderr, "reveried: stopped\n");

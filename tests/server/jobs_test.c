@@ -13,7 +13,11 @@
  * postmaster gives 503 database_unavailable (never 500) until the server
  * has restarted its cluster (within 30 s); spool files of interrupted
  * uploads are removed at start; a cluster left running by a killed server
- * is adopted by the next one and stopped with it.
+ * is adopted by the next one and stopped with it. Fleet cost: a job keeps
+ * the selection resolved in its request, is cut into shards by the size of
+ * the selection and finished by its shard counter; stable errors are
+ * cached, so the same request again reads every row from the cache; the
+ * graph cache's counters move in /metrics.
  *
  * `jobs_test NAME...` runs only the named tests (after the set-up).
  * Skips (77) when reveried, the traces or PostgreSQL are not available. */
@@ -599,6 +603,156 @@ static void test_orphan_cluster_adopted(void)
             alive(pm) ? "still running" : "stopped");
 }
 
+/* ---- fleet cost: O(shards), cached rows and errors, the graph cache ---- */
+
+/* A counter or gauge from /metrics (-1 when absent). */
+static double metric(const char *name)
+{
+    tc_resp r;
+    double v = -1;
+    size_t n = strlen(name);
+    if (req(NULL, "/metrics", NULL, NULL, NULL, NULL, &r) == 200 && r.body)
+        for (const char *l = r.body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+            if (strncmp(l, name, n) == 0 && l[n] == ' ')
+                v = strtod(l + n + 1, NULL);
+    tc_resp_free(&r);
+    return v;
+}
+
+/* Every trace under fp8 AMP (refused on GPUs without fp8, a stable error)
+ * and a plain scale, without shard_size; waits for the job's answer. */
+static json_t *fleet_job(int salt, int64_t *job_out)
+{
+    char body[8192];
+    size_t k = 0;
+    tc_resp r;
+    k +=
+        (size_t)snprintf(body + k, sizeof(body) - k, "{\"async\":true,\"select\":{\"trace_ids\":[");
+    for (size_t i = 0; i < nids; i++)
+        k +=
+            (size_t)snprintf(body + k, sizeof(body) - k, "%s%lld", i ? "," : "", (long long)ids[i]);
+    snprintf(body + k, sizeof(body) - k,
+             "]},\"scenarios\":[{\"optimizations\":[{\"kind\":\"amp\",\"dtype\":\"fp8\"}],"
+             "\"batch_size\":%d},{\"optimizations\":[{\"kind\":\"scale\",\"factor\":0.9}],"
+             "\"batch_size\":%d}]}",
+             salt, salt);
+    long st = req("POST", "/v1/fleet/whatif", tok_read, "application/json", body, NULL, &r);
+    json_t *j = body_json(&r);
+    int64_t job = st == 202 ? (int64_t)json_integer_value(json_object_get(j, "job_id")) : -1;
+    json_decref(j);
+    tc_resp_free(&r);
+    *job_out = job;
+    return job > 0 ? wait_job(job, 60) : NULL;
+}
+
+static size_t error_rows(const json_t *res)
+{
+    size_t n = 0;
+    const json_t *sc = json_object_get(res, "scenarios");
+    for (size_t s = 0; s < json_array_size(sc); s++) {
+        const json_t *rows = json_object_get(json_array_get(sc, s), "rows");
+        for (size_t i = 0; i < json_array_size(rows); i++)
+            n += json_object_get(json_array_get(rows, i), "error") != NULL;
+    }
+    return n;
+}
+
+static void test_fleet_cost(void)
+{
+    int64_t job = 0, job2 = 0;
+    char q[256];
+    double misses0 = metric("reveried_whatif_cache_misses_total");
+    double gh0 = metric("reveried_graph_cache_hits_total");
+
+    /* Defaults: as many fleet threads as CPUs, said in /metrics. */
+    CU_ASSERT(metric("reveried_fleet_workers") >= 1);
+    CU_ASSERT(metric("reveried_graph_cache_hit_ratio") >= 0);
+    CU_ASSERT(metric("reveried_graph_cache_evictions_total") >= 0);
+    json_t *a = fleet_job(4242, &job);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_STRING_EQUAL(jstr(a, "state"), "done");
+    json_t *res = json_object_get(a, "result");
+    /* The selection was resolved once, in the request: the job keeps it. */
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(
+                        json_object_get(json_object_get(a, "request"), "resolved"), "trace_ids")),
+                    nids);
+    /* Shard size from the selection (at least 4 traces a shard), and the
+     * parent finished by its counter: shards_done reached the shard count. */
+    size_t shards = (size_t)json_integer_value(json_object_get(res, "shards"));
+    CU_ASSERT_EQUAL(shards, (nids + 3) / 4);
+    CU_ASSERT_EQUAL(shard_rows(job, NULL), (long long)shards);
+    snprintf(q, sizeof(q), "SELECT shards_done FROM jobs WHERE id = %lld", (long long)job);
+    CU_ASSERT_EQUAL(scalar(q), (long long)shards);
+    size_t errs = error_rows(res);
+    CU_ASSERT(errs > 0); /* the V100 traces have no fp8 */
+    CU_ASSERT(errs < nids * 2);
+    /* Stable errors are cached like answers, under their own keys. */
+    CU_ASSERT(scalar("SELECT count(*) FROM whatif_cache WHERE body LIKE '{\"error\":%'") >=
+              (long long)errs);
+    /* Fleet rows compute only their figures (no reports): each equals the
+     * full answer's figures for the same trace and document. */
+    const json_t *rows1 =
+        json_object_get(json_array_get(json_object_get(res, "scenarios"), 1), "rows");
+    size_t compared = 0;
+    for (size_t i = 0; i < json_array_size(rows1); i++) {
+        const json_t *row = json_array_get(rows1, i);
+        char p[96];
+        tc_resp r;
+        if (json_object_get(row, "error"))
+            continue;
+        snprintf(p, sizeof(p), "/v1/traces/%lld/whatif",
+                 (long long)json_integer_value(json_object_get(row, "trace_id")));
+        if (req("POST", p, tok_read, "application/json",
+                "{\"optimizations\":[{\"kind\":\"scale\",\"factor\":0.9}],"
+                "\"batch_size\":4242}",
+                NULL, &r) == 200) {
+            json_t *ans = body_json(&r);
+            CU_ASSERT(json_equal(json_object_get(ans, "predicted_us"),
+                                 json_object_get(row, "predicted_us")));
+            CU_ASSERT(json_equal(json_object_get(ans, "speedup"), json_object_get(row, "speedup")));
+            CU_ASSERT(
+                json_equal(json_object_get(ans, "energy_j"), json_object_get(row, "energy_j")));
+            CU_ASSERT_EQUAL(json_array_size(json_object_get(ans, "warnings")),
+                            (size_t)json_integer_value(json_object_get(row, "warning_count")));
+            compared++;
+            json_decref(ans);
+        }
+        tc_resp_free(&r);
+    }
+    CU_ASSERT_EQUAL(compared, nids);
+    double misses1 = metric("reveried_whatif_cache_misses_total");
+    double cached1 = metric("reveried_fleet_rows_cached_total");
+    CU_ASSERT(misses1 - misses0 >= (double)(nids * 2));
+
+    /* The same request again: every row, errors included, from the cache,
+     * and the same rows. */
+    json_t *b = fleet_job(4242, &job2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT_STRING_EQUAL(jstr(b, "state"), "done");
+    CU_ASSERT_EQUAL(metric("reveried_whatif_cache_misses_total"), misses1);
+    CU_ASSERT_EQUAL(metric("reveried_fleet_rows_cached_total") - cached1, (double)(nids * 2));
+    const json_t *sa = json_object_get(res, "scenarios"),
+                 *sb = json_object_get(json_object_get(b, "result"), "scenarios");
+    for (size_t s = 0; s < 2; s++)
+        CU_ASSERT(json_equal(json_object_get(json_array_get(sa, s), "rows"),
+                             json_object_get(json_array_get(sb, s), "rows")));
+
+    /* New scenarios on the same traces: answers computed, graphs from the
+     * loaded-trace cache (its hit counter moves). */
+    json_t *c = fleet_job(4343, &job2);
+    CU_ASSERT_PTR_NOT_NULL(c);
+    double gh1 = metric("reveried_graph_cache_hits_total");
+    CU_ASSERT(gh1 - gh0 >= (double)nids);
+    fprintf(stderr,
+            "\n    %zu traces x 2: %zu shards (shards_done %lld), %zu error rows cached; again: "
+            "%.0f rows from the cache, 0 computed; graph cache hits +%.0f, hit ratio %.2f",
+            nids, shards, scalar(q), errs, metric("reveried_fleet_rows_cached_total") - cached1,
+            gh1 - gh0, metric("reveried_graph_cache_hit_ratio"));
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+}
+
 static const struct {
     const char *name;
     CU_TestFunc fn;
@@ -608,6 +762,7 @@ static const struct {
     {"dedup_at_limit_expands_once", test_dedup_at_limit_expands_once},
     {"since", test_since},
     {"cancel", test_cancel},
+    {"fleet_cost", test_fleet_cost},
     {"sigterm_and_restart", test_sigterm_and_restart},
     {"database_restart", test_database_restart},
     {"orphan_cluster_adopted", test_orphan_cluster_adopted},
