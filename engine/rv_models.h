@@ -162,5 +162,7 @@ int rv_models__dataloader(const struct rv_whatif *w, const rv_opt *o, rv_graph *
                           rv_error *err);
 int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
 int rv_models__power(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
+/* Kernel times rescaled to w->gpu (rv_models_gpu.c). */
+int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
 
 #endif

@@ -96,11 +96,18 @@ static void release(result *r)
     r->applied = NULL;
 }
 
-/* The first applied entry's numeric member. */
+/* The numeric member of the first applied entry that has it ("gpu"'s
+ * entry comes before the optimizations'). */
 static double applied_num(const result *r, const char *key)
 {
-    json_t *o = json_array_get(r->applied, 0);
-    return json_number_value(json_object_get(o, key));
+    size_t i;
+    json_t *o;
+    json_array_foreach(r->applied, i, o)
+    {
+        if (json_object_get(o, key))
+            return json_number_value(json_object_get(o, key));
+    }
+    return 0;
 }
 
 static void test_empty_is_replay(void)
