@@ -363,6 +363,7 @@ static int run_opt(const rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *app
     case RV_OPT_RECOMPUTE:
     case RV_OPT_GRAD_ACCUM: return rv_models__memory_saver(w, o, g, applied, err);
     case RV_OPT_DATALOADER: return rv_models__dataloader(w, o, g, applied, err);
+    case RV_OPT_BATCH_SIZE: return rv_models__batch_size(w, o, g, applied, err);
     default: return rv_models__generic(w, o, g, applied, err);
     }
 }
