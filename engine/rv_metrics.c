@@ -87,6 +87,9 @@ int64_t rv_metrics_infer_batch(const rv_trace *t, const char **from)
     return 0;
 }
 
+/* Points in memory.series. */
+#define RV_MEM_SERIES_BINS 200
+
 /* The batch_size what-if's factor (1 without one). */
 static double batch_factor(const rv_run_result *r)
 {
@@ -204,6 +207,24 @@ static json_t *breakdown_json(const rv_trace *t, int64_t peak)
     return b;
 }
 
+/* Allocated bytes over the reported window, at most RV_MEM_SERIES_BINS
+ * points: {t_us (from the window's start), bytes}. */
+static json_t *series_json(const int64_t *bins, int64_t t0, int64_t t1)
+{
+    json_t *ts = json_array(), *by = json_array();
+    double w = (double)(t1 - t0 + 1) / RV_MEM_SERIES_BINS;
+    for (size_t b = 0; ts && by && b < RV_MEM_SERIES_BINS; b++) {
+        if (bins[b] < 0)
+            continue;
+        json_array_append_new(ts, json_real(((double)b + 0.5) * w / 1e3));
+        json_array_append_new(by, json_integer((json_int_t)bins[b]));
+    }
+    return json_pack("{s:o,s:o,s:f}", "t_us", ts, "bytes", by, "window_us",
+                     (double)(t1 - t0) / 1e3);
+}
+
+static json_t *memory_peak_json(rv_run_result *r, const rv_trace *t, int64_t peak, int totals);
+
 static json_t *memory_json(rv_run_result *r)
 {
     const rv_trace *t = r->graph->trace;
@@ -213,8 +234,10 @@ static json_t *memory_json(rv_run_result *r)
                          "reason", none);
     if (!t || t->nmem == 0)
         return json_pack("{s:n,s:n,s:s}", "peak_bytes", "breakdown", "reason", none);
-    int64_t t0, t1, peak = -1, running[64] = {0};
+    int64_t t0, t1, peak = -1, running[64] = {0}, bins[RV_MEM_SERIES_BINS];
     int totals = 0;
+    for (size_t b = 0; b < RV_MEM_SERIES_BINS; b++)
+        bins[b] = -1;
     for (size_t i = 0; i < t->nmem; i++)
         totals |= t->mem[i].allocated != RV_NONE;
     mem_window(r, &t0, &t1);
@@ -230,12 +253,27 @@ static json_t *memory_json(rv_run_result *r)
             running[d] += m->bytes;
             v = running[d];
         }
-        if (m->ts_ns >= t0 && m->ts_ns <= t1 && v > peak)
+        if (m->ts_ns < t0 || m->ts_ns > t1)
+            continue;
+        if (v > peak)
             peak = v;
+        /* The series keeps each bin's highest value, so the peak shows. */
+        size_t b = (size_t)((double)(m->ts_ns - t0) * RV_MEM_SERIES_BINS / (double)(t1 - t0 + 1));
+        b = b < RV_MEM_SERIES_BINS ? b : RV_MEM_SERIES_BINS - 1;
+        if (v > bins[b])
+            bins[b] = v;
     }
     if (peak < 0)
         return json_pack("{s:n,s:n,s:s}", "peak_bytes", "breakdown", "reason",
                          "no GPU memory event falls inside the reported steps");
+    json_t *o = memory_peak_json(r, t, peak, totals);
+    if (o)
+        json_object_set_new(o, "series", series_json(bins, t0, t1));
+    return o;
+}
+
+static json_t *memory_peak_json(rv_run_result *r, const rv_trace *t, int64_t peak, int totals)
+{
     if (!totals)
         rv_run_warn(r, "memory_lower_bound",
                     "the trace's memory events carry allocations but not the allocator's "
