@@ -132,6 +132,13 @@ double rv_kmodel_predict_s(const rv_kmodel *m, const rv_hw *hw, int cls, int pty
     return roof / eff;
 }
 
+double rv_kmodel_bucket_eff(const rv_kmodel *m, int cls, double flops, double bytes)
+{
+    if (cls <= RV_FC_NONE || cls >= RV_FC_COUNT)
+        return 0;
+    return m->eff[cls][bucket(cls, flops, bytes)];
+}
+
 void rv_kmodel_error(const rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, size_t mod,
                      size_t rem, double gm[RV_FC_COUNT], size_t count[RV_FC_COUNT])
 {

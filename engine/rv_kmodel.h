@@ -43,6 +43,10 @@ void rv_kmodel_fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, con
 double rv_kmodel_predict_s(const rv_kmodel *m, const rv_hw *hw, int cls, int ptype, double flops,
                            double bytes, int tf32);
 
+/* The fitted efficiency of the size bucket of F FLOPs and B bytes in class
+ * cls; 0 when no kernel of that bucket was fitted. */
+double rv_kmodel_bucket_eff(const rv_kmodel *m, int cls, double flops, double bytes);
+
 /* Per-class error of m on the costed GPU tasks of t with (i % mod) == rem:
  * geometric mean over kernels of |predicted - measured| / measured (each
  * floored at 1e-4) in gm[cls], kernels in count[cls]. */

@@ -49,7 +49,7 @@ static int gpu_count(const rv_graph *g)
 /* The batch size the shapes say: the leading dim of the first conv input,
  * else of the first attention query or rank >= 3 linear/matmul input,
  * else of the first 2-D linear/addmm input. 0 when none. *from names it. */
-static int64_t infer_batch(const rv_trace *t, const char **from)
+int64_t rv_metrics_infer_batch(const rv_trace *t, const char **from)
 {
     static const char *const conv[] = {"aten::conv2d",      "aten::conv1d",       "aten::conv3d",
                                        "aten::convolution", "aten::_convolution", NULL};
@@ -85,6 +85,42 @@ static int64_t infer_batch(const rv_trace *t, const char **from)
         }
     }
     return 0;
+}
+
+/* Points in memory.series. */
+#define RV_MEM_SERIES_BINS 200
+
+/* The batch_size what-if's factor (1 without one). */
+static double batch_factor(const rv_run_result *r)
+{
+    size_t i;
+    json_t *a;
+    double f = 1;
+    json_array_foreach(r->applied, i, a)
+    {
+        const char *m = json_string_value(json_object_get(a, "model"));
+        if (m && !strcmp(m, "batch_size"))
+            f *= json_number_value(json_object_get(a, "factor"));
+    }
+    return f > 0 ? f : 1;
+}
+
+/* Peak memory at another batch: weights, gradients and optimizer state
+ * stay, activations and the rest scale with it. Needs the breakdown. */
+static void predicted_peak(json_t *mem, double factor)
+{
+    if (factor == 1 || !json_is_object(mem))
+        return;
+    json_t *b = json_object_get(mem, "breakdown");
+    json_t *act = json_object_get(b, "activations_and_other");
+    json_int_t peak = json_integer_value(json_object_get(mem, "peak_bytes"));
+    if (!json_is_integer(act) || peak <= 0) {
+        json_object_set_new(mem, "predicted_peak_bytes", json_null());
+        return;
+    }
+    json_int_t a = json_integer_value(act);
+    json_object_set_new(mem, "predicted_peak_bytes",
+                        json_integer(peak - a + (json_int_t)((double)a * factor + 0.5)));
 }
 
 static json_t *flops_json(rv_run_result *r, const rv_flops_trace *f, double *per_step)
@@ -171,6 +207,24 @@ static json_t *breakdown_json(const rv_trace *t, int64_t peak)
     return b;
 }
 
+/* Allocated bytes over the reported window, at most RV_MEM_SERIES_BINS
+ * points: {t_us (from the window's start), bytes}. */
+static json_t *series_json(const int64_t *bins, int64_t t0, int64_t t1)
+{
+    json_t *ts = json_array(), *by = json_array();
+    double w = (double)(t1 - t0 + 1) / RV_MEM_SERIES_BINS;
+    for (size_t b = 0; ts && by && b < RV_MEM_SERIES_BINS; b++) {
+        if (bins[b] < 0)
+            continue;
+        json_array_append_new(ts, json_real(((double)b + 0.5) * w / 1e3));
+        json_array_append_new(by, json_integer((json_int_t)bins[b]));
+    }
+    return json_pack("{s:o,s:o,s:f}", "t_us", ts, "bytes", by, "window_us",
+                     (double)(t1 - t0) / 1e3);
+}
+
+static json_t *memory_peak_json(rv_run_result *r, const rv_trace *t, int64_t peak, int totals);
+
 static json_t *memory_json(rv_run_result *r)
 {
     const rv_trace *t = r->graph->trace;
@@ -180,8 +234,10 @@ static json_t *memory_json(rv_run_result *r)
                          "reason", none);
     if (!t || t->nmem == 0)
         return json_pack("{s:n,s:n,s:s}", "peak_bytes", "breakdown", "reason", none);
-    int64_t t0, t1, peak = -1, running[64] = {0};
+    int64_t t0, t1, peak = -1, running[64] = {0}, bins[RV_MEM_SERIES_BINS];
     int totals = 0;
+    for (size_t b = 0; b < RV_MEM_SERIES_BINS; b++)
+        bins[b] = -1;
     for (size_t i = 0; i < t->nmem; i++)
         totals |= t->mem[i].allocated != RV_NONE;
     mem_window(r, &t0, &t1);
@@ -197,12 +253,27 @@ static json_t *memory_json(rv_run_result *r)
             running[d] += m->bytes;
             v = running[d];
         }
-        if (m->ts_ns >= t0 && m->ts_ns <= t1 && v > peak)
+        if (m->ts_ns < t0 || m->ts_ns > t1)
+            continue;
+        if (v > peak)
             peak = v;
+        /* The series keeps each bin's highest value, so the peak shows. */
+        size_t b = (size_t)((double)(m->ts_ns - t0) * RV_MEM_SERIES_BINS / (double)(t1 - t0 + 1));
+        b = b < RV_MEM_SERIES_BINS ? b : RV_MEM_SERIES_BINS - 1;
+        if (v > bins[b])
+            bins[b] = v;
     }
     if (peak < 0)
         return json_pack("{s:n,s:n,s:s}", "peak_bytes", "breakdown", "reason",
                          "no GPU memory event falls inside the reported steps");
+    json_t *o = memory_peak_json(r, t, peak, totals);
+    if (o)
+        json_object_set_new(o, "series", series_json(bins, t0, t1));
+    return o;
+}
+
+static json_t *memory_peak_json(rv_run_result *r, const rv_trace *t, int64_t peak, int totals)
+{
     if (!totals)
         rv_run_warn(r, "memory_lower_bound",
                     "the trace's memory events carry allocations but not the allocator's "
@@ -290,13 +361,14 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
     const char *from = "the request";
     int64_t batch = ep.batch_size > 0 ? ep.batch_size : 0;
     if (!batch && t)
-        batch = infer_batch(t, &from);
+        batch = rv_metrics_infer_batch(t, &from);
     if (batch > 0 && r->sum.baseline_us > 0 && r->sum.predicted_us > 0) {
         json_object_set_new(o, "batch_size",
                             json_pack("{s:I,s:s}", "value", (json_int_t)batch, "source", from));
-        json_object_set_new(o, "throughput",
-                            before_after((double)batch / (r->sum.baseline_us * 1e-6),
-                                         (double)batch / (r->sum.predicted_us * 1e-6)));
+        json_object_set_new(
+            o, "throughput",
+            before_after((double)batch / (r->sum.baseline_us * 1e-6),
+                         (double)batch * batch_factor(r) / (r->sum.predicted_us * 1e-6)));
         if (ep.batch_size <= 0)
             rv_run_warn(r, "batch_inferred",
                         "batch size %lld is read from %s; give batch_size in the request if "
@@ -308,6 +380,7 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
     }
     json_object_set_new(o, "utilization", utilization_json(r));
     json_object_set_new(o, "memory", memory_json(r));
+    predicted_peak(json_object_get(o, "memory"), batch_factor(r));
     if (have_f)
         rv_flops_trace_free(&f);
     return o;

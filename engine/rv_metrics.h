@@ -17,4 +17,8 @@
  * reference) or NULL on OOM. */
 json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w);
 
+/* The batch size t's op shapes say (0 when none); *from (static) names
+ * where it was read. */
+int64_t rv_metrics_infer_batch(const rv_trace *t, const char **from);
+
 #endif

@@ -26,6 +26,7 @@ typedef enum rv_opt_kind {
     RV_OPT_INSERT,
     RV_OPT_CPU_SPEED,
     RV_OPT_DATALOADER,
+    RV_OPT_BATCH_SIZE,
     RV_OPT_COUNT
 } rv_opt_kind;
 
@@ -71,6 +72,7 @@ typedef struct rv_opt {
     double ratio;     /* gist: encode+decode cost relative to the producing kernel */
     double share;     /* recompute: share of forward recomputed */
     int steps;        /* gradient_accumulation: micro-steps per optimizer step */
+    int batch_to;     /* batch_size: the new batch (0: factor given) */
     /* job: the ranks it applies to (0: all) */
     int nranks;
     int32_t ranks[RV_OPT_MAX_RANKS];
@@ -162,5 +164,9 @@ int rv_models__dataloader(const struct rv_whatif *w, const rv_opt *o, rv_graph *
                           rv_error *err);
 int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
 int rv_models__power(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
+int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied,
+                          rv_error *err);
+/* Kernel times rescaled to w->gpu (rv_models_gpu.c). */
+int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
 
 #endif

@@ -228,12 +228,7 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
                         "platform's statistics may pool traces of different hardware",
                         missing);
     }
-    const char *over = rv_whatif_gpu_override(w);
-    if (over)
-        rv_run_warn(r, "gpu_not_rescaled",
-                    "gpu %s changes the hardware the energy and precision models use; kernel "
-                    "times are the trace's, not rescaled to that GPU",
-                    over);
+    /* "gpu" says itself whether kernel times were rescaled (rv_models_gpu.c). */
     if (g->inferred_waits || g->inferred_idle || g->inferred_holds || g->prewindow_gpu)
         rv_run_warn(r, "graph_inferred",
                     "the trace lacks records the graph needed: %zu cross-stream waits inferred, "

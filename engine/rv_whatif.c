@@ -272,7 +272,7 @@ int rv_whatif_is_empty(const rv_whatif *w)
 {
     return !w ||
            (w->nopts == 0 && !w->has_dist && w->power_limit_w <= 0 && w->power_limit_frac <= 0 &&
-            !w->has_schedule && !w->platform_overheads && !w->has_job);
+            !w->has_schedule && !w->platform_overheads && !w->has_job && !w->gpu[0]);
 }
 
 const rv_job_whatif *rv_whatif_job(const rv_whatif *w)
@@ -363,6 +363,7 @@ static int run_opt(const rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *app
     case RV_OPT_RECOMPUTE:
     case RV_OPT_GRAD_ACCUM: return rv_models__memory_saver(w, o, g, applied, err);
     case RV_OPT_DATALOADER: return rv_models__dataloader(w, o, g, applied, err);
+    case RV_OPT_BATCH_SIZE: return rv_models__batch_size(w, o, g, applied, err);
     default: return rv_models__generic(w, o, g, applied, err);
     }
 }
@@ -422,6 +423,18 @@ int rv_whatif_apply_stop(const rv_whatif *w, rv_graph *g, const rv_stop *stop, j
         if ((rc = rv_retime_overheads(g, w->overheads, &o, err)) != 0)
             goto fail;
         json_array_append_new(arr, o);
+    }
+    if (w->gpu[0]) {
+        /* Before the optimizations: they then act on the other GPU. */
+        if ((rc = rv_stop_check(stop, err)) != 0)
+            goto fail;
+        uint64_t before = graph_print(g);
+        if ((rc = rv_models__gpu(w, g, arr, err)) != 0)
+            goto fail;
+        /* Not rescaled is said by its own warning, not as "no effect". */
+        json_t *last = json_array_get(arr, json_array_size(arr) - 1);
+        if (json_is_true(json_object_get(last, "rescaled")))
+            mark_changed(arr, before != graph_print(g));
     }
     for (int stage = RV_STAGE_PRECISION; stage <= RV_STAGE_DATALOADER; stage++) {
         if (stage == RV_STAGE_DISTRIBUTED && w->has_dist) {

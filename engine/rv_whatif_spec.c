@@ -188,6 +188,21 @@ const rv_kind_spec rv_spec_kinds[] = {
       NUM("contention", O(contention), 0, 10, 0, "0", 0,
           "main-process CPU slowdown per busy loader core (host-specific)"),
       NUM("ipc_us", O(ipc_us), 0, 1e7, 0, "1000", 0, "hand-over cost per batch")}},
+    /* Last so that the catalogue's earlier kinds keep their order; it
+     * applies in the precision stage, before amp. */
+    {"batch_size",
+     "Batch size",
+     RV_OPT_BATCH_SIZE,
+     RV_STAGE_PRECISION,
+     1,
+     "Another batch size: kernels with op shapes take the kernel models' time at the scaled "
+     "FLOPs and bytes, others scale linearly; optimizer and collective kernels and CPU work "
+     "stay; data loading scales.",
+     "{\"kind\":\"batch_size\",\"factor\":2}",
+     {NUM("factor", O(factor), 0, 1024, 1, NULL, 0,
+          "new batch over the trace's (factor or to is required)"),
+      INT("to", O(batch_to), 1, 1 << 24, NULL, 0,
+          "the new batch size (the trace's must be known)")}},
 };
 const size_t rv_spec_nkinds = sizeof(rv_spec_kinds) / sizeof(rv_spec_kinds[0]);
 

@@ -306,6 +306,18 @@ def cross_gpu(rv, traces):
                             note="DLE: batch 256, NHWC, DALI, GPU-bound, img/s; ours: the batch-32 "
                                  "trace's kernel time, each kernel rescaled through the roofline "
                                  "at its measured efficiency"))
+            gpu_bound = {"kind": "cpu_speed", "factor": 20}
+            base = rv.simulate(trace, {"optimizations": [gpu_bound]})["predicted_us"]
+            pred = rv.simulate(trace, {"gpu": "A100-SXM4-80GB",
+                                       "optimizations": [gpu_bound]})["predicted_us"]
+            rows.append(row("resnet50 V100 FP32 -> A100 TF32, `gpu` what-if, GPU-bound step "
+                            "(CPU /20) vs DLE 1-GPU throughput",
+                            "cross_gpu", "resnet50-v100", "gpu_speedup", a100 / v100,
+                            base / pred, "public", False,
+                            trace=SHARED + "/kineto/resnet50-v100-workers0.pt.trace.json.gz",
+                            truth=SHARED + "/ground-truth/dle-resnet50-amp-scaling.md",
+                            note="the gpu what-if (conv TF32, matmuls fp32, wave quantization) "
+                                 "on the batch-32 trace with CPU work /20"))
     for rel in ("tracelens/h100-bert-small-forward.json.gz",
                 "tracelens/h100-falconsai-vit-forward.json.gz"):
         trace = os.path.join(traces, rel)

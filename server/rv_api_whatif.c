@@ -21,8 +21,9 @@
 
 /* Bumped whenever a model changes its answers, so cached results expire.
  * 2: replay_error is |baseline - measured| / measured (was signed).
- * 3: answers carry flops, mfu, throughput, utilization and memory. */
-#define RV_MODEL_VERSION "reverie-models-3"
+ * 3: answers carry flops, mfu, throughput, utilization and memory.
+ * 4: "gpu" rescales kernel times when the trace has op shapes. */
+#define RV_MODEL_VERSION "reverie-models-4"
 
 #define TIMELINE_DEFAULT_TASKS 20000
 

@@ -145,6 +145,19 @@ static void test_bert_h100(void)
     CU_ASSERT(fabs(num(o, "mfu.baseline") - mfu) <= 1e-9);
     CU_ASSERT_DOUBLE_EQUAL(num(o, "memory.peak_bytes"), max_total_allocated(rel), 0.5);
     CU_ASSERT(!has_warning(o, "memory_lower_bound"));
+    /* Memory over the step: each bin keeps its highest value, so the
+     * series reaches the peak; times lie inside the window. */
+    json_t *ser = json_object_get(json_object_get(o, "memory"), "series");
+    json_t *ts = json_object_get(ser, "t_us"), *by = json_object_get(ser, "bytes");
+    CU_ASSERT(json_array_size(ts) > 0 && json_array_size(ts) <= 200);
+    CU_ASSERT_EQUAL(json_array_size(ts), json_array_size(by));
+    double top = 0;
+    for (size_t i = 0; i < json_array_size(by); i++) {
+        double v = json_number_value(json_array_get(by, i));
+        top = v > top ? v : top;
+        CU_ASSERT(json_number_value(json_array_get(ts, i)) <= num(o, "memory.series.window_us"));
+    }
+    CU_ASSERT_DOUBLE_EQUAL(top, num(o, "memory.peak_bytes"), 0.5);
     json_decref(o);
 
     /* The request's batch size wins over the shapes. */

@@ -274,7 +274,10 @@ static void check_doc_fields(const char *md, json_t *fields, const char *row_key
     json_array_foreach(fields, i, f)
     {
         const char *nm = json_string_value(json_object_get(f, "name"));
-        const char *r = row_key ? doc_row(md, row_key, row, sizeof(row)) : NULL;
+        /* A kind's row is in the Optimizations table (batch_size is also
+         * a top-level field). */
+        const char *opt = strstr(md, "## Optimizations");
+        const char *r = row_key ? doc_row(opt ? opt : md, row_key, row, sizeof(row)) : NULL;
         if (!row_key) {
             /* Distributed and top-level fields: a row each, or a row shared
              * by a pair ("| `bucket_mb`, `first_bucket_mb` |"). */

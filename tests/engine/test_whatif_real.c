@@ -59,9 +59,10 @@ static void unload(loaded *l)
 }
 
 typedef struct result {
-    double us;       /* predicted median iteration */
-    double energy_j; /* per iteration */
-    double power_w;  /* average, per GPU */
+    double us;        /* predicted median iteration */
+    double energy_j;  /* per iteration */
+    double power_w;   /* average, per GPU */
+    double samples_s; /* predicted throughput, 0 when unknown */
     json_t *applied;
 } result;
 
@@ -82,6 +83,8 @@ static int predict(const loaded *l, const char *doc, result *r)
         r->energy_j = res->sum.energy_j;
         r->power_w = res->pred_energy.avg_power_per_gpu_w;
         r->applied = json_incref(res->applied);
+        r->samples_s = json_number_value(
+            json_object_get(json_object_get(res->metrics, "throughput"), "predicted"));
     }
     if (rc)
         fprintf(stderr, "\n  %s: %s (%s)\n", doc, err.message, err.field);
@@ -96,11 +99,18 @@ static void release(result *r)
     r->applied = NULL;
 }
 
-/* The first applied entry's numeric member. */
+/* The numeric member of the first applied entry that has it ("gpu"'s
+ * entry comes before the optimizations'). */
 static double applied_num(const result *r, const char *key)
 {
-    json_t *o = json_array_get(r->applied, 0);
-    return json_number_value(json_object_get(o, key));
+    size_t i;
+    json_t *o;
+    json_array_foreach(r->applied, i, o)
+    {
+        if (json_object_get(o, key))
+            return json_number_value(json_object_get(o, key));
+    }
+    return 0;
 }
 
 static void test_empty_is_replay(void)
@@ -538,6 +548,49 @@ static void test_multirank(void)
     release(&fast);
 }
 
+/* Twice the batch on the GPU-bound ResNet-50 step (CPU work /20): the
+ * step takes longer but less than twice as long (larger kernels run
+ * nearer their peak, the optimizer stays), so throughput rises. */
+static void test_batch_size(void)
+{
+    result base, r2, r64, half;
+    const char *cpu = "{\"kind\":\"cpu_speed\",\"factor\":20}";
+    char doc[256];
+    snprintf(doc, sizeof(doc), "{\"optimizations\":[%s]}", cpu);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &base), 0);
+    snprintf(doc, sizeof(doc), "{\"optimizations\":[%s,{\"kind\":\"batch_size\",\"factor\":2}]}",
+             cpu);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &r2), 0);
+    snprintf(doc, sizeof(doc), "{\"optimizations\":[%s,{\"kind\":\"batch_size\",\"to\":64}]}", cpu);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &r64), 0);
+    snprintf(doc, sizeof(doc), "{\"optimizations\":[%s,{\"kind\":\"batch_size\",\"factor\":0.5}]}",
+             cpu);
+    CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &half), 0);
+    printf("\n    batch 32 -> 64, GPU-bound: %.1f -> %.1f ms (x%.2f), %.0f -> %.0f samples/s; "
+           "batch 16: %.1f ms\n",
+           base.us / 1e3, r2.us / 1e3, r2.us / base.us, base.samples_s, r2.samples_s,
+           half.us / 1e3);
+    CU_ASSERT(applied_num(&r2, "batch_from") == 32);
+    CU_ASSERT(r2.us > 1.2 * base.us && r2.us < 2.0 * base.us);
+    CU_ASSERT(r2.samples_s > base.samples_s);
+    CU_ASSERT_DOUBLE_EQUAL(r64.us, r2.us, 1e-6 * r2.us);
+    CU_ASSERT(half.us < base.us && half.us > 0.5 * base.us);
+    CU_ASSERT(half.samples_s < base.samples_s);
+    release(&base);
+    release(&r2);
+    release(&r64);
+    release(&half);
+    /* factor and to together, or neither: refused. */
+    CU_ASSERT_EQUAL(
+        predict(&r50w4, "{\"optimizations\":[{\"kind\":\"batch_size\",\"factor\":2,\"to\":64}]}",
+                &r2),
+        RV_ERR_INVALID);
+    release(&r2);
+    CU_ASSERT_EQUAL(predict(&r50w4, "{\"optimizations\":[{\"kind\":\"batch_size\"}]}", &r2),
+                    RV_ERR_INVALID);
+    release(&r2);
+}
+
 int main(void)
 {
     traces = rv_test_shared_traces("kineto/resnet50-v100-workers0.pt.trace.json.gz");
@@ -561,6 +614,7 @@ int main(void)
     CU_add_test(s, "distributed", test_distributed);
     CU_add_test(s, "multirank", test_multirank);
     CU_add_test(s, "memory_savers", test_memory_savers);
+    CU_add_test(s, "batch_size", test_batch_size);
     unsigned fails = rv_test_run();
     unload(&r50w0);
     unload(&r50w4);

@@ -21,7 +21,7 @@ import { synthTrace } from './synth.mjs';
 const here = path.dirname(fileURLToPath(import.meta.url));
 // The dashboard's own number formats (web/ has no package.json, so load the
 // module from its text), so the test checks the text the page shows.
-const { fmtUs, fmtPct, fmtX } = await import('data:text/javascript,' + encodeURIComponent(fs.readFileSync(path.resolve(here, '../../web/js/ui.js'), 'utf8')));
+const { fmtUs, fmtPct, fmtX, fmtBytes } = await import('data:text/javascript,' + encodeURIComponent(fs.readFileSync(path.resolve(here, '../../web/js/ui.js'), 'utf8')));
 const SRC = process.env.RV_SOURCE_DIR || path.resolve(here, '../..');
 const BIN = process.env.RV_BIN_DIR || path.join(SRC, 'build/bin');
 const SHARED = process.env.RV_SHARED_TRACES || '';
@@ -197,6 +197,13 @@ test('trace page: cards, timeline, breakdowns, kernels, overheads, Perfetto expo
   assert.equal(Number(await attr('#trace-warnings', 'data-warnings')), w.warnings.length, 'trace page shows every warning');
   const codes = await page.$$eval('#trace-warnings li', (els) => els.map((e) => e.getAttribute('data-code')));
   assert.deepEqual(codes, w.warnings.map((x) => x.code), 'warning codes on the trace page');
+  // Memory over the step: the answer's series drawn, its peak stated.
+  await page.waitForSelector('#memory-view');
+  assert.ok(w.memory.series && w.memory.series.t_us.length > 0, 'the ResNet-50 trace has memory events in its step');
+  assert.equal(Number(await attr('#memory-view', 'data-points')), w.memory.series.t_us.length, 'every memory point is drawn');
+  assert.equal(Number(await attr('#memory-view', 'data-peak-bytes')), w.memory.peak_bytes, 'peak as the API says');
+  assert.ok(await page.$('#memory-view canvas'), 'memory chart drawn');
+  assert.ok((await page.textContent('#memory-view')).includes(fmtBytes(w.memory.peak_bytes)), 'peak shown in the dashboard format');
   // Top kernels: the first row is the API's first kernel.
   await page.waitForSelector('#top-kernels tbody tr');
   const first = await page.textContent('#top-kernels tbody tr:first-child');

@@ -3,12 +3,29 @@
 
 import { api, request } from '../api.js';
 import { h, clear, loading, empty, errorBox, sortableTable, fmtUs, fmtPct, fmtDate, fmtBytes, fmtJ, download, toast, shortName, warningsBox } from '../ui.js';
-import { stacked, grouped } from '../charts.js';
+import { stacked, grouped, line } from '../charts.js';
 import { Timeline } from '../timeline.js';
 import { loadTrack } from '../tldata.js';
 
 export function card(label, value, note, attrs = {}) {
   return h('div', { class: 'card', ...attrs }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value), note ? h('div', { class: 'note' }, note) : null);
+}
+
+// Allocated bytes over the reported step(s) (the answer's memory.series)
+// and the breakdown: weights, gradients, optimizer state, activations.
+export function memoryView(m) {
+  if (!m || m.peak_bytes === null || m.peak_bytes === undefined) {
+    return h('div', { id: 'memory-view', 'data-peak-bytes': '', 'data-points': '0' }, empty(m && m.reason ? m.reason : 'No memory figures.'));
+  }
+  const s = m.series || { t_us: [], bytes: [] };
+  const points = s.t_us.map((t, i) => ({ x: t / 1e3, y: s.bytes[i] / 2 ** 20 }));
+  const bd = m.breakdown;
+  const rows = bd ? [['Weights', bd.weights], ['Gradients', bd.gradients], ['Optimizer state', bd.optimizer_state], ['Activations and other', bd.activations_and_other]] : [];
+  return h('div', { id: 'memory-view', 'data-peak-bytes': String(m.peak_bytes), 'data-points': String(points.length) },
+    h('p', { class: 'sub' }, `peak ${fmtBytes(m.peak_bytes)} (${m.source === 'allocator_totals' ? 'allocator totals' : 'allocations since profiling started: a lower bound'})`,
+      m.predicted_peak_bytes ? ` · predicted ${fmtBytes(m.predicted_peak_bytes)}` : ''),
+    points.length ? line([{ label: 'allocated MiB', color: '--c-memcpy', points }], { xLabel: 'ms into the window', yLabel: 'MiB', fmtX: (v) => v.toFixed(0), fmtY: (v) => v.toFixed(0), title: 'allocated GPU memory over the step', height: 200 }) : empty('No memory event inside the step.'),
+    rows.length ? h('table', { id: 'memory-breakdown' }, h('tbody', {}, ...rows.map(([k, v]) => h('tr', { 'data-part': k }, h('td', {}, k), h('td', { class: 'num' }, v === null || v === undefined ? '–' : fmtBytes(v)))))) : h('p', { class: 'sub' }, 'No breakdown: it needs the execution trace (--et) for weights, gradients and optimizer state.'));
 }
 
 export function breakdownCharts(bd, pred) {
@@ -117,6 +134,7 @@ export function tracePage({ main, arg }) {
     h('option', { value: 'measured' }, 'Measured'), h('option', { value: 'simulated' }, 'Simulated'), h('option', { value: 'both' }, 'Measured and simulated'));
   const perfetto = h('button', { class: 'btn', type: 'button', id: 'perfetto' }, 'Open in Perfetto (download)');
   const bdBox = h('div', { id: 'breakdowns' });
+  const memBox = h('div', { id: 'memory-box' }, loading());
   const tkBox = h('div', { id: 'top-kernels' }, loading());
   const cpBox = h('div', { id: 'critical-path' }, loading());
   const ohPanel = h('section', { class: 'panel', 'aria-labelledby': 'oh-h' }, h('h2', { id: 'oh-h' }, 'Platform host overheads (T1..T5)'), loading());
@@ -125,6 +143,7 @@ export function tracePage({ main, arg }) {
     h('section', { class: 'panel', 'aria-labelledby': 'tl-h' }, h('header', {}, h('h2', { id: 'tl-h' }, 'Timeline'), modeSel, h('span', { class: 'grow' }), perfetto), tlBox,
       h('p', { class: 'sub' }, 'Wheel: zoom · Shift+wheel or drag: pan · double-click: zoom in · keys (focus the timeline): + − ← → 0')),
     bdBox,
+    h('section', { class: 'panel', 'aria-labelledby': 'mem-h' }, h('h2', { id: 'mem-h' }, 'GPU memory over the step'), memBox),
     h('div', { class: 'grid2' },
       h('section', { class: 'panel', 'aria-labelledby': 'tk-h' }, h('h2', { id: 'tk-h' }, 'Top kernels (simulated iteration)'), tkBox),
       h('section', { class: 'panel', 'aria-labelledby': 'cp-h' }, h('h2', { id: 'cp-h' }, 'Critical path'), cpBox)),
@@ -172,11 +191,12 @@ export function tracePage({ main, arg }) {
         card('Energy / iteration', fmtJ(w.energy_j && w.energy_j.baseline), w.avg_power_w && w.avg_power_w.baseline ? `${w.avg_power_w.baseline.toFixed(0)} W average` : 'GPU unknown', { 'data-metric': 'energy' }));
       cards.after(warningsBox(w.warnings, 'trace-warnings'));
       clear(bdBox, b ? breakdownCharts(b) : empty('No breakdown.'));
+      clear(memBox, memoryView(w.memory));
       clear(tkBox, topKernelsTable(w.top_kernels));
       clear(cpBox, criticalPathBox(w.critical_path));
     }).catch((e) => {
       clear(cards, errorBox(e, 'Cannot simulate this trace'));
-      clear(tkBox); clear(cpBox);
+      clear(tkBox); clear(cpBox); clear(memBox);
     });
 
     try {
