@@ -647,7 +647,9 @@ def render_md(rows):
         add("")
         add("Kernel time rescaled to another GPU: a costed kernel keeps its measured efficiency "
             "and takes the target's roofline (fp32 GEMM/conv as TF32 where the target has it); "
-            "other kernels scale with memory bandwidth. Not yet wired into the `gpu` what-if.")
+            "other kernels scale with memory bandwidth. The `gpu` what-if uses the same rule "
+            "with fp32 convolutions as TF32 and fp32 matmuls as fp32, wave quantization by SM "
+            "count and class ratios for kernels without shapes (docs/models/kernels.md).")
         add("")
         add("| comparison | measured | predicted | error |")
         add("|---|---|---|---|")
