@@ -599,17 +599,7 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
     rv_graph **pred = NULL;
     double *ratio = NULL;
     rv_iter_figures *bfig = NULL;
-    rv_stop stop = {.deadline_ms = o.deadline_ms,
-                    .cancel = o.cancel,
-                    .cancel_fn = o.cancel_fn,
-                    .cancel_arg = o.cancel_arg};
-    if (o.budget_ms) {
-        int64_t d = rv_stop_now_ms() + (int64_t)o.budget_ms;
-        if (stop.deadline_ms <= 0 || d < stop.deadline_ms) {
-            stop.deadline_ms = d;
-            stop.budget_ms = o.budget_ms;
-        }
-    }
+    rv_stop stop = rv_run_stop_of(&o);
     rv_job_result *r = calloc(1, sizeof(*r));
     *out = NULL;
     if (!r)

@@ -257,6 +257,23 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
                     r->steps.high_median_us / 1e3);
 }
 
+rv_stop rv_run_stop_of(const rv_run_opts *o)
+{
+    rv_stop stop = {.deadline_ms = o->deadline_ms,
+                    .cancel = o->cancel,
+                    .cancel_fn = o->cancel_fn,
+                    .cancel_arg = o->cancel_arg};
+    /* The budget and the caller's deadline: the earlier one counts. */
+    if (o->budget_ms) {
+        int64_t d = rv_stop_now_ms() + (int64_t)o->budget_ms;
+        if (stop.deadline_ms <= 0 || d < stop.deadline_ms) {
+            stop.deadline_ms = d;
+            stop.budget_ms = o->budget_ms;
+        }
+    }
+    return stop;
+}
+
 int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_run_opts *opts,
            rv_run_result **out, rv_error *err)
 {
@@ -265,18 +282,7 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     base_job job = {r, 0, 0};
     pthread_t th;
     int threaded = 0, rc;
-    /* The budget and the caller's deadline: the earlier one counts. */
-    rv_stop stop = {.deadline_ms = o.deadline_ms,
-                    .cancel = o.cancel,
-                    .cancel_fn = o.cancel_fn,
-                    .cancel_arg = o.cancel_arg};
-    if (o.budget_ms) {
-        int64_t d = rv_stop_now_ms() + (int64_t)o.budget_ms;
-        if (stop.deadline_ms <= 0 || d < stop.deadline_ms) {
-            stop.deadline_ms = d;
-            stop.budget_ms = o.budget_ms;
-        }
-    }
+    rv_stop stop = rv_run_stop_of(&o);
 
     *out = NULL;
     if (!r)

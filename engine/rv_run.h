@@ -16,6 +16,7 @@
 #include "rv_graph.h"
 #include "rv_report.h"
 #include "rv_sim.h"
+#include "rv_stop.h"
 #include "rv_whatif.h"
 
 /* Defaults shared by every caller. */
@@ -102,6 +103,10 @@ typedef struct rv_run_result {
  * the trace lacks, the model's own code otherwise. */
 int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_run_opts *opts,
            rv_run_result **out, rv_error *err);
+
+/* The stop a run with these options checks: the caller's deadline and
+ * cancel hooks, and the budget counted from now (the earlier one wins). */
+rv_stop rv_run_stop_of(const rv_run_opts *o);
 
 /* Adds a warning (at most RV_RUN_MAX_WARNINGS; later ones are counted in
  * the last). */

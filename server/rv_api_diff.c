@@ -115,13 +115,9 @@ static void diff(rv_req *r, rv_app *a, int post)
     if (top < 0)
         return;
     if (post) {
-        doc = rv_req_json(r);
+        doc = rv_api_whatif_doc(r);
         if (!doc)
             return;
-        if (!json_is_object(doc)) {
-            rv_req_error(r, 400, "invalid", NULL, "the what-if document must be a JSON object");
-            goto out;
-        }
         rv_whatif *check = NULL;
         if (rv_whatif_parse(doc, &check, &e) != 0) {
             rv_req_error_rv(r, &e);

@@ -35,13 +35,9 @@ void rv_api_trace_export(rv_req *r, void *app)
                      run);
         return;
     }
-    doc = rv_req_json(r);
+    doc = rv_api_whatif_doc(r);
     if (!doc)
         return;
-    if (!json_is_object(doc)) {
-        rv_req_error(r, 400, "invalid", NULL, "the what-if document must be a JSON object");
-        goto out;
-    }
     if (rv_api_doc_uses_platform(doc)) {
         rv_req_error(r, 400, "invalid", "host_overheads",
                      "an export does not take host_overheads platform; ask the what-if "

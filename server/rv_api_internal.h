@@ -85,6 +85,10 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l, const json_t
 /* 1 when the document (borrowed) asks for "host_overheads": "platform". */
 int rv_api_doc_uses_platform(const json_t *doc);
 
+/* The request's what-if document: its JSON body, which must be an object.
+ * New reference, or NULL with the error answered. */
+json_t *rv_api_whatif_doc(rv_req *r);
+
 /* The overhead table of trace_id's platform from its stored statistics
  * (*out new; rv_oh_table_free) and their version (into version, cap bytes;
  * may be NULL). A platform without statistics is RV_ERR_UNSUPPORTED with

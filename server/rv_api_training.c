@@ -145,13 +145,9 @@ void rv_api_training_whatif(rv_req *r, void *app)
     rv_error_clear(&e);
     if (id < 0)
         return;
-    doc = rv_req_json(r);
+    doc = rv_api_whatif_doc(r);
     if (!doc)
         return;
-    if (!json_is_object(doc)) {
-        rv_req_error(r, 400, "invalid", NULL, "the what-if document must be a JSON object");
-        goto out;
-    }
     /* The timeline is the single-trace answer's; a job has none yet. */
     json_object_del(doc, "timeline");
     if (rv_db_training_ranks(a->db, id, &j, &e) != 0) {

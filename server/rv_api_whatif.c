@@ -46,6 +46,17 @@ void rv_api_request_hash(const json_t *doc, const char *inputs, char *out)
     free(canon);
 }
 
+json_t *rv_api_whatif_doc(rv_req *r)
+{
+    json_t *doc = rv_req_json(r);
+    if (doc && !json_is_object(doc)) {
+        rv_req_error(r, 400, "invalid", NULL, "the what-if document must be a JSON object");
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
+}
+
 int rv_api_doc_uses_platform(const json_t *doc)
 {
     const char *how = json_string_value(json_object_get(doc, "host_overheads"));
@@ -235,13 +246,9 @@ void rv_api_trace_whatif(rv_req *r, void *app)
     rv_error_clear(&e);
     if (id < 0)
         return;
-    doc = rv_req_json(r);
+    doc = rv_api_whatif_doc(r);
     if (!doc)
         return;
-    if (!json_is_object(doc)) {
-        rv_req_error(r, 400, "invalid", NULL, "the what-if document must be a JSON object");
-        goto out;
-    }
     /* "timeline": true asks for the predicted timeline; it is not part of
      * the model, so it stays out of the cache key. */
     int with_tl = json_is_true(json_object_get(doc, "timeline"));
