@@ -816,6 +816,18 @@ static char *fleet_csv(const json_t *res, size_t *len)
     return rv_buf_take(&b, len);
 }
 
+/* Sends a fleet answer (borrowed) as text/csv, one line per row. */
+static void respond_csv(rv_req *r, const json_t *res)
+{
+    size_t len = 0;
+    char *text = fleet_csv(res, &len);
+    if (!text) {
+        rv_req_error(r, 503, "unavailable", NULL, "out of memory");
+        return;
+    }
+    rv_req_respond_buf(r, 200, "text/csv; charset=utf-8", text, len);
+}
+
 /* The token id of the request ("" without authentication), for the job's
  * owner. */
 static void request_principal(rv_app *a, rv_req *r, char *out, size_t cap)
@@ -870,14 +882,8 @@ void rv_api_fleet_whatif(rv_req *r, void *app)
         if (json_object_get(json_object_get(req, "select"), "trace_ids"))
             json_object_set_new(res, "trace_ids_dropped", json_integer((json_int_t)dropped));
         if (as_csv) {
-            size_t len = 0;
-            char *text = fleet_csv(res, &len);
+            respond_csv(r, res);
             json_decref(res);
-            if (!text) {
-                rv_req_error(r, 503, "unavailable", NULL, "out of memory");
-                goto out;
-            }
-            rv_req_respond_buf(r, 200, "text/csv; charset=utf-8", text, len);
             goto out;
         }
         rv_req_respond_json(r, 200, res);
@@ -916,9 +922,40 @@ out:
     json_decref(req);
 }
 
+/* GET /v1/jobs/{id}: the job as JSON; with ?format=csv a finished fleet
+ * job's answer as the same CSV an inline fleet answer gives, and 409 while
+ * it has none yet. */
 void rv_api_job_get(rv_req *r, void *app)
 {
-    rv_api_get_by_id(r, app, rv_db_job_get);
+    rv_app *a = app;
+    const char *format = rv_req_query(r, "format");
+    if (!format || strcmp(format, "json") == 0) {
+        rv_api_get_by_id(r, app, rv_db_job_get);
+        return;
+    }
+    if (strcmp(format, "csv") != 0) {
+        rv_req_error(r, 400, "invalid_parameter", "format", "format must be json or csv");
+        return;
+    }
+    int64_t id = rv_api_id_param(r, "id");
+    json_t *j = NULL;
+    rv_error e;
+    rv_error_clear(&e);
+    if (id < 0)
+        return;
+    if (rv_db_job_get(a->db, id, &j, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        return;
+    }
+    const char *state = json_string_value(json_object_get(j, "state"));
+    const json_t *res = json_object_get(j, "result");
+    if (!json_is_object(res) || !json_is_array(json_object_get(res, "scenarios")))
+        rv_req_error(r, 409, "not_ready", "format",
+                     "job %lld is %s and has no fleet answer to give as CSV yet", (long long)id,
+                     state ? state : "unknown");
+    else
+        respond_csv(r, res);
+    json_decref(j);
 }
 
 /* DELETE /v1/jobs/{id}: the token that queued the job, or an admin token,

@@ -685,6 +685,27 @@ static void test_fleet_cost(void)
     CU_ASSERT_EQUAL(scalar(q), (long long)shards);
     size_t errs = error_rows(res);
     CU_ASSERT(errs > 0); /* the V100 traces have no fp8 */
+    /* The finished job's answer as CSV: a header and one line per row,
+     * error rows included; an unknown format is refused. */
+    {
+        char p[96];
+        tc_resp r;
+        snprintf(p, sizeof(p), "/v1/jobs/%lld?format=csv", (long long)job);
+        CU_ASSERT_EQUAL(req("GET", p, tok_read, NULL, NULL, NULL, &r), 200);
+        CU_ASSERT(strstr(r.ctype, "text/csv") != NULL);
+        CU_ASSERT(r.body && strncmp(r.body, "scenario,trace_id,", 18) == 0);
+        size_t lines = 0, with_error = 0;
+        for (const char *c = r.body; c && *c; c++)
+            lines += *c == '\n';
+        for (const char *c = r.body; c && (c = strstr(c, "fp8")) != NULL; c += 3)
+            with_error++;
+        CU_ASSERT_EQUAL(lines, 1 + nids * 2);
+        CU_ASSERT(with_error >= errs);
+        tc_resp_free(&r);
+        snprintf(p, sizeof(p), "/v1/jobs/%lld?format=xml", (long long)job);
+        CU_ASSERT_EQUAL(req("GET", p, tok_read, NULL, NULL, NULL, &r), 400);
+        tc_resp_free(&r);
+    }
     CU_ASSERT(errs < nids * 2);
     /* Stable errors are cached like answers, under their own keys. */
     CU_ASSERT(scalar("SELECT count(*) FROM whatif_cache WHERE body LIKE '{\"error\":%'") >=
