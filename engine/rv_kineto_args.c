@@ -282,11 +282,13 @@ int rv_kineto__parse_args(reader *r, int depth, rv_event *ev)
     int64_t nelems = in_nelems > out_nelems ? in_nelems : out_nelems;
     if (ev->bytes == RV_NONE && elem_bytes > 0 && nelems > 0 && nelems < INT64_MAX / 16)
         ev->bytes = nelems * elem_bytes;
-    if (ev->bytes == RV_NONE && dims_nelems > 0 && note_bytes > 0)
+    if (ev->bytes == RV_NONE && dims_nelems > 0 && note_bytes > 0 &&
+        dims_nelems <= INT64_MAX / note_bytes)
         ev->bytes = dims_nelems * note_bytes;
     /* No member list: spell out the range start, start + stride, ... */
     if (ev->pg && !ev->pg_ranks && rank_start >= 0 && rank_stride > 0 && group_size > 0 &&
-        group_size <= 256 && rank_start + rank_stride * group_size < INT32_MAX) {
+        group_size <= 256 && rank_start < INT32_MAX && rank_stride < INT32_MAX &&
+        rank_start + rank_stride * group_size < INT32_MAX) {
         char list[256 * 12 + 4];
         size_t len = 0;
         list[len++] = '[';
