@@ -937,16 +937,10 @@ void rv_api_job_get(rv_req *r, void *app)
         rv_req_error(r, 400, "invalid_parameter", "format", "format must be json or csv");
         return;
     }
-    int64_t id = rv_api_id_param(r, "id");
-    json_t *j = NULL;
-    rv_error e;
-    rv_error_clear(&e);
-    if (id < 0)
+    int64_t id;
+    json_t *j;
+    if (rv_api_fetch_by_id(r, a, rv_db_job_get, &id, &j) != 0)
         return;
-    if (rv_db_job_get(a->db, id, &j, &e) != 0) {
-        rv_req_error_rv(r, &e);
-        return;
-    }
     const char *state = json_string_value(json_object_get(j, "state"));
     const json_t *res = json_object_get(j, "result");
     if (!json_is_object(res) || !json_is_array(json_object_get(res, "scenarios")))

@@ -43,6 +43,12 @@ struct rv_db;
 void rv_api_get_by_id(rv_req *r, rv_app *a,
                       int (*get)(struct rv_db *, int64_t, json_t **, rv_error *));
 
+/* What get returns for the path's {id}: 0 with *out (new reference), or -1
+ * with the request answered (bad id, or get's error). */
+int rv_api_fetch_by_id(rv_req *r, rv_app *a,
+                       int (*get)(struct rv_db *, int64_t, json_t **, rv_error *), int64_t *id,
+                       json_t **out);
+
 /* A stored trace, parsed, with its graph and baseline simulation. */
 typedef struct rv_loaded {
     int64_t id;

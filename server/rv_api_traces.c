@@ -242,21 +242,31 @@ out:
     json_decref(out);
 }
 
+int rv_api_fetch_by_id(rv_req *r, rv_app *a,
+                       int (*get)(struct rv_db *, int64_t, json_t **, rv_error *), int64_t *id,
+                       json_t **out)
+{
+    rv_error e;
+
+    *out = NULL;
+    rv_error_clear(&e);
+    *id = rv_api_id_param(r, "id");
+    if (*id < 0)
+        return -1;
+    if (get(a->db, *id, out, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        return -1;
+    }
+    return 0;
+}
+
 void rv_api_get_by_id(rv_req *r, rv_app *a,
                       int (*get)(struct rv_db *, int64_t, json_t **, rv_error *))
 {
-    int64_t id = rv_api_id_param(r, "id");
-    json_t *j = NULL;
-    rv_error e;
-
-    rv_error_clear(&e);
-    if (id < 0)
-        return;
-    if (get(a->db, id, &j, &e) != 0) {
-        rv_req_error_rv(r, &e);
-        return;
-    }
-    rv_req_respond_json(r, 200, j);
+    int64_t id;
+    json_t *j;
+    if (rv_api_fetch_by_id(r, a, get, &id, &j) == 0)
+        rv_req_respond_json(r, 200, j);
 }
 
 /* A trace that is not there, in the user's words (the store says "no
