@@ -6,6 +6,7 @@
  * docs/internals/graph.md for the rules and why each exists. The passes
  * that link syncs and waits are in rv_graph_sync.c, the container and
  * lookups in rv_graph_query.c. */
+#include "rv_flops.h"
 #include "rv_graph.h"
 #include "rv_graph_build.h"
 #include "rv_map.h"
@@ -872,6 +873,23 @@ static int cmp_cpu_end(const void *a, const void *b)
     return (x->task > y->task) - (x->task < y->task);
 }
 
+/* The ops' FLOPs and bytes, when the trace has shapes. A trace whose ops
+ * cannot be costed keeps flops NULL (the metrics say why). */
+static int cost_ops(rv_graph *g)
+{
+    if (!g->trace || g->trace->nop_shapes == 0)
+        return 0;
+    rv_flops_trace *f = calloc(1, sizeof(*f));
+    if (!f)
+        return RV_ERR_NOMEM;
+    if (rv_flops_of_trace(g->trace, f) != 0) {
+        free(f);
+        return 0;
+    }
+    g->flops = f;
+    g->owns_flops = 1;
+    return 0;
+}
 /* A CPU thread idle for a while that resumes right after another thread's
  * call ended is taken to wait for it (the autograd thread handing back to
  * the main thread, and the main thread starting backward). */
@@ -987,8 +1005,11 @@ int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **
     for (size_t i = 0; i < sizeof(passes) / sizeof(passes[0]); i++)
         if ((rc = passes[i](&b)) != 0)
             goto out;
-    /* Kernel names are classified once here, not on every what-if. */
+    /* Kernel names are classified, and the ops costed, once here, not on
+     * every what-if. */
     if ((rc = rv_graph_classify(g)) != 0)
+        goto out;
+    if ((rc = cost_ops(g)) != 0)
         goto out;
     *out = g;
     g = NULL;

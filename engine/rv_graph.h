@@ -137,6 +137,12 @@ typedef struct rv_graph {
     uint32_t *name_info;
     size_t nname_info;
     int owns_name_info;
+    /* The ops' FLOPs and bytes per event (rv_flops_of_trace), costed once
+     * when the graph is built from a trace with op shapes, so that the
+     * metrics of every answer read them; NULL without shapes. Owned and
+     * shared with clones like name_info. */
+    struct rv_flops_trace *flops;
+    int owns_flops;
 } rv_graph;
 
 /* Caps on a graph's arrays (RV_ERR_LIMIT past them). */

@@ -2,6 +2,7 @@
  * freeing, and the lookups on names and kinds that readers of a built
  * graph use. The build passes are in rv_graph.c. See
  * docs/internals/graph.md. */
+#include "rv_flops.h"
 #include "rv_graph.h"
 #include "rv_mem.h"
 
@@ -120,6 +121,10 @@ void rv_graph_free(rv_graph *g)
     free(g->extra_names);
     if (g->owns_name_info)
         free(g->name_info);
+    if (g->owns_flops) {
+        rv_flops_trace_free(g->flops);
+        free(g->flops);
+    }
     free(g);
 }
 
@@ -135,6 +140,7 @@ rv_graph *rv_graph_clone(const rv_graph *g)
     c->iters = NULL;
     c->extra_names = NULL;
     c->owns_name_info = 0; /* shared with g */
+    c->owns_flops = 0;
     c->tasks = malloc((g->cap_tasks ? g->cap_tasks : 1) * sizeof(rv_task));
     c->edges = malloc((g->cap_edges ? g->cap_edges : 1) * sizeof(rv_edge));
     rv_mem_huge(c->tasks, g->cap_tasks * sizeof(rv_task));

@@ -156,7 +156,7 @@ static json_t *flops_json(rv_run_result *r, const rv_flops_trace *f, double *per
     for (int c = 1; c < RV_FC_COUNT; c++)
         if (by_cls[c] > 0)
             json_object_set_new(cls, rv_flops_class_name(c), json_real(by_cls[c] / per));
-    int dt = dtype_of_ptype(f->dominant_ptype);
+    int dt = dtype_of_ptype(f ? f->dominant_ptype : 0);
     return json_pack("{s:f,s:s,s:s?,s:o,s:I,s:I,s:I}", "per_step", *per_step, "source",
                      t->shapes_source == RV_SHAPES_ET ? "execution_trace" : "kineto_shapes",
                      "dtype", dt >= 0 ? rv_dtype_name(dt) : NULL, "by_class", cls, "ops_costed",
@@ -311,16 +311,13 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
     const rv_graph *g = r->graph;
     const rv_trace *t = g->trace;
     json_t *o = json_object();
-    rv_flops_trace f;
-    int have_f = 0;
+    /* Costed once with the graph (rv_graph_build), borrowed. */
+    const rv_flops_trace *f = g->flops;
     double per_step = 0;
     if (!o)
         return NULL;
-    memset(&f, 0, sizeof(f));
-    if (t && t->nop_shapes > 0 && rv_flops_of_trace(t, &f) == 0)
-        have_f = 1;
-    if (have_f && f.total_flops > 0) {
-        json_object_set_new(o, "flops", flops_json(r, &f, &per_step));
+    if (f && f->total_flops > 0) {
+        json_object_set_new(o, "flops", flops_json(r, f, &per_step));
     } else {
         json_object_set_new(o, "flops", json_null());
         rv_run_warn(r, "flops_unknown",
@@ -333,7 +330,7 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
     const rv_hw *hw = t ? rv_hw_lookup(rv_trace_str(t, t->platform_gpu)) : NULL;
     const char *over = rv_whatif_gpu_override(w);
     const rv_hw *phw = over ? rv_hw_lookup(over) : hw;
-    int dt = dtype_of_ptype(f.dominant_ptype);
+    int dt = dtype_of_ptype(f ? f->dominant_ptype : 0);
     double peak = dt >= 0 ? rv_hw_peak(hw, dt) : 0, ppeak = dt >= 0 ? rv_hw_peak(phw, dt) : 0;
     int ngpu = gpu_count(g);
     if (per_step > 0 && peak > 0 && ppeak > 0 && r->sum.baseline_us > 0 &&
@@ -381,7 +378,5 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
     json_object_set_new(o, "utilization", utilization_json(r));
     json_object_set_new(o, "memory", memory_json(r));
     predicted_peak(json_object_get(o, "memory"), batch_factor(r));
-    if (have_f)
-        rv_flops_trace_free(&f);
     return o;
 }
