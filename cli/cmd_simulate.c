@@ -35,6 +35,7 @@ static void usage(FILE *f)
                "                         [--export-trace OUT.json[.gz]] [--export-baseline OUT]\n"
                "                         [--top K] [--compact] [--format json|table]\n"
                "                         [--et EXECUTION_TRACE]\n"
+               "       reverie simulate EXECUTION_TRACE --gpu NAME [--whatif JSON|@FILE]\n"
                "       reverie simulate RANK0 RANK1 ... [--whatif JSON|@FILE] [--job]\n"
                "\n"
                "TRACE is a Kineto / PyTorch profiler trace (.json or .json.gz).\n"
@@ -44,6 +45,9 @@ static void usage(FILE *f)
                "--iteration   report step N (ProfilerStep#N) or the median step (default)\n"
                "--et          the PyTorch execution trace of the same run (.json, .gz,\n"
                "              .tar.gz): its shapes give flops, mfu and throughput\n"
+               "--gpu         with an execution trace alone (no Kineto trace): the GPU its\n"
+               "              kernels are modelled on (a hardware-table name, e.g. A100);\n"
+               "              the what-if's \"gpu\" is used when this is absent\n"
                "--whatif      a what-if request document (see docs/whatif.md)\n"
                "--timeline    write the simulated baseline as Chrome-trace JSON (Perfetto)\n"
                "--predicted-timeline  the same for the what-if prediction\n"
@@ -189,6 +193,21 @@ static int read_all(const char *path, size_t cap, unsigned char **out, size_t *l
     return rc == 0 && !*out ? rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory") : rc;
 }
 
+/* Reads the ET at path and models its run on gpu (rv_et_to_trace). 0, or
+ * -1 with the reason printed. */
+static int load_et_alone(const char *path, const char *gpu, rv_trace **out)
+{
+    rv_et *et = NULL;
+    rv_error err;
+    int rc = rv_et_read_file(path, NULL, &et, &err);
+    if (rc == 0)
+        rc = rv_et_to_trace(et, gpu, out, NULL, &err);
+    rv_et_free(et);
+    if (rc != 0)
+        print_error(path, &err);
+    return rc != 0 ? -1 : 0;
+}
+
 /* Writes the run of res (its baseline when baseline) as a Kineto trace to
  * path, gzip-compressed when the name ends in ".gz". */
 static int write_export(const char *path, const char *trace_path, const rv_run_result *res,
@@ -227,7 +246,8 @@ static int write_export(const char *path, const char *trace_path, const rv_run_r
 int rv_cmd_simulate(int argc, char **argv)
 {
     const char *path = NULL, *whatif_text = NULL, *timeline = NULL, *ptimeline = NULL;
-    const char *et_path = NULL;
+    const char *et_path = NULL, *gpu = NULL;
+    int et_alone = 0;
     rv_et_join join = {0};
     const char *export_pred = NULL, *export_base = NULL;
     enum { MAX_RANKS = 1024 };
@@ -282,6 +302,8 @@ int rv_cmd_simulate(int argc, char **argv)
             whatif_text = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--et") == 0) {
             et_path = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--gpu") == 0) {
+            gpu = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--timeline") == 0) {
             timeline = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--predicted-timeline") == 0) {
@@ -336,7 +358,24 @@ int rv_cmd_simulate(int argc, char **argv)
         return status;
     }
     if (rv_cli_load_trace(path, &tr, &err) != 0) {
-        print_error(path, &err);
+        /* An execution trace alone: its graph is modelled (rv_et_to_trace). */
+        if (!rv_kineto_error_is_et(&err) || et_path) {
+            print_error(path, &err);
+            goto out;
+        }
+        if (load_et_alone(path, gpu ? gpu : rv_whatif_gpu_override(w), &tr) != 0)
+            goto out;
+        et_alone = 1;
+    } else if (gpu) {
+        fprintf(stderr, "reverie: --gpu is for an execution trace alone; a Kineto trace "
+                        "takes \"gpu\" in the what-if\n");
+        status = 2;
+        goto out;
+    }
+    if (et_alone && (export_pred || export_base)) {
+        fprintf(stderr, "reverie: --export-trace and --export-baseline rewrite a Kineto trace; "
+                        "an execution trace alone has none\n");
+        status = 2;
         goto out;
     }
     if (et_path && rv_cli_attach_et(et_path, tr, &join) != 0)

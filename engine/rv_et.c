@@ -25,6 +25,7 @@ typedef struct tval {
     int32_t itemsize;
     int32_t nvals; /* ints of a scalar or int list; -1 none */
     uint32_t off;
+    int32_t device; /* RV_ET_DEV_* */
 } tval;
 typedef struct tshape {
     int32_t ndims;
@@ -43,6 +44,7 @@ typedef struct reader {
     rv_et *et;
     size_t max_nodes;
     rv_buf sbuf, name;
+    rv_buf dev; /* the last string of a value list: a tensor's device */
     rv_map ids; /* node id -> index */
     side in, out;
     int seen_nodes, seen_schema;
@@ -154,6 +156,19 @@ static int push_int(reader *r, int64_t d)
     return 0;
 }
 
+/* A tensor's device string ("cuda:0", "cpu"); a string past the scratch's
+ * cap is not a device. */
+static int32_t device_of(const rv_buf *b)
+{
+    if (b->err || !b->p)
+        return RV_ET_DEV_UNKNOWN;
+    if (strncmp(b->p, "cuda", 4) == 0 || strncmp(b->p, "hip", 3) == 0)
+        return RV_ET_DEV_GPU;
+    if (strncmp(b->p, "cpu", 3) == 0)
+        return RV_ET_DEV_CPU;
+    return RV_ET_DEV_UNKNOWN;
+}
+
 /* One entry of a values list: a tensor is [id, storage, offset, numel,
  * itemsize, device]; an int or a flat list of ints (sizes, strides,
  * groups) is kept as values; anything else is skipped. */
@@ -166,6 +181,7 @@ static int read_value(reader *r, int depth, tval *v)
     v->tensor_id = v->numel = RV_NONE;
     v->itemsize = 0;
     v->nvals = -1;
+    v->device = RV_ET_DEV_UNKNOWN;
     v->off = (uint32_t)start;
     if (c == '-' || (c >= '0' && c <= '9')) {
         int64_t d = 0;
@@ -193,7 +209,7 @@ static int read_value(reader *r, int depth, tval *v)
             ints &= ok;
         } else if (c == '"') {
             rv_jscan_eat(&r->js);
-            if ((rc = rv_jscan_string(&r->js, NULL)) < 0)
+            if ((rc = rv_jscan_string(&r->js, &r->dev)) < 0)
                 return rc;
             last_str = 1;
             ints = 0;
@@ -212,6 +228,7 @@ static int read_value(reader *r, int depth, tval *v)
         v->tensor_id = num[0];
         v->numel = num[3];
         v->itemsize = (int32_t)num[4];
+        v->device = device_of(&r->dev);
     } else if (ints) {
         v->nvals = n;
         return 0;
@@ -407,6 +424,7 @@ static int push_args(reader *r, const side *sd, uint32_t *count)
         a->tensor_id = i < sd->nvals ? sd->vals[i].tensor_id : RV_NONE;
         a->numel = i < sd->nvals ? sd->vals[i].numel : RV_NONE;
         a->itemsize = i < sd->nvals ? sd->vals[i].itemsize : 0;
+        a->device = i < sd->nvals ? sd->vals[i].device : RV_ET_DEV_UNKNOWN;
         a->ndims = i < sd->nshapes ? sd->shapes[i].ndims : -1;
         a->dims_off = i < sd->nshapes ? sd->shapes[i].off : 0;
         a->type = i < sd->ntypes ? sd->types[i] : 0;
@@ -634,6 +652,7 @@ static void reader_free(reader *r)
     rv_jscan_close(&r->js);
     rv_buf_free(&r->sbuf);
     rv_buf_free(&r->name);
+    rv_buf_free(&r->dev);
     rv_map_free(&r->ids);
     free(r);
 }
@@ -660,6 +679,7 @@ static int parse(const unsigned char *mem, size_t len, const rv_et_opts *opts, i
     r->max_nodes = opts && opts->max_nodes ? opts->max_nodes : RV_ET_MAX_NODES;
     rv_buf_init(&r->sbuf, RV_ET_MAX_NAME);
     rv_buf_init(&r->name, RV_ET_MAX_NAME);
+    rv_buf_init(&r->dev, 64);
     rv_map_init(&r->ids, r->max_nodes);
     r->et = calloc(1, sizeof(*r->et));
     if (!r->et || rv_strtab_intern(&r->et->strings, "", 0) != 0) {

@@ -34,7 +34,11 @@ typedef struct rv_et_arg {
     uint32_t type;     /* string id of the type ("Tensor(float)", "Int") */
     int32_t nvals;     /* an int or a flat int list (sizes, strides): its length; -1 none */
     uint32_t vals_off; /* first value in rv_et.dims */
+    int32_t device;    /* tensor values: RV_ET_DEV_* from the value's device string */
 } rv_et_arg;
+
+/* Where a tensor lives ("cuda:0", "hip:0": GPU; "cpu"). */
+enum { RV_ET_DEV_UNKNOWN = 0, RV_ET_DEV_CPU = 1, RV_ET_DEV_GPU = 2 };
 
 typedef struct rv_et_node {
     int64_t id;
@@ -129,5 +133,34 @@ int rv_et_shapes_to_trace(const rv_et *et, const rv_et_join *j, rv_trace *t);
 
 /* Frees what j holds. NULL-safe. */
 void rv_et_join_free(rv_et_join *j);
+
+/* An ET alone, without the Kineto trace of its run (rv_et_graph.c,
+ * docs/models/et.md): the defaults its timeline rests on. */
+#define RV_ET_OP_US           10.0 /* CPU time of each op (the ETs record none) */
+#define RV_ET_EFFICIENCY      0.5  /* achieved / roofline of a modelled kernel */
+#define RV_ET_MIN_KERNEL_US   2.0  /* shortest kernel or copy */
+#define RV_ET_COMM_LATENCY_US 5.0  /* per collective, before its bytes at link speed */
+
+/* What the ET-alone trace holds. */
+typedef struct rv_et_alone {
+    size_t ops;         /* CPU ops and annotations placed */
+    size_t kernels;     /* compute kernels modelled */
+    size_t collectives; /* nccl kernels on the comm stream */
+    size_t copies;      /* host <-> device memcpys */
+    size_t costed;      /* kernels whose op had a FLOPs formula */
+} rv_et_alone;
+
+/* Builds a trace from et alone (borrowed) as if it had run on `gpu` (a
+ * name rv_hw_lookup knows): CPU ops on their ET threads in id order,
+ * nested by parent, RV_ET_OP_US each; the innermost op touching a GPU
+ * tensor launches one kernel on stream 7 (nccl ops on stream 20, host
+ * copies as memcpys), timed by the roofline of its FLOPs and bytes at
+ * RV_ET_EFFICIENCY; op shapes and the memory model from the ET; one
+ * ProfilerStep over it all; source_format "et". 0 and *out (new;
+ * rv_trace_free) and *info (may be NULL); RV_ERR_UNSUPPORTED with err
+ * naming "gpu" when gpu is NULL, empty or unknown, or when no op touches
+ * a GPU tensor; RV_ERR_NOMEM or RV_ERR_LIMIT. */
+int rv_et_to_trace(const rv_et *et, const char *gpu, rv_trace **out, rv_et_alone *info,
+                   rv_error *err);
 
 #endif

@@ -761,6 +761,13 @@ static int fill_from_flows(reader *r)
 
 /* ---------------------------------------------------------------- driver */
 
+#define ET_MESSAGE "this is a PyTorch execution trace"
+
+int rv_kineto_error_is_et(const rv_error *err)
+{
+    return err && err->code == RV_ERR_UNSUPPORTED && strstr(err->message, ET_MESSAGE) != NULL;
+}
+
 static int finish(reader *r)
 {
     rv_trace *t = r->t;
@@ -768,9 +775,9 @@ static int finish(reader *r)
     if (!r->seen_events) {
         if (r->seen_et_nodes || r->seen_et_schema)
             return FAIL_AT(r, RV_ERR_UNSUPPORTED, 0,
-                           "this is a PyTorch execution trace (ET: top-level \"schema\" and "
-                           "\"nodes\"), not a Kineto trace; upload the Kineto trace "
-                           "(*.pt.trace.json) instead");
+                           ET_MESSAGE " (ET: top-level \"schema\" and "
+                                      "\"nodes\"), not a Kineto trace; upload the Kineto trace "
+                                      "(*.pt.trace.json) instead");
         return FAIL_AT(r, RV_ERR_UNSUPPORTED, 0,
                        "no \"traceEvents\" key: not a Kineto / Chrome trace");
     }

@@ -34,6 +34,10 @@ int rv_kineto_read_stream(FILE *f, const rv_kineto_opts *opts, rv_trace **out, r
 int rv_kineto_read_buffer(const void *data, size_t len, const rv_kineto_opts *opts, rv_trace **out,
                           rv_error *err);
 
+/* Whether a read failed because the input is a PyTorch execution trace
+ * (top-level "schema" and "nodes") rather than a Kineto trace. */
+int rv_kineto_error_is_et(const rv_error *err);
+
 /* The rv_cat of a "cat" value s[0..n) as the reader classifies it: -2 for
  * the flow categories (ac2g, async_gpu, async), -1 for one it does not
  * keep. The exporter (rv_kexport.c) uses it to walk the same events. */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "rv_et.h"
 #include "rv_metrics.h"
 
 /* Numbers at full precision (jansson's 17 digits), so the CLI, the API
@@ -241,6 +242,12 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
                     "only %zu launches met an idle stream, too few to measure the launch "
                     "latency: %.1f us is assumed",
                     g->launch_lat_samples, (double)g->launch_lat_ns / 1e3);
+    if (tr && strcmp(rv_trace_str(tr, tr->source_format), "et") == 0)
+        rv_run_warn(r, "et_only_modelled",
+                    "an execution trace alone: kernel times come from the kernel models "
+                    "(roofline at %.0f%% efficiency on %s), CPU ops take %.0f us each, "
+                    "nothing here was measured and the replay error is not measured",
+                    RV_ET_EFFICIENCY * 100, gpu, RV_ET_OP_US);
     if (g->niters == 0)
         rv_run_warn(r, "no_steps",
                     "the trace has no step markers (ProfilerStep#N or optimizer steps): the "

@@ -1,7 +1,8 @@
 /* libFuzzer target for the execution-trace reader and its join: any bytes
  * (plain, gzip or a tar archive) must give either an ET or an error with a
  * message, never a crash, a leak or undefined behaviour; an ET that reads
- * must join a small Kineto trace (or be refused) cleanly. The replay driver
+ * must join a small Kineto trace (or be refused) cleanly, and build the
+ * ET-alone trace and its graph (or be refused with a reason). The replay driver
  * (replay_main.c) runs the corpus through it in `make test`. */
 #include <stddef.h>
 #include <stdint.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "rv_et.h"
+#include "rv_graph.h"
 #include "rv_kineto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -62,6 +64,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (j.node_of_event[i] >= (int32_t)et->nnodes)
                 abort();
         rv_et_join_free(&j);
+    }
+    /* The ET alone as a trace: a graph, or a refusal that says why. */
+    rv_trace *alone = NULL;
+    rv_et_alone info;
+    rc = rv_et_to_trace(et, "A100", &alone, &info, &e);
+    if (rc != 0 && (alone || e.message[0] == '\0'))
+        abort();
+    if (rc == 0) {
+        size_t gpu = 0;
+        for (size_t i = 0; i < alone->nevents; i++) {
+            const rv_event *ev = &alone->events[i];
+            if (ev->dur_ns < 0 || ev->ts_ns < 0)
+                abort();
+            gpu += rv_cat_is_gpu_task(ev->cat);
+        }
+        if (gpu != info.kernels + info.collectives + info.copies || gpu == 0)
+            abort();
+        rv_graph *g = NULL;
+        if (rv_graph_build(alone, NULL, &g, &e) == 0)
+            rv_graph_free(g);
+        rv_trace_free(alone);
     }
     rv_et_free(et);
     return 0;

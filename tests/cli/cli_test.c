@@ -396,6 +396,48 @@ static void test_overheads_help(void)
     run_free(&r);
 }
 
+/* An execution trace alone (issue 18): `simulate ET --gpu A100` answers
+ * with et_only_modelled and the ET's FLOPs; the what-if's "gpu" serves
+ * too; without a GPU it is refused naming "gpu", and a broken ET with the
+ * reader's reason. Passes without checking when the traces are absent. */
+static void test_simulate_et_alone(void)
+{
+    const char *dir = rv_test_shared_traces("hta/simple-add.et.json.gz");
+    if (!dir) {
+        printf("(RV_SHARED_TRACES absent: not checked) ");
+        return;
+    }
+    char et[1024];
+    snprintf(et, sizeof(et), "%s/hta/simple-add.et.json.gz", dir);
+    run_result r;
+    run(&r, (const char *const[]){"simulate", et, "--gpu", "A100", "--compact", NULL});
+    CU_ASSERT_EQUAL(r.status, 0);
+    json_t *o = json_loads(r.out ? r.out : "", 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    CU_ASSERT_EQUAL(json_number_value(json_object_get(json_object_get(o, "flops"), "per_step")),
+                    131072.0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\"et_only_modelled\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "A100"));
+    json_decref(o);
+    run_free(&r);
+    run(&r, (const char *const[]){"simulate", et, "--whatif", "{\"gpu\":\"H100-SXM5\"}", NULL});
+    CU_ASSERT_EQUAL(r.status, 0);
+    CU_ASSERT_PTR_NOT_NULL(r.out && strstr(r.out, "et_only_modelled"));
+    run_free(&r);
+    expect_failure((const char *const[]){"simulate", et, NULL}, "\"gpu\"");
+    expect_failure((const char *const[]){"simulate", et, "--gpu", "Z80", NULL},
+                   "not in the hardware table");
+    /* A broken ET: the reader's reason and place. */
+    char bad[] = "/tmp/rv_cli_test_et_XXXXXX";
+    int fd = mkstemp(bad);
+    CU_ASSERT_FATAL(fd >= 0);
+    static const char doc[] = "{\"schema\": \"1.0.1\", \"nodes\": [{\"name\": \"x\"}]}";
+    CU_ASSERT_EQUAL(write(fd, doc, sizeof(doc) - 1), (ssize_t)(sizeof(doc) - 1));
+    close(fd);
+    expect_failure((const char *const[]){"simulate", bad, "--gpu", "A100", NULL}, "id");
+    unlink(bad);
+}
+
 /* Several traces of one job: one job answer (issue 17). Needs the
  * public traces; passes without checking when they are absent. */
 static void test_simulate_job(void)
@@ -469,5 +511,6 @@ int main(void)
     CU_add_test(s, "sweep: two --vary make a grid", test_vary_grid);
     CU_add_test(s, "overheads --help lists predict", test_overheads_help);
     CU_add_test(s, "simulate RANK0 RANK1 ... answers one job", test_simulate_job);
+    CU_add_test(s, "simulate ET --gpu: an execution trace alone", test_simulate_et_alone);
     return rv_test_run() ? 1 : 0;
 }
