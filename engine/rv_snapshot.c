@@ -146,6 +146,12 @@ static void encode_extras(const rv_trace *t, rv_buf *b)
         wb_s(b, m->reserved);
         wb_s(b, m->device);
     }
+    /* Version 2: the persistent memory an execution trace showed. */
+    wb_u(b, (uint64_t)(t->mem_model != 0));
+    wb_s(b, t->mem_weights);
+    wb_s(b, t->mem_gradients);
+    wb_s(b, t->mem_optimizer_state);
+    wb_u(b, t->mem_optimizer);
 }
 
 static void encode_body(const rv_trace *t, rv_buf *b)
@@ -405,7 +411,7 @@ static int bad_extra(const rbuf *r, rv_error *err, const char *what)
 
 /* The sections encode_extras writes, every count bounded by the bytes
  * left (each item costs at least one) and every index checked. */
-static int decode_extras(rbuf *r, rv_trace *t, rv_error *err)
+static int decode_extras(rbuf *r, rv_trace *t, uint32_t version, rv_error *err)
 {
     size_t left = (size_t)(r->end - r->p);
     uint64_t src = rb_u(r), trunc = rb_u(r), nops = rb_u(r), nargs = rb_u(r), nints = rb_u(r);
@@ -473,10 +479,24 @@ static int decode_extras(rbuf *r, rv_trace *t, rv_error *err)
         if (rv_trace_add_mem(t, &m) < 0)
             return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "snapshot: out of memory");
     }
+    if (version < 2)
+        return 0;
+    uint64_t model = rb_u(r), opt;
+    int64_t w = rb_s(r), g = rb_s(r), st = rb_s(r);
+    opt = rb_u(r);
+    if (r->bad || model > 1 || w < RV_NONE || g < RV_NONE || st < RV_NONE ||
+        opt >= t->strings.count)
+        return bad_extra(r, err, "memory model");
+    t->mem_model = (int)model;
+    t->mem_weights = w;
+    t->mem_gradients = g;
+    t->mem_optimizer_state = st;
+    t->mem_optimizer = (uint32_t)opt;
     return 0;
 }
 
-static int decode_body(const uint8_t *body, size_t len, rv_trace *t, rv_error *err)
+static int decode_body(const uint8_t *body, size_t len, rv_trace *t, uint32_t version,
+                       rv_error *err)
 {
     rbuf r = {body, body + len, body, 0};
     uint64_t nev = rb_u(&r), nstr = rb_u(&r), ndev = rb_u(&r);
@@ -573,7 +593,7 @@ static int decode_body(const uint8_t *body, size_t len, rv_trace *t, rv_error *e
     if (rc)
         return rc;
     /* Snapshots written before the shapes and memory sections end here. */
-    if (r.p != r.end && (rc = decode_extras(&r, t, err)) != 0)
+    if (r.p != r.end && (rc = decode_extras(&r, t, version, err)) != 0)
         return rc;
     if (r.p != r.end)
         return rv_error_set(err, RV_ERR_PARSE, rb_off(&r), -1,
@@ -610,10 +630,10 @@ int rv_snapshot_decode(const void *data, size_t len, rv_trace **out, rv_error *e
     uint32_t flags = get_le32(p + 8);
     uint32_t crc = get_le32(p + 12);
     uint64_t plen = get_le64(p + 24);
-    if (version != RV_SNAPSHOT_VERSION) {
+    if (version < 1 || version > RV_SNAPSHOT_VERSION) {
         rc = rv_error_set(err, RV_ERR_UNSUPPORTED, 4, -1,
-                          "snapshot: format version %u, this build reads version %u", version,
-                          RV_SNAPSHOT_VERSION);
+                          "snapshot: format version %u, this build reads versions 1 to %u",
+                          version, RV_SNAPSHOT_VERSION);
         goto out;
     }
     if (flags & ~FLAG_ZLIB) {
@@ -665,7 +685,7 @@ int rv_snapshot_decode(const void *data, size_t len, rv_trace **out, rv_error *e
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "snapshot: out of memory");
         goto out;
     }
-    rc = decode_body(body, (size_t)raw_len, t, err);
+    rc = decode_body(body, (size_t)raw_len, t, version, err);
     if (rc)
         goto out;
     *out = t;

@@ -24,7 +24,9 @@
 #include "rv_error.h"
 #include "rv_trace.h"
 
-#define RV_SNAPSHOT_VERSION    1
+/* Version 2 adds the memory model of a joined execution trace (mem_model,
+ * mem_weights, ...) after the memory events; version 1 is still read. */
+#define RV_SNAPSHOT_VERSION    2
 #define RV_SNAPSHOT_HEADER_LEN 40
 /* Hard cap on the inflated body, so a hostile header cannot ask for more. */
 #define RV_SNAPSHOT_MAX_RAW ((uint64_t)4 << 30)

@@ -16,7 +16,9 @@ static const struct {
 } stmts[RV_DB__ST_COUNT] = {
     [RV_DB__ST_SNAPSHOT] =
         {"rv_snapshot",
-         "SELECT bytes FROM trace_snapshots WHERE trace_id = $1 AND format_version = $2", 2},
+         "SELECT bytes FROM trace_snapshots WHERE trace_id = $1 AND format_version <= $2 "
+         "ORDER BY format_version DESC LIMIT 1",
+         2},
     [RV_DB__ST_CACHE_GET] = {"rv_cache_get",
                              "SELECT body, measured_us, baseline_us, predicted_us, speedup, "
                              "replay_error, have_energy, baseline_energy_j, energy_j, warnings "

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <zlib.h>
 
+#include "rv_et.h"
 #include "rv_kineto.h"
 #include "rv_sha256.h"
 #include "rv_snapshot.h"
@@ -304,6 +305,49 @@ static void test_sha256(void)
     CU_ASSERT_STRING_EQUAL(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
+/* Version 2 keeps the memory model an execution trace gives (the DLRM
+ * worker0 ET alone: its embedding tables), and version-1 snapshots (the
+ * fuzz seeds, written before it) still read. */
+static void test_version2_mem_model(void)
+{
+    char p[4096];
+    rv_et *et = NULL;
+    rv_trace *t = NULL, *u = NULL;
+    rv_error e;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    uint32_t ver = 0;
+    snprintf(p, sizeof(p), "%s/param/dlrm-8rank/worker0.et.json.gz", g_shared);
+    CU_ASSERT_EQUAL_FATAL(rv_et_read_file(p, NULL, &et, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_et_to_trace(et, "A100", &t, NULL, &e), 0);
+    CU_ASSERT(t->mem_model == 1 && t->mem_weights > 0);
+    CU_ASSERT_EQUAL_FATAL(rv_snapshot_encode(t, 1, &buf, &len, &e), 0);
+    CU_ASSERT(rv_snapshot_peek(buf, len, &ver, NULL, &e) == 0 && ver == 2);
+    CU_ASSERT_EQUAL_FATAL(rv_snapshot_decode(buf, len, &u, &e), 0);
+    CU_ASSERT(traces_equal(t, u));
+    CU_ASSERT_EQUAL(u->mem_model, t->mem_model);
+    CU_ASSERT_EQUAL(u->mem_weights, t->mem_weights);
+    CU_ASSERT_EQUAL(u->mem_gradients, t->mem_gradients);
+    CU_ASSERT_EQUAL(u->mem_optimizer_state, t->mem_optimizer_state);
+    CU_ASSERT_STRING_EQUAL(rv_trace_str(u, u->mem_optimizer), rv_trace_str(t, t->mem_optimizer));
+    CU_ASSERT_EQUAL(u->shapes_source, RV_SHAPES_ET);
+    rv_trace_free(u);
+    u = NULL;
+    free(buf);
+    /* A version-1 snapshot. */
+    size_t n = 0;
+    snprintf(p, sizeof(p), "fuzz/corpus/snapshot/simple-add.rvsnap");
+    char *v1 = rv_test_read_file(p, &n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v1);
+    CU_ASSERT(rv_snapshot_peek(v1, n, &ver, NULL, &e) == 0 && ver == 1);
+    CU_ASSERT_EQUAL(rv_snapshot_decode(v1, n, &u, &e), 0);
+    CU_ASSERT(u && u->nevents > 0 && u->mem_model == 0);
+    rv_trace_free(u);
+    free(v1);
+    rv_trace_free(t);
+    rv_et_free(et);
+}
+
 int main(void)
 {
     g_shared = rv_test_shared_traces("README.md");
@@ -317,6 +361,7 @@ int main(void)
         CU_add_test(s, "round trip (shared traces)", test_roundtrip_shared);
         CU_add_test(s, "size and speed", test_size_and_speed);
         CU_add_test(s, "corrupt input", test_corrupt);
+        CU_add_test(s, "version 2: the ET memory model; version 1 reads", test_version2_mem_model);
     }
     unsigned fails = rv_test_run();
     if (!fails && !g_shared) {
