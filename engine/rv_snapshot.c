@@ -632,8 +632,8 @@ int rv_snapshot_decode(const void *data, size_t len, rv_trace **out, rv_error *e
     uint64_t plen = get_le64(p + 24);
     if (version < 1 || version > RV_SNAPSHOT_VERSION) {
         rc = rv_error_set(err, RV_ERR_UNSUPPORTED, 4, -1,
-                          "snapshot: format version %u, this build reads versions 1 to %u",
-                          version, RV_SNAPSHOT_VERSION);
+                          "snapshot: format version %u, this build reads versions 1 to %u", version,
+                          RV_SNAPSHOT_VERSION);
         goto out;
     }
     if (flags & ~FLAG_ZLIB) {

@@ -150,6 +150,8 @@ static const rv_route routes[] = {
      "traces_timeline"},
     {"POST", "/v1/traces/{id}/whatif", rv_api_trace_whatif, RV_BODY_JSON, RV_SCOPE_READ, 0,
      "traces_whatif"},
+    {"PUT", "/v1/traces/{id}/et", rv_api_trace_et_attach, RV_BODY_UPLOAD, RV_SCOPE_INGEST, 0,
+     "traces_et"},
     {"POST", "/v1/traces/{id}/whatif/export", rv_api_trace_export, RV_BODY_JSON, RV_SCOPE_READ, 0,
      "traces_whatif_export"},
     {"GET", "/v1/traces/{id}/diff", rv_api_trace_diff_get, RV_BODY_NONE, RV_SCOPE_READ, 0,

@@ -66,6 +66,28 @@ typedef struct rv_loaded {
 int rv_api_load(rv_app *a, int64_t id, rv_loaded *out, rv_error *err);
 void rv_api_loaded_free(rv_loaded *l);
 
+/* Execution traces (rv_api_et.c). PUT /v1/traces/{id}/et attaches an ET
+ * to a stored Kineto trace. */
+void rv_api_trace_et_attach(rv_req *r, void *app);
+/* POST /v1/traces with an ET body: stores it as an ET-alone trace. 0, or
+ * -1 with r answered with the refusal. */
+struct rv_db_ingest_meta;
+int rv_api_trace_upload_et(rv_req *r, rv_app *a, struct rv_db_ingest_meta *meta);
+/* The graph an ET-alone trace's what-if runs on, when it is not the
+ * stored one (owned; rv_api_et_model_free). */
+typedef struct rv_api_et_model {
+    rv_trace *trace;
+    rv_graph *graph;
+    rv_sim *base;
+} rv_api_et_model;
+/* For an ET-alone trace: the what-if's "gpu" (else the upload's) is the
+ * GPU its kernels are modelled on: l is pointed at a graph built on it (in
+ * *m) when that is not the stored one, and "gpu" leaves doc. Without
+ * either GPU: RV_ERR_UNSUPPORTED naming "gpu". Other traces: 0, nothing
+ * changed. */
+int rv_api_et_resolve(rv_app *a, rv_loaded *l, json_t *doc, rv_api_et_model *m, rv_error *err);
+void rv_api_et_model_free(rv_api_et_model *m);
+
 /* Runs one what-if document (borrowed) on a loaded trace through the
  * engine's rv_run, with the server's time budget. oh (borrowed, may be
  * NULL) is the platform's overhead table, needed when the document says

@@ -11,6 +11,7 @@
 #include "rv_gcache.h"
 #include "rv_db.h"
 #include "rv_jsonw.h"
+#include "rv_kineto.h"
 #include "rv_metrics.h"
 
 #define MAX_TAGS      16
@@ -116,7 +117,23 @@ void rv_api_trace_upload(rv_req *r, void *app)
     meta.max_bytes = (size_t)a->cfg.upload_cap;
     meta.max_trace_bytes = (size_t)a->cfg.max_trace_bytes;
     meta.max_events = (size_t)a->cfg.max_events;
+    /* An execution trace alone: ?kind=et, or found by the Kineto reader. */
+    const char *kind = rv_req_query(r, "kind");
+    if (kind && strcmp(kind, "et") != 0 && strcmp(kind, "kineto") != 0) {
+        rv_req_error(r, 400, "invalid_parameter", "kind", "kind must be kineto or et");
+        goto rejected;
+    }
+    if (kind && strcmp(kind, "et") == 0) {
+        if (rv_api_trace_upload_et(r, a, &meta) != 0)
+            goto rejected;
+        return;
+    }
     if (rv_db_ingest_file(a->db, spool, &meta, &res, &e) != 0) {
+        if (rv_kineto_error_is_et(&e) && !kind) {
+            if (rv_api_trace_upload_et(r, a, &meta) != 0)
+                goto rejected;
+            return;
+        }
         if (e.code == RV_ERR_IO) {
             rv_req_error_rv(r, &e);
             return;

@@ -236,6 +236,7 @@ void rv_api_trace_whatif(rv_req *r, void *app)
     int64_t id = rv_api_id_param(r, "id");
     json_t *doc = NULL;
     rv_loaded l = {0};
+    rv_api_et_model etm = {0};
     rv_oh_table *oh = NULL;
     rv_run_result *res = NULL;
     char *body = NULL, *tl = NULL, *ans = NULL;
@@ -297,7 +298,8 @@ void rv_api_trace_whatif(rv_req *r, void *app)
         /* The statistics may have changed since the lookup: key by those used. */
         rv_api_request_hash(doc, version, hash);
     }
-    if (rv_api_whatif_run_req(a, r, &l, doc, oh, with_tl, &res, &e) != 0) {
+    if (rv_api_et_resolve(a, &l, doc, &etm, &e) != 0 ||
+        rv_api_whatif_run_req(a, r, &l, doc, oh, with_tl, &res, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
     }
@@ -326,6 +328,7 @@ out:
     free(body);
     rv_run_result_free(res);
     rv_api_loaded_free(&l);
+    rv_api_et_model_free(&etm);
     rv_oh_table_free(oh);
     json_decref(doc);
 }

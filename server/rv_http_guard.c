@@ -478,7 +478,7 @@ void rv_http__screen(rv_req *r)
         /* A CORS preflight from a configured origin. */
         r->metric_route = "preflight";
         rv_req_respond_buf(r, 204, NULL, NULL, 0);
-        rv_req_add_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE");
+        rv_req_add_header(r, "Access-Control-Allow-Methods", "GET, POST, PUT, DELETE");
         rv_req_add_header(r, "Access-Control-Allow-Headers",
                           "Authorization, Content-Type, Content-Encoding, X-Reverie-Job, "
                           "X-Reverie-Rank, X-Reverie-World-Size, X-Reverie-Tags");

@@ -54,5 +54,6 @@ void rv_db_reconnect_all(rv_db *db);
 #include "rv_db_tokens.h"
 #include "rv_db_jobs.h"
 #include "rv_db_training.h"
+#include "rv_db_ets.h"
 
 #endif

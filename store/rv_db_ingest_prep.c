@@ -156,7 +156,7 @@ static json_t *build_summary(const rv_trace *t, double measured_us, int iteratio
                      "backend", rv_trace_str(t, t->backend));
 }
 
-static int gzip_bytes(const void *in, size_t len, uint8_t **out, size_t *out_len, rv_error *err)
+int rv_db__gzip(const void *in, size_t len, uint8_t **out, size_t *out_len, rv_error *err)
 {
     z_stream zs;
     memset(&zs, 0, sizeof(zs));
@@ -317,7 +317,7 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
     p->stored_len = len;
     if (!p->already_gzip) {
         size_t gz_len = 0;
-        rc = gzip_bytes(orig, len, &p->gz, &gz_len, err);
+        rc = rv_db__gzip(orig, len, &p->gz, &gz_len, err);
         if (rc)
             goto out;
         p->stored = p->gz;

@@ -86,6 +86,10 @@ int rv_db__query_json(rv_db *db, const char *what, const char *sql, int n, const
 /* Decimal text of an id, for a query parameter. */
 void rv_db__id_text(char out[24], int64_t id);
 
+/* gzip of in[0..len) at level 1: 0 and *out (new; free) of *out_len bytes,
+ * or RV_ERR_NOMEM / RV_ERR_INTERNAL (rv_db_ingest_prep.c). */
+int rv_db__gzip(const void *in, size_t len, uint8_t **out, size_t *out_len, rv_error *err);
+
 /* Everything the transaction writes, computed before it. The strings are
  * copies (meta is borrowed for the prepare call only); t and the original
  * are borrowed. */

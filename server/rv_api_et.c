@@ -1,0 +1,267 @@
+/* Execution traces through the API: an ET uploaded alone (POST /v1/traces
+ * with an ET body or ?kind=et), an ET attached to a stored Kineto trace
+ * (PUT /v1/traces/{id}/et), and the GPU an ET-alone trace's what-if is
+ * modelled on. See docs/internals/server.md and docs/models/et.md. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rv_api_internal.h"
+#include "rv_db.h"
+#include "rv_et.h"
+#include "rv_gcache.h"
+#include "rv_hw.h"
+#include "rv_metrics.h"
+#include "rv_snapshot.h"
+
+/* The GPU an ET uploaded without one is laid out on for its stored
+ * snapshot (summary, timeline); its what-ifs must name their own. */
+#define STANDIN_GPU "A100-SXM4-80GB"
+
+/* The spooled body, read whole (cap: the upload cap). 0 or -1 answered. */
+static int read_body(rv_req *r, rv_app *a, uint8_t **out, size_t *len)
+{
+    uint64_t size = 0;
+    const char *spool = rv_req_spool(r, &size);
+    *out = NULL;
+    *len = 0;
+    if (!spool || size == 0) {
+        rv_req_error(r, 400, "body_required", NULL, "the request body must be an execution trace");
+        return -1;
+    }
+    if (a->cfg.upload_cap && size > a->cfg.upload_cap) {
+        rv_req_error(r, 413, "limit", NULL, "the body is larger than %llu bytes",
+                     (unsigned long long)a->cfg.upload_cap);
+        return -1;
+    }
+    FILE *f = fopen(spool, "rb");
+    uint8_t *buf = malloc((size_t)size + 1);
+    if (!f || !buf || fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        if (f)
+            fclose(f);
+        free(buf);
+        rv_req_error(r, 500, "internal", NULL, "cannot read the spooled body");
+        return -1;
+    }
+    fclose(f);
+    *out = buf;
+    *len = (size_t)size;
+    return 0;
+}
+
+static rv_et_opts et_opts(const rv_app *a)
+{
+    rv_et_opts o = {.max_input_bytes = (size_t)a->cfg.max_trace_bytes};
+    return o;
+}
+
+/* A reader's refusal: 400 (malformed) or 422 (a cap), with what and where. */
+static void et_refused(rv_req *r, const rv_error *e)
+{
+    if (e->code == RV_ERR_NOMEM) {
+        rv_req_error_rv(r, e);
+        return;
+    }
+    rv_req_error(r, e->code == RV_ERR_LIMIT ? 422 : 400, rv_err_name(e->code), "et",
+                 "execution trace: %s", e->message);
+}
+
+int rv_api_trace_upload_et(rv_req *r, rv_app *a, rv_db_ingest_meta *meta)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    rv_et *et = NULL;
+    rv_trace *t = NULL;
+    rv_db_ingest_result res = {0};
+    json_t *out = NULL;
+    rv_error e;
+    int rc = -1;
+
+    rv_error_clear(&e);
+    if (read_body(r, a, &buf, &len) != 0)
+        goto out;
+    rv_et_opts o = et_opts(a);
+    if (rv_et_read_buffer(buf, len, &o, &et, &e) != 0) {
+        et_refused(r, &e);
+        goto out;
+    }
+    const char *gpu = rv_req_query(r, "gpu");
+    if (!gpu)
+        gpu = rv_req_header(r, "X-Reverie-Gpu");
+    if (rv_et_to_trace(et, gpu && *gpu ? gpu : STANDIN_GPU, &t, NULL, &e) != 0) {
+        if (e.code == RV_ERR_UNSUPPORTED)
+            rv_req_error(r, 422, "unsupported", gpu && *gpu ? "gpu" : "et", "%s", e.message);
+        else
+            rv_req_error_rv(r, &e);
+        goto out;
+    }
+    if (!gpu || !*gpu) {
+        /* No GPU named: the trace says none, and its what-ifs must. */
+        t->platform_gpu = 0;
+        for (size_t i = 0; i < t->ndevices; i++)
+            t->devices[i].name = 0;
+    }
+    meta->source_format = "et";
+    if (rv_db_ingest(a->db, t, buf, len, meta, &res, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    rv_metrics_add(a->metrics, RV_M_INGEST_BYTES, len);
+    rv_metrics_add(a->metrics, res.duplicate ? RV_M_UPLOAD_DUPLICATES : RV_M_UPLOADS, 1);
+    if (rv_db_trace_get(a->db, res.trace_id, &out, &e) != 0 || !out)
+        out = json_object();
+    json_object_set_new(out, "id", json_integer(res.trace_id));
+    json_object_set_new(out, "duplicate", json_boolean(res.duplicate));
+    char loc[64];
+    snprintf(loc, sizeof(loc), "/v1/traces/%lld", (long long)res.trace_id);
+    rv_req_add_header(r, "Location", loc);
+    rv_req_respond_json(r, res.duplicate ? 200 : 201, out);
+    rc = 0;
+out:
+    rv_trace_free(t);
+    rv_et_free(et);
+    free(buf);
+    return rc;
+}
+
+void rv_api_trace_et_attach(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    int64_t id = rv_api_id_param(r, "id");
+    uint8_t *buf = NULL, *snap = NULL;
+    size_t len = 0, snap_len = 0;
+    rv_et *et = NULL;
+    rv_trace *t = NULL;
+    rv_et_join j = {0};
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (id < 0)
+        return;
+    if (read_body(r, a, &buf, &len) != 0)
+        goto out;
+    rv_et_opts o = et_opts(a);
+    if (rv_et_read_buffer(buf, len, &o, &et, &e) != 0) {
+        et_refused(r, &e);
+        goto out;
+    }
+    if (rv_db_snapshot_load(a->db, id, &t, &e) != 0) {
+        if (e.code == RV_ERR_NOTFOUND)
+            rv_req_error(r, 404, "not_found", "id", "no trace with id %lld", (long long)id);
+        else
+            rv_req_error_rv(r, &e);
+        goto out;
+    }
+    if (strcmp(rv_trace_str(t, t->source_format), "et") == 0) {
+        rv_req_error(r, 409, "conflict", "id",
+                     "trace %lld is an execution trace itself: attach an ET to a Kineto trace",
+                     (long long)id);
+        goto out;
+    }
+    int have = rv_db_et_exists(a->db, id, &e);
+    if (have < 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    if (have) {
+        rv_req_error(r, 409, "conflict", "et", "trace %lld has an execution trace already",
+                     (long long)id);
+        goto out;
+    }
+    if (rv_et_join_trace(et, t, &j, &e) != 0) {
+        if (e.code == RV_ERR_NOTFOUND)
+            rv_req_error(r, 422, "not_joined", "et", "%s", e.message);
+        else
+            rv_req_error_rv(r, &e);
+        goto out;
+    }
+    if (rv_et_shapes_to_trace(et, &j, t) != 0 ||
+        rv_snapshot_encode(t, 1, &snap, &snap_len, &e) != 0) {
+        rv_error_set(&e, RV_ERR_NOMEM, -1, -1, "out of memory joining the execution trace");
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    rv_db_et_join dj = {(int64_t)j.ops_joined, j.method == RV_ET_JOIN_ID ? "id" : "order"};
+    if (rv_db_et_attach(a->db, id, buf, len, snap, snap_len, &dj, &e) != 0) {
+        if (e.code == RV_ERR_INVALID)
+            rv_req_error(r, 409, "conflict", "et", "%s", e.message);
+        else if (e.code == RV_ERR_NOTFOUND)
+            rv_req_error(r, 404, "not_found", "id", "%s", e.message);
+        else
+            rv_req_error_rv(r, &e);
+        goto out;
+    }
+    /* This replica's loaded graph had no shapes; the next what-if reloads. */
+    rv_gcache_forget(a->gcache, id);
+    rv_metrics_add(a->metrics, RV_M_INGEST_BYTES, len);
+    rv_req_respond_json(r, 200,
+                        json_pack("{s:I,s:{s:I,s:s,s:I,s:I,s:I,s:I}}", "trace_id", (json_int_t)id,
+                                  "et", "size", (json_int_t)len, "join_method", dj.method, "ops",
+                                  (json_int_t)j.ops, "ops_joined", (json_int_t)j.ops_joined,
+                                  "gpu_tasks_launched", (json_int_t)j.kernels_launched,
+                                  "gpu_tasks_attributed", (json_int_t)j.kernels_joined));
+out:
+    rv_et_join_free(&j);
+    free(snap);
+    rv_trace_free(t);
+    rv_et_free(et);
+    free(buf);
+}
+
+void rv_api_et_model_free(rv_api_et_model *m)
+{
+    if (!m)
+        return;
+    rv_sim_free(m->base);
+    rv_graph_free(m->graph);
+    rv_trace_free(m->trace);
+    memset(m, 0, sizeof(*m));
+}
+
+int rv_api_et_resolve(rv_app *a, rv_loaded *l, json_t *doc, rv_api_et_model *m, rv_error *err)
+{
+    const rv_trace *t = l->trace;
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    rv_et *et = NULL;
+    int rc = 0;
+
+    memset(m, 0, sizeof(*m));
+    if (strcmp(rv_trace_str(t, t->source_format), "et") != 0)
+        return 0;
+    const char *want = json_string_value(json_object_get(doc, "gpu"));
+    const char *have = rv_trace_str(t, t->platform_gpu);
+    const rv_hw *hw_want = want ? rv_hw_lookup(want) : NULL;
+    const rv_hw *hw_have = have[0] ? rv_hw_lookup(have) : NULL;
+    if (!want && !hw_have)
+        return rv_error_field(err, RV_ERR_UNSUPPORTED, "gpu",
+                              "trace %lld is an execution trace alone uploaded without a GPU: "
+                              "give \"gpu\" in the what-if to model its kernels on",
+                              (long long)l->id);
+    if (want && !hw_want)
+        return rv_error_field(err, RV_ERR_UNSUPPORTED, "gpu",
+                              "gpu '%.64s' is not in the hardware table", want);
+    /* The graph is built on that GPU: nothing is left to rescale. */
+    json_object_del(doc, "gpu");
+    if (!want || hw_want == hw_have)
+        return 0;
+    int gz = 0;
+    if ((rc = rv_db_original_get(a->db, l->id, &bytes, &len, &gz, NULL, err)) != 0)
+        goto out;
+    rv_et_opts o = et_opts(a);
+    if ((rc = rv_et_read_buffer(bytes, len, &o, &et, err)) != 0 ||
+        (rc = rv_et_to_trace(et, hw_want->name, &m->trace, NULL, err)) != 0 ||
+        (rc = rv_graph_build(m->trace, NULL, &m->graph, err)) != 0 ||
+        (rc = rv_sim_run(m->graph, RV_SCHED_EARLIEST_START, &m->base, err)) != 0)
+        goto out;
+    rv_metrics_add(a->metrics, RV_M_SIMULATIONS, 1);
+    l->trace = m->trace;
+    l->graph = m->graph;
+    l->base = m->base;
+out:
+    if (rc != 0)
+        rv_api_et_model_free(m);
+    rv_et_free(et);
+    free(bytes);
+    return rc;
+}

@@ -1,0 +1,232 @@
+/* Execution traces through the API end to end (issue 18): a real reveried
+ * with its embedded PostgreSQL. An ET uploaded alone (found by content, or
+ * ?kind=et) is stored as a trace of its own whose what-ifs need a GPU and
+ * answer with the ET's FLOPs and the warning et_only_modelled; an ET
+ * attached to its stored Kineto trace (PUT /v1/traces/{id}/et) gives that
+ * trace's later answers the ET's shapes (the cached answer from before is
+ * dropped); a second ET, an unknown trace, an ET-alone trace and a broken
+ * ET are refused. Skips (77) when reveried, the traces or PostgreSQL are
+ * not available. */
+#include <CUnit/Basic.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/http_client.h"
+#include "common/rv_test_server.h"
+#include "common/rv_test_util.h"
+
+static rv_testsrv g_srv;
+static pid_t g_pid = -1;
+static int g_port;
+static char g_root[1024];
+static int64_t g_et_alone = -1;
+
+static long req(const char *method, const char *path, const char *body, const char *file,
+                json_t **out)
+{
+    char u[512];
+    tc_req q = {0};
+    tc_resp r;
+
+    snprintf(u, sizeof(u), "http://127.0.0.1:%d%s", g_port, path);
+    q.url = u;
+    q.method = method;
+    q.ctype = file ? "application/gzip" : body ? "application/json" : NULL;
+    q.body = body;
+    q.len = body ? strlen(body) : 0;
+    q.file = file;
+    if (tc_do(&q, &r) != 0)
+        return -1;
+    if (out)
+        *out = json_loads(r.body ? r.body : "", 0, NULL);
+    if (r.status >= 500)
+        fprintf(stderr, "\n    %s %s -> %ld %s", method ? method : "GET", path, r.status, r.body);
+    long st = r.status;
+    tc_resp_free(&r);
+    return st;
+}
+
+static const char *shared(const char *rel)
+{
+    static char p[4][1200];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof(p[k]), "%s/%s", g_root, rel);
+    return p[k];
+}
+
+static int has_warning(const json_t *o, const char *code)
+{
+    size_t i;
+    json_t *w;
+    json_array_foreach(json_object_get(o, "warnings"), i, w)
+    {
+        const char *c = json_string_value(json_object_get(w, "code"));
+        if (c && !strcmp(c, code))
+            return 1;
+    }
+    return 0;
+}
+
+static double flops(const json_t *o)
+{
+    return json_number_value(json_object_get(json_object_get(o, "flops"), "per_step"));
+}
+
+static const char *flops_source(const json_t *o)
+{
+    const char *s = json_string_value(json_object_get(json_object_get(o, "flops"), "source"));
+    return s ? s : "";
+}
+
+static const char *error_field(const json_t *o)
+{
+    const char *s = json_string_value(json_object_get(json_object_get(o, "error"), "field"));
+    return s ? s : "";
+}
+
+static const char *error_message(const json_t *o)
+{
+    const char *s = json_string_value(json_object_get(json_object_get(o, "error"), "message"));
+    return s ? s : "";
+}
+
+static long whatif(int64_t id, const char *doc, json_t **out)
+{
+    char p[128];
+    snprintf(p, sizeof(p), "/v1/traces/%lld/whatif", (long long)id);
+    return req("POST", p, doc, NULL, out);
+}
+
+static void test_et_alone(void)
+{
+    json_t *j = NULL;
+    /* Found by content: the Kineto reader says it is an ET. */
+    CU_ASSERT_EQUAL_FATAL(req("POST", "/v1/traces", NULL, shared("hta/simple-add.et.json.gz"), &j),
+                          201);
+    g_et_alone = (int64_t)json_integer_value(json_object_get(j, "id"));
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "source_format")), "et");
+    json_decref(j);
+    /* Uploaded without a GPU: a what-if must name one. */
+    CU_ASSERT_EQUAL(whatif(g_et_alone, "{}", &j), 400);
+    CU_ASSERT_STRING_EQUAL(error_field(j), "gpu");
+    json_decref(j);
+    CU_ASSERT_EQUAL(whatif(g_et_alone, "{\"gpu\": \"A100\"}", &j), 200);
+    printf("\n    simple-add ET alone on A100: %.0f FLOP/step, step %.1f us", flops(j),
+           json_number_value(json_object_get(j, "predicted_us")));
+    CU_ASSERT_EQUAL(flops(j), 131072.0);
+    CU_ASSERT(has_warning(j, "et_only_modelled"));
+    double a100 = json_number_value(json_object_get(j, "predicted_us"));
+    json_decref(j);
+    /* Another GPU models it again (its own answer, not the A100's). */
+    CU_ASSERT_EQUAL(whatif(g_et_alone, "{\"gpu\": \"T4\"}", &j), 200);
+    CU_ASSERT(has_warning(j, "et_only_modelled"));
+    CU_ASSERT(json_number_value(json_object_get(j, "predicted_us")) != a100);
+    json_decref(j);
+    /* ?kind=et with the GPU named at upload: what-ifs need none. */
+    CU_ASSERT_EQUAL_FATAL(req("POST", "/v1/traces?kind=et&gpu=H100", NULL,
+                              shared("param/dlrm-8rank/worker0.et.json.gz"), &j),
+                          201);
+    int64_t dlrm = (int64_t)json_integer_value(json_object_get(j, "id"));
+    json_decref(j);
+    CU_ASSERT_EQUAL(whatif(dlrm, "{}", &j), 200);
+    printf("\n    DLRM worker0 ET alone on H100: %.6g FLOP/step", flops(j));
+    CU_ASSERT(flops(j) > 63.6e6 && flops(j) < 63.7e6);
+    CU_ASSERT(has_warning(j, "et_only_modelled"));
+    json_decref(j);
+    /* A broken ET: the reader's reason and place. */
+    CU_ASSERT_EQUAL(
+        req("POST", "/v1/traces?kind=et", "{\"schema\": \"1.0.1\", \"nodes\": [{}]}", NULL, &j),
+        400);
+    CU_ASSERT_PTR_NOT_NULL(strstr(error_message(j), "node"));
+    json_decref(j);
+    CU_ASSERT_EQUAL(req("POST", "/v1/traces?kind=xml", "{}", NULL, &j), 400);
+    json_decref(j);
+}
+
+static void test_et_attached(void)
+{
+    json_t *j = NULL;
+    char p[128];
+    CU_ASSERT_EQUAL_FATAL(
+        req("POST", "/v1/traces", NULL, shared("hta/simple-add.kineto.json.gz"), &j), 201);
+    int64_t id = (int64_t)json_integer_value(json_object_get(j, "id"));
+    json_decref(j);
+    /* Before: the Kineto trace alone (and the answer is cached). */
+    CU_ASSERT_EQUAL(whatif(id, "{}", &j), 200);
+    CU_ASSERT_STRING_NOT_EQUAL(flops_source(j), "execution_trace");
+    CU_ASSERT(!has_warning(j, "et_only_modelled"));
+    json_decref(j);
+    snprintf(p, sizeof(p), "/v1/traces/%lld/et", (long long)id);
+    /* A broken ET is refused with the reader's reason; nothing is stored. */
+    CU_ASSERT_EQUAL(req("PUT", p, "{\"schema\": \"1.0.1\"}", NULL, &j), 400);
+    CU_ASSERT_STRING_EQUAL(error_field(j), "et");
+    json_decref(j);
+    CU_ASSERT_EQUAL(req("PUT", p, NULL, shared("hta/simple-add.kineto.json.gz"), &j), 400);
+    json_decref(j);
+    CU_ASSERT_EQUAL(req("PUT", p, NULL, shared("hta/simple-add.et.json.gz"), &j), 200);
+    const json_t *et = json_object_get(j, "et");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(et, "join_method")), "id");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(et, "gpu_tasks_attributed")), 4);
+    json_decref(j);
+    /* After: the same what-if answers with the ET's shapes. */
+    CU_ASSERT_EQUAL(whatif(id, "{}", &j), 200);
+    printf("\n    simple-add Kineto + ET: %.0f FLOP/step (%s)", flops(j), flops_source(j));
+    CU_ASSERT_EQUAL(flops(j), 131072.0);
+    CU_ASSERT_STRING_EQUAL(flops_source(j), "execution_trace");
+    CU_ASSERT(!has_warning(j, "et_only_modelled"));
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "tasks")) > 0, 1);
+    json_decref(j);
+    /* A second ET, an unknown trace, an ET-alone trace. */
+    CU_ASSERT_EQUAL(req("PUT", p, NULL, shared("hta/simple-add.et.json.gz"), &j), 409);
+    json_decref(j);
+    CU_ASSERT_EQUAL(
+        req("PUT", "/v1/traces/987654321/et", NULL, shared("hta/simple-add.et.json.gz"), &j), 404);
+    json_decref(j);
+    if (g_et_alone > 0) {
+        snprintf(p, sizeof(p), "/v1/traces/%lld/et", (long long)g_et_alone);
+        CU_ASSERT_EQUAL(req("PUT", p, NULL, shared("hta/simple-add.et.json.gz"), &j), 409);
+        json_decref(j);
+    }
+    /* Deleting the trace takes its ET along. */
+    snprintf(p, sizeof(p), "/v1/traces/%lld", (long long)id);
+    CU_ASSERT_EQUAL(req("DELETE", p, NULL, NULL, NULL), 200);
+}
+
+int main(void)
+{
+    const char *t = rv_test_shared_traces("hta/simple-add.et.json.gz");
+    if (!t) {
+        printf("skip: the shared traces (RV_SHARED_TRACES) are not available\n");
+        return 77;
+    }
+    snprintf(g_root, sizeof(g_root), "%s", t);
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    int rc = rv_testsrv_setup(&g_srv, "rv_et_test");
+    if (rc != 0) {
+        rv_testsrv_teardown(&g_srv);
+        return rc;
+    }
+    g_port = rv_testsrv_free_port();
+    const char *args[] = {"--workers", "2", "--http-threads", "2", NULL};
+    g_pid = rv_testsrv_spawn(&g_srv, g_port, args);
+    if (rv_testsrv_wait(g_port, "/readyz", NULL, 200, 120, &g_pid) != 0) {
+        fprintf(stderr, "skip: reveried did not get ready (no PostgreSQL?); log in %s\n",
+                g_srv.home);
+        rv_testsrv_stop(&g_pid, SIGTERM);
+        rv_testsrv_teardown(&g_srv);
+        return 77;
+    }
+    CU_pSuite s = CU_add_suite("et_api", NULL, NULL);
+    CU_add_test(s, "an ET alone: upload, what-if needs a GPU", test_et_alone);
+    CU_add_test(s, "an ET attached to its Kineto trace", test_et_attached);
+    unsigned failures = rv_test_run();
+    rv_testsrv_stop(&g_pid, SIGTERM);
+    rv_testsrv_teardown(&g_srv);
+    return failures ? 1 : 0;
+}
