@@ -140,6 +140,8 @@ void rv_et_join_free(rv_et_join *j);
 #define RV_ET_EFFICIENCY      0.5  /* achieved / roofline of a modelled kernel */
 #define RV_ET_MIN_KERNEL_US   2.0  /* shortest kernel or copy */
 #define RV_ET_COMM_LATENCY_US 5.0  /* per collective, before its bytes at link speed */
+#define RV_ET_TABLE_RATIO     64.0 /* an embedding input this many times its outputs: a table */
+#define RV_ET_LOOKUP_ROWS     4.0  /* a table's bytes read, as a multiple of the outputs */
 
 /* What the ET-alone trace holds. */
 typedef struct rv_et_alone {

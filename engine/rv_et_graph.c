@@ -171,14 +171,27 @@ static int own_kind(const ctx *c, size_t i)
     return K_NONE;
 }
 
-/* Bytes of the node's tensors on the GPU (a copy: all its tensors). */
+/* Bytes of the node's tensors on the GPU (a copy: all its tensors). An
+ * embedding lookup reads only the rows it gathers, which the ET does not
+ * give: a table (an input over RV_ET_TABLE_RATIO times the outputs) counts
+ * RV_ET_LOOKUP_ROWS times the output bytes. */
 static double tensor_bytes(const rv_et *et, const rv_et_node *n, int any_dev)
 {
-    double b = 0;
+    double b = 0, out = 0;
+    int embed = strstr(rv_et_str(et, n->name), "embedding") != NULL;
+    for (uint32_t a = n->n_in; a < n->n_in + n->n_out; a++) {
+        const rv_et_arg *g = &et->args[n->args_off + a];
+        if (g->numel > 0 && g->itemsize > 0)
+            out += (double)g->numel * g->itemsize;
+    }
     for (uint32_t a = 0; a < n->n_in + n->n_out; a++) {
         const rv_et_arg *g = &et->args[n->args_off + a];
-        if (g->numel > 0 && g->itemsize > 0 && (any_dev || g->device == RV_ET_DEV_GPU))
-            b += (double)g->numel * g->itemsize;
+        if (g->numel <= 0 || g->itemsize <= 0 || (!any_dev && g->device != RV_ET_DEV_GPU))
+            continue;
+        double x = (double)g->numel * g->itemsize;
+        if (embed && a < n->n_in && out > 0 && x > RV_ET_TABLE_RATIO * out)
+            x = RV_ET_LOOKUP_ROWS * out;
+        b += x;
     }
     return b;
 }

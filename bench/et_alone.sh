@@ -1,0 +1,35 @@
+#!/bin/sh
+# The error of an execution trace alone (docs/models/et.md): for each ET
+# with a Kineto trace of the same run, the step `reverie simulate ET --gpu`
+# models from the ET alone on the trace's GPU against the measured step of
+# the Kineto trace (its median ProfilerStep; the whole trace when it has no
+# steps), and the GPU busy time (compute + memcpy + memset) of both.
+# Usage: bench/et_alone.sh [BUILD_DIR]
+# Needs: python3; RV_SHARED_TRACES or ../shared/traces.
+set -eu
+BUILD=${1:-build}
+TRACES=${RV_SHARED_TRACES:-../shared/traces}
+RV=$BUILD/bin/reverie
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+echo "| run | GPU | ET alone step (us) | measured step (us) | error | ET alone GPU busy (us) | measured GPU busy (us) | error |"
+echo "|---|---|---|---|---|---|---|---|"
+for x in "hta/simple-add A100-SXM4-40GB" "param/dlrm-8rank/worker0 V100-SXM2" \
+         "param/resnet-2080ti RTX2080Ti" "param/linear-2080ti RTX2080Ti"; do
+    set -- $x
+    "$RV" simulate "$TRACES/$1.et.json.gz" --gpu "$2" --compact > "$TMP/et.json"
+    "$RV" simulate "$TRACES/$1.kineto.json.gz" --compact > "$TMP/k.json"
+    python3 - "$1" "$2" "$TMP/et.json" "$TMP/k.json" <<'PY'
+import json, sys
+name, gpu, a, b = sys.argv[1:5]
+e, k = json.load(open(a)), json.load(open(b))
+def busy(d):
+    g = d["breakdown"]["baseline"]["gpu"]
+    return g["compute_us"] + g["memcpy_us"] + g["memset_us"]
+def err(p, m):
+    return "%+.1f%%" % ((p - m) / m * 100) if m else "n/a"
+pe, me = e["measured_us"], k["measured_us"]
+be, bm = busy(e), busy(k)
+print("| %s | %s | %.0f | %.0f | %s | %.0f | %.0f | %s |" % (name, gpu, pe, me, err(pe, me), be, bm, err(be, bm)))
+PY
+done
