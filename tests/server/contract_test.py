@@ -506,6 +506,48 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
         fail("original bytes differ from the upload")
     c.call("GET", "/v1/traces/{id}/original", 404, params={"id": 987654321})
 
+    # Execution traces (docs/models/et.md): an ET alone, an ET attached to
+    # its Kineto trace; both traces are deleted again.
+    def read(p):
+        with open(p, "rb") as f:
+            return f.read()
+    et = read(os.path.join(TRACES, "hta", "simple-add.et.json.gz"))
+    st, ta = c.call("POST", "/v1/traces", 201, query={"job": "contract-et"}, body=et,
+                    ctype="application/gzip", token=ing, what="ET alone")
+    id_et = ta.get("id") if isinstance(ta, dict) else None
+    if isinstance(ta, dict) and ta.get("source_format") != "et":
+        fail(f"ET alone: source_format {ta.get('source_format')!r}")
+    c.call("POST", "/v1/traces", 422, query={"kind": "et", "gpu": "Z80"}, body=et,
+           ctype="application/gzip", token=ing, what="ET alone, unknown gpu")
+    if id_et:
+        c.call("POST", "/v1/traces/{id}/whatif", 400, params={"id": id_et}, body={},
+               what="ET alone without gpu")
+        st, ans = c.call("POST", "/v1/traces/{id}/whatif", 200, params={"id": id_et},
+                         body={"gpu": "A100"}, what="ET alone on A100")
+        codes = [w.get("code") for w in (ans or {}).get("warnings", [])] \
+            if isinstance(ans, dict) else []
+        if "et_only_modelled" not in codes:
+            fail(f"ET alone: no et_only_modelled warning: {codes!r}")
+    st, tk = c.call("POST", "/v1/traces", 201, query={"job": "contract-et"},
+                    body=read(os.path.join(TRACES, "hta", "simple-add.kineto.json.gz")),
+                    ctype="application/gzip", token=ing, what="simple-add Kineto")
+    id_k = tk.get("id") if isinstance(tk, dict) else None
+    if id_k:
+        pe = "/v1/traces/{id}/et"
+        c.call("PUT", pe, 400, params={"id": id_k}, body='{"schema": "1.0.1"}',
+               ctype="application/json", token=ing, what="broken ET")
+        c.call("PUT", pe, 200, params={"id": id_k}, body=et, ctype="application/gzip",
+               token=ing)
+        c.call("PUT", pe, 409, params={"id": id_k}, body=et, ctype="application/gzip",
+               token=ing, what="second ET")
+        c.call("PUT", pe, 404, params={"id": 987654321}, body=et, ctype="application/gzip",
+               token=ing)
+        c.call("PUT", pe, 403, params={"id": id_k}, body=et, ctype="application/gzip",
+               what="read token")
+    for i in (id_et, id_k):
+        if i:
+            c.call("DELETE", "/v1/traces/{id}", 200, params={"id": i}, token=tokens["admin"])
+
     # Timelines.
     tl = "/v1/traces/{id}/timeline"
     st, tm = c.call("GET", tl, 200, params={"id": id_resnet}, query={"source": "measured",
