@@ -295,45 +295,46 @@ static int place_gpu(ctx *c, int32_t i)
     const rv_et_node *n = &c->et->nodes[i];
     int k = c->kind[i], rc;
     int64_t launch = (int64_t)((c->hw->launch_us > 0 ? c->hw->launch_us : 5) * MS);
-    {
-        uint32_t tid = c->t->events[c->event[i]].tid, gname;
-        int64_t d = (int64_t)(gpu_seconds(c, i, k) * 1e9), rt_idx = 0, g_idx = 0;
-        int64_t *free_at = k == K_COMM ? &c->free_comm : &c->free_compute;
-        int64_t rt_end = c->cursor + launch;
-        int64_t start = rt_end > *free_at ? rt_end : *free_at;
-        char nb[256];
-        if (k == K_COMM)
-            snprintf(nb, sizeof(nb), "ncclDevKernel_%s", rv_et_str(c->et, n->name) + 5);
-        else if (k == K_H2D)
-            snprintf(nb, sizeof(nb), "Memcpy HtoD (Pageable -> Device)");
-        else if (k == K_D2H)
-            snprintf(nb, sizeof(nb), "Memcpy DtoH (Device -> Pageable)");
-        else
-            snprintf(nb, sizeof(nb), "%s", rv_et_str(c->et, n->name));
-        if ((rc = intern(c->t, nb, &gname)) < 0)
-            return rc;
-        /* A copy to the host blocks its thread until the copy is done. */
-        if (k == K_D2H)
-            rt_end = start + d;
-        uint32_t rt = k == K_H2D ? c->s_memcpy_async : k == K_D2H ? c->s_memcpy : c->s_launch;
-        if ((rc = push(c, RV_CAT_RUNTIME, rt, c->pid, tid, c->cursor, rt_end - c->cursor,
-                       &rt_idx)) < 0 ||
-            (rc = push(c, k == K_H2D || k == K_D2H ? RV_CAT_MEMCPY : RV_CAT_KERNEL, gname,
-                       c->s_gpu_pid, k == K_COMM ? c->s_comm_stream : c->s_stream, start, d,
-                       &g_idx)) < 0)
-            return rc;
-        rv_event *r = &c->t->events[rt_idx], *g = &c->t->events[g_idx];
-        r->correlation = g->correlation = ++c->corr;
-        g->device = 0;
-        g->stream = k == K_COMM ? STREAM_COMM : STREAM_COMPUTE;
-        if (k == K_H2D || k == K_D2H)
-            g->bytes = (int64_t)tensor_bytes(c->et, n, 1);
-        *free_at = start + d;
-        c->cursor = rt_end;
-        c->info->kernels += k == K_KERNEL;
-        c->info->collectives += k == K_COMM;
-        c->info->copies += k == K_H2D || k == K_D2H;
+    uint32_t tid = c->t->events[c->event[i]].tid, gname;
+    /* Capped at 1000 s so that hostile sizes cannot overflow the clock. */
+    double sec = gpu_seconds(c, i, k);
+    int64_t d = (int64_t)((sec < 1000 ? sec : 1000) * 1e9), rt_idx = 0, g_idx = 0;
+    int64_t *free_at = k == K_COMM ? &c->free_comm : &c->free_compute;
+    int64_t rt_end = c->cursor + launch;
+    int64_t start = rt_end > *free_at ? rt_end : *free_at;
+    char nb[256];
+    if (k == K_COMM)
+        snprintf(nb, sizeof(nb), "ncclDevKernel_%s", rv_et_str(c->et, n->name) + 5);
+    else if (k == K_H2D)
+        snprintf(nb, sizeof(nb), "Memcpy HtoD (Pageable -> Device)");
+    else if (k == K_D2H)
+        snprintf(nb, sizeof(nb), "Memcpy DtoH (Device -> Pageable)");
+    else
+        snprintf(nb, sizeof(nb), "%s", rv_et_str(c->et, n->name));
+    if ((rc = intern(c->t, nb, &gname)) < 0)
+        return rc;
+    /* A copy to the host blocks its thread until the copy is done. */
+    if (k == K_D2H)
+        rt_end = start + d;
+    uint32_t rt = k == K_H2D ? c->s_memcpy_async : k == K_D2H ? c->s_memcpy : c->s_launch;
+    if ((rc = push(c, RV_CAT_RUNTIME, rt, c->pid, tid, c->cursor, rt_end - c->cursor, &rt_idx)) <
+            0 ||
+        (rc = push(c, k == K_H2D || k == K_D2H ? RV_CAT_MEMCPY : RV_CAT_KERNEL, gname, c->s_gpu_pid,
+                   k == K_COMM ? c->s_comm_stream : c->s_stream, start, d, &g_idx)) < 0)
+        return rc;
+    rv_event *r = &c->t->events[rt_idx], *g = &c->t->events[g_idx];
+    r->correlation = g->correlation = ++c->corr;
+    g->device = 0;
+    g->stream = k == K_COMM ? STREAM_COMM : STREAM_COMPUTE;
+    if (k == K_H2D || k == K_D2H) {
+        double b = tensor_bytes(c->et, n, 1);
+        g->bytes = b < 9e18 ? (int64_t)b : INT64_MAX;
     }
+    *free_at = start + d;
+    c->cursor = rt_end;
+    c->info->kernels += k == K_KERNEL;
+    c->info->collectives += k == K_COMM;
+    c->info->copies += k == K_H2D || k == K_D2H;
     return 0;
 }
 

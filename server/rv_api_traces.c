@@ -31,7 +31,7 @@ static const char *meta_value(rv_req *r, const char *key, const char *header)
 static int meta_headers_valid(rv_req *r)
 {
     static const char *const names[] = {"X-Reverie-Job", "X-Reverie-Tags", "X-Reverie-Rank",
-                                        "X-Reverie-World-Size"};
+                                        "X-Reverie-World-Size", "X-Reverie-Gpu"};
 
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         const char *v = rv_req_header(r, names[i]);
