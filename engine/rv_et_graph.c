@@ -236,7 +236,7 @@ static int place_op(ctx *c, int32_t i)
     uint32_t nid, tid = tid_of(c, n);
     int64_t idx = 0;
     int rc;
-    if (tid == UINT32_MAX || (rc = intern(c->t, name, &nid)) < 0)
+    if (tid == UINT32_MAX || intern(c->t, name, &nid) < 0)
         return RV_ERR_NOMEM;
     if ((rc = push(c, is_annotation(name) ? RV_CAT_USER_ANNOTATION : RV_CAT_CPU_OP, nid, c->pid,
                    tid, 0, 0, &idx)) < 0)
