@@ -136,7 +136,18 @@ double rv_kmodel_bucket_eff(const rv_kmodel *m, int cls, double flops, double by
 {
     if (cls <= RV_FC_NONE || cls >= RV_FC_COUNT)
         return 0;
-    return m->eff[cls][bucket(cls, flops, bytes)];
+    int b = bucket(cls, flops, bytes);
+    /* The nearest fitted bucket (the larger on a tie): past the largest
+     * kernels measured, efficiency stays at theirs rather than falling back
+     * to the kernel's own, which would make a larger size less efficient
+     * than a smaller one. */
+    for (int d = 0; d < RV_KMODEL_BUCKETS; d++) {
+        if (b + d < RV_KMODEL_BUCKETS && m->eff[cls][b + d] > 0)
+            return m->eff[cls][b + d];
+        if (b - d >= 0 && m->eff[cls][b - d] > 0)
+            return m->eff[cls][b - d];
+    }
+    return 0;
 }
 
 void rv_kmodel_error(const rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, size_t mod,

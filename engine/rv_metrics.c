@@ -317,7 +317,10 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
     if (!o)
         return NULL;
     if (f && f->total_flops > 0) {
-        json_object_set_new(o, "flops", flops_json(r, f, &per_step));
+        json_t *fj = flops_json(r, f, &per_step);
+        if (fj && batch_factor(r) != 1)
+            json_object_set_new(fj, "predicted_per_step", json_real(per_step * batch_factor(r)));
+        json_object_set_new(o, "flops", fj);
     } else {
         json_object_set_new(o, "flops", json_null());
         rv_run_warn(r, "flops_unknown",
@@ -336,7 +339,9 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
     if (per_step > 0 && peak > 0 && ppeak > 0 && r->sum.baseline_us > 0 &&
         r->sum.predicted_us > 0) {
         double mb = per_step / (r->sum.baseline_us * 1e-6) / (peak * 1e12 * ngpu);
-        double mp = per_step / (r->sum.predicted_us * 1e-6) / (ppeak * 1e12 * ngpu);
+        /* At another batch the step does that many times the FLOPs. */
+        double mp =
+            per_step * batch_factor(r) / (r->sum.predicted_us * 1e-6) / (ppeak * 1e12 * ngpu);
         json_object_set_new(o, "mfu", before_after(mb, mp));
         if (mb > 1 || mp > 1)
             rv_run_warn(r, "mfu_above_peak",
