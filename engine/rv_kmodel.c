@@ -67,6 +67,21 @@ static int usable(const rv_trace *t, const rv_flops_trace *f, size_t i)
            (f->flops[i] > 0 || f->bytes[i] > 0);
 }
 
+double rv_kmodel_event_eff(const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw, size_t i,
+                           int *cls, int *bucket_out)
+{
+    if (!usable(t, f, i))
+        return 0;
+    int c = f->cls[i];
+    int dt = rv_kmodel_dtype(hw, f->ptype[i], c, 1);
+    double roof = rv_kmodel_roofline_s(hw, dt, f->flops[i], f->bytes[i]);
+    if (roof <= 0)
+        return 0;
+    *cls = c;
+    *bucket_out = bucket(c, f->flops[i], f->bytes[i]);
+    return roof / ((double)t->events[i].dur_ns * 1e-9);
+}
+
 void rv_kmodel_fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw,
                    size_t mod, size_t rem)
 {
@@ -88,13 +103,11 @@ void rv_kmodel_fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, con
             continue;
         if (j++ % mod != rem)
             continue;
-        int cls = f->cls[i];
-        int dt = rv_kmodel_dtype(hw, f->ptype[i], cls, 1);
-        double roof = rv_kmodel_roofline_s(hw, dt, f->flops[i], f->bytes[i]);
-        if (roof <= 0)
+        int cls = 0, b = 0;
+        e[k] = rv_kmodel_event_eff(t, f, hw, i, &cls, &b);
+        if (e[k] <= 0)
             continue;
-        e[k] = roof / ((double)t->events[i].dur_ns * 1e-9);
-        key[k] = cls * RV_KMODEL_BUCKETS + bucket(cls, f->flops[i], f->bytes[i]);
+        key[k] = cls * RV_KMODEL_BUCKETS + b;
         k++;
     }
     for (int cls = 1; cls < RV_FC_COUNT; cls++) {
