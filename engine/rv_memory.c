@@ -15,6 +15,9 @@
  * (attention). */
 enum { MASK = 1, OUT0 = 2 };
 
+/* Embedding tables a step's output layer may be tied to. */
+#define RV_MEMORY_TIED 8
+
 typedef struct op_kind {
     const char *name; /* without "aten::" */
     uint8_t params, saved, flags;
@@ -153,6 +156,19 @@ static int64_t arg_bytes(const rv_trace *t, const rv_shape_arg *a, int itemsize)
     return n * itemsize;
 }
 
+/* Whether a 2-D parameter has the shape of an embedding table. */
+static int is_tied(const rv_trace *t, const rv_shape_arg *a, int64_t (*tied)[2], size_t n)
+{
+    const int64_t *d = rv_shapes_dims(t, a);
+    if (!d || a->ndims != 2)
+        return 0;
+    for (size_t k = 0; k < n; k++)
+        if ((d[0] == tied[k][0] && d[1] == tied[k][1]) ||
+            (d[0] == tied[k][1] && d[1] == tied[k][0]))
+            return 1;
+    return 0;
+}
+
 /* Where an op sits: bit 0 under a backward node, bit 1 under another op of
  * kinds[], bit 2 under an Optimizer.step annotation. */
 static int ancestry(const rv_trace *t, const int32_t *parent, uint8_t *cls, int32_t e)
@@ -221,6 +237,28 @@ int rv_memory_from_shapes(const rv_trace *t, int64_t t0, int64_t t1, rv_memory_s
         b->training |= c == C_BACKWARD;
         optstep |= c == C_OPTSTEP;
     }
+    /* Embedding tables, so that an output layer tied to one (a linear
+     * weight of the same [V, H], either way round) counts once. */
+    int64_t tied[RV_MEMORY_TIED][2];
+    size_t ntied = 0;
+    for (size_t i = 0; i < t->nevents && ntied < RV_MEMORY_TIED; i++) {
+        const rv_event *e = &t->events[i];
+        if (e->cat != RV_CAT_CPU_OP || e->ts_ns < t0 || e->ts_ns >= t1)
+            continue;
+        int c = class_of(t, cls, (int32_t)i);
+        const rv_op_shape *s =
+            c >= C_KIND && kinds[c - C_KIND].params == 0x1 ? rv_shapes_of(t, (int32_t)i) : NULL;
+        if (!s || s->nargs < 1 || t->shape_args[s->first].ndims != 2)
+            continue;
+        /* A vocabulary (rows well above the width), not a position table
+         * as wide as the model's hidden layers. */
+        const int64_t *d = rv_shapes_dims(t, &t->shape_args[s->first]);
+        if (!d || d[0] < 2 * d[1])
+            continue;
+        tied[ntied][0] = d[0];
+        tied[ntied][1] = d[1];
+        ntied++;
+    }
     int64_t saved = 0;
     for (size_t i = 0; i < t->nevents; i++) {
         const rv_event *e = &t->events[i];
@@ -247,6 +285,8 @@ int rv_memory_from_shapes(const rv_trace *t, int64_t t0, int64_t t1, rv_memory_s
             int64_t by = arg_bytes(t, x, x->itemsize);
             if (by > b->largest_input)
                 b->largest_input = by;
+            if (k->params & (1u << j) && by > 0 && k->params != 0x1 && is_tied(t, x, tied, ntied))
+                continue;
             if (k->params & (1u << j) && by > 0) {
                 b->weights += by;
                 b->nparams++;
