@@ -26,7 +26,7 @@
  * 2: replay_error is |baseline - measured| / measured (was signed).
  * 3: answers carry flops, mfu, throughput, utilization and memory.
  * 4: "gpu" rescales kernel times when the trace has op shapes. */
-#define RV_MODEL_VERSION "reverie-models-4"
+#define RV_MODEL_VERSION "reverie-models-5"
 
 #define TIMELINE_DEFAULT_TASKS 20000
 
