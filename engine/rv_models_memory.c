@@ -37,6 +37,14 @@ static int default_pick(int kind, const rv_graph *g, size_t i)
     }
 }
 
+/* Bytes the op of kernel i moves by its shapes (rv_flops); 0 unknown. */
+static double op_bytes(const rv_graph *g, int32_t i)
+{
+    const rv_flops_trace *fl = g->flops;
+    int32_t ev = g->tasks[i].event;
+    return fl && g->trace && ev >= 0 && (size_t)ev < g->trace->nevents ? fl->bytes[ev] : 0;
+}
+
 static json_t *report(const char *model, const rv_opt *o)
 {
     return json_pack("{s:s, s:i}", "model", model, "index", o->index);
@@ -150,7 +158,8 @@ int rv_models__memory_saver(const struct rv_whatif *w, const rv_opt *o, rv_graph
             int64_t fd = g->tasks[f].dur_ns;
             if (o->kind == RV_OPT_VDNN) {
                 /* The activation: what the next kernel on the stream (a
-                 * norm or activation) streams through once. */
+                 * norm or activation) streams through once. Not its op's
+                 * shapes: an op's bytes are shared among its kernels. */
                 int32_t nx = next[f];
                 double bytes = nx >= 0 && is_kernel(g, nx)
                                    ? (double)g->tasks[nx].dur_ns * 1e-9 * hbm / 2
@@ -183,9 +192,7 @@ int rv_models__memory_saver(const struct rv_whatif *w, const rv_opt *o, rv_graph
                 /* The stash: what the relu/pool kernel writes, half of
                  * the bytes its op's shapes move, else of what it
                  * streams in its time (the vDNN size rule). */
-                const rv_flops_trace *fl = g->flops;
-                int32_t ev = g->tasks[f].event;
-                double moved = fl && ev >= 0 && (size_t)ev < g->trace->nevents ? fl->bytes[ev] : 0;
+                double moved = op_bytes(g, f);
                 step_bytes += moved > 0 ? moved / 2 : (double)fd * 1e-9 * hbm / 2;
                 step_layers++;
                 if (d <= 0)
