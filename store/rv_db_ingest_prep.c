@@ -387,8 +387,13 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
                           p->snap_len);
         goto out;
     }
-    rc = rv_overhead_extract(t, &p->samples, err);
-    if (!rc)
+    /* An execution trace alone was modelled, not measured (docs/models/et.md):
+     * its host overheads and kernel efficiencies are no platform's. */
+    int modelled =
+        strcmp(first_nonempty(meta->source_format, rv_trace_str(t, t->source_format)), "et") == 0;
+    if (!modelled)
+        rc = rv_overhead_extract(t, &p->samples, err);
+    if (!rc && !modelled)
         rc = rv_overhead_sketch(&p->samples, &p->sketches, &p->nsketches, err);
     if (rc)
         goto out;
@@ -424,7 +429,7 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
                                    .gpus_per_node = mp->gpus_per_node > 0 ? mp->gpus_per_node
                                                                           : (int)t->ndevices};
     rv_db_platform_key(&p->platform, p->platform_key);
-    if ((rc = kernel_effs(p, t, p->pf[0], err)) != 0)
+    if (!modelled && (rc = kernel_effs(p, t, p->pf[0], err)) != 0)
         goto out;
     p->rank = meta->rank != RV_NONE ? meta->rank : t->rank;
     p->world_size =

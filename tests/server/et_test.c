@@ -110,6 +110,10 @@ static void test_et_alone(void)
                           201);
     g_et_alone = (int64_t)json_integer_value(json_object_get(j, "id"));
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "source_format")), "et");
+    /* Modelled host times are no platform's overhead statistics. */
+    CU_ASSERT_EQUAL(
+        json_integer_value(json_object_get(json_object_get(j, "summary"), "overhead_samples")), 0);
+    CU_ASSERT_PTR_NOT_NULL(json_object_get(json_object_get(j, "summary"), "overhead_samples"));
     json_decref(j);
     /* Uploaded without a GPU: a what-if must name one. */
     CU_ASSERT_EQUAL(whatif(g_et_alone, "{}", &j), 400);
