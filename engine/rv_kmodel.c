@@ -67,8 +67,19 @@ static int usable(const rv_trace *t, const rv_flops_trace *f, size_t i)
            (f->flops[i] > 0 || f->bytes[i] > 0);
 }
 
-void rv_kmodel_fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw,
-                   size_t mod, size_t rem)
+int rv_kmodel_tf32_default(int cls, int was_tf32)
+{
+    return was_tf32 || cls == RV_FC_CONV;
+}
+
+double rv_kmodel_keep_eff_s(double roof0, double roof1, double t_s)
+{
+    return roof0 > 0 && roof1 > 0 ? t_s * roof1 / roof0 : 0;
+}
+
+/* ptype < 0: every costed task. */
+static void fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw,
+                size_t mod, size_t rem, int ptype)
 {
     memset(m, 0, sizeof(*m));
     m->hw = hw;
@@ -84,7 +95,7 @@ void rv_kmodel_fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, con
         goto out;
     size_t k = 0;
     for (size_t i = 0, j = 0; i < t->nevents; i++) {
-        if (!usable(t, f, i))
+        if (!usable(t, f, i) || (ptype >= 0 && f->ptype[i] != ptype))
             continue;
         if (j++ % mod != rem)
             continue;
@@ -116,6 +127,18 @@ out:
     free(v);
     free(key);
     free(e);
+}
+
+void rv_kmodel_fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw,
+                   size_t mod, size_t rem)
+{
+    fit(m, t, f, hw, mod, rem, -1);
+}
+
+void rv_kmodel_fit_ptype(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw,
+                         int ptype)
+{
+    fit(m, t, f, hw, 1, 0, ptype);
 }
 
 double rv_kmodel_predict_s(const rv_kmodel *m, const rv_hw *hw, int cls, int ptype, double flops,

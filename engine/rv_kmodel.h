@@ -38,6 +38,21 @@ double rv_kmodel_roofline_s(const rv_hw *hw, int dtype, double flops, double byt
 void rv_kmodel_fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw,
                    size_t mod, size_t rem);
 
+/* Fits m like rv_kmodel_fit (mod 1) from the costed tasks whose ops ran in
+ * rv_prec_type ptype only; m stays empty when none did. */
+void rv_kmodel_fit_ptype(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw,
+                         int ptype);
+
+/* Whether an fp32 kernel of class cls runs as TF32 by default: convolutions
+ * (cuDNN's allow_tf32 is on in PyTorch) and kernels that already ran TF32
+ * (was_tf32); fp32 matmuls stay fp32 (PyTorch's default since 1.12). */
+int rv_kmodel_tf32_default(int cls, int was_tf32);
+
+/* Seconds a costed kernel measured at t_s takes when its roofline moves
+ * from roof0 to roof1 seconds, keeping its efficiency (achieved /
+ * roofline): t_s x roof1 / roof0. 0 when either roofline is unknown. */
+double rv_kmodel_keep_eff_s(double roof0, double roof1, double t_s);
+
 /* Predicted seconds of a task of class cls with F FLOPs and B bytes in
  * rv_prec_type ptype on hw (the fitted GPU or another). 0 when unknown. */
 double rv_kmodel_predict_s(const rv_kmodel *m, const rv_hw *hw, int cls, int ptype, double flops,

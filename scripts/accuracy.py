@@ -214,34 +214,92 @@ def public_power(rv, traces):
     return rows
 
 
+# The same rows from the class-ratio AMP model (GEMM/conv by peak ratio with a
+# power-model gamma, others by element size) that came before the FLOPs/bytes
+# one (commit 9ee611a), measured with the same requests: the "before" column.
+AMP_BEFORE = {
+    "v100_step": 2.6008, "v100_kernel": 2.8100, "a100_bf16_step": 2.0198,
+    "a100_fp16_step": 2.0033, "a100_bf16_kernel": 2.3134, "v100_to_a100_bf16_step": 7.7947,
+}
+
+
+def compute_us(sim):
+    return sim["breakdown"]["predicted"]["gpu"]["compute_us"]
+
+
 def public_amp_dle(rv, traces):
-    """NVIDIA DLE's measured 1-GPU V100 FP32 -> AMP speedup against AMP on the
-    ResNet-50 V100 trace made GPU-bound; not the same setup, so not targeted."""
+    """NVIDIA DLE's measured 1-GPU ResNet-50 AMP speedups (V100 FP32 -> AMP,
+    A100 TF32 -> AMP) against AMP on the ResNet-50 V100 trace made GPU-bound
+    (and moved to the A100 by the `gpu` what-if); not the same setup, so not
+    targeted."""
     trace = os.path.join(traces, "kineto/resnet50-v100-workers4.pt.trace.json.gz")
     table = os.path.join(traces, "ground-truth/dle-resnet50-amp-scaling.md")
     if not (os.path.exists(trace) and os.path.exists(table)):
         return []
-    measured = None
+    dle = {}
     with open(table) as f:
         for line in f:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if len(cells) == 5 and cells[0].startswith("DGX-1 (V100 16GB)") and cells[1] == "1":
-                measured = float(cells[3]) / float(cells[2])
-    if measured is None:
+            if len(cells) == 5 and cells[1] == "1":
+                if cells[0].startswith("DGX-1 (V100 16GB)"):
+                    dle["v100"] = (float(cells[2]), float(cells[3]))
+                elif cells[0].startswith("DGX A100"):
+                    dle["a100"] = (float(cells[2]), float(cells[3]))
+    if "v100" not in dle:
         return []
+    common = dict(trace=SHARED + "/kineto/resnet50-v100-workers4.pt.trace.json.gz",
+                  truth=SHARED + "/ground-truth/dle-resnet50-amp-scaling.md")
     gpu_bound = {"kind": "cpu_speed", "factor": 20}
-    base = rv.simulate(trace, {"optimizations": [gpu_bound]})["predicted_us"]
+    base = rv.simulate(trace, {"optimizations": [gpu_bound]})
     rows = []
+    v100 = dle["v100"][1] / dle["v100"][0]
+    note = ("DLE: DGX-1 V100 16GB, batch 256, NHWC, DALI (GPU-bound); ours: the batch-32 trace "
+            "with CPU work /20 so it is GPU-bound. Different setups: reported, not targeted")
     for model in ("roofline", "daydream"):
         doc = {"optimizations": [gpu_bound, {"kind": "amp", "dtype": "fp16", "model": model}]}
-        amp = rv.simulate(trace, doc)["predicted_us"]
-        rows.append(row("resnet50 V100 fp32 -> amp fp16 (%s) vs DLE 1-GPU speedup" % model, "whatif",
-                        "resnet50-v100", "speedup", measured, base / amp, "public", False,
-                        whatif=doc, trace=SHARED + "/kineto/resnet50-v100-workers4.pt.trace.json.gz",
-                        truth=SHARED + "/ground-truth/dle-resnet50-amp-scaling.md",
-                        note="DLE: DGX-1 V100 16GB, batch 256, NHWC, DALI (GPU-bound); ours: the "
-                             "batch-32 trace with CPU work /20 so it is GPU-bound, speedup of the "
-                             "simulated step. Different setups: reported, not targeted"))
+        amp = rv.simulate(trace, doc)
+        if model == "roofline":
+            rows.append(row("resnet50 V100 fp32 -> amp fp16 (default: FLOPs/bytes), step vs DLE "
+                            "1-GPU speedup", "whatif", "resnet50-v100", "speedup", v100,
+                            base["predicted_us"] / amp["predicted_us"], "public", False,
+                            whatif=doc, before=AMP_BEFORE["v100_step"], note=note, **common))
+            rows.append(row("resnet50 V100 fp32 -> amp fp16 (default: FLOPs/bytes), kernel time "
+                            "vs DLE 1-GPU speedup", "whatif", "resnet50-v100", "speedup", v100,
+                            compute_us(base) / compute_us(amp), "public", False, whatif=doc,
+                            before=AMP_BEFORE["v100_kernel"], note=note, **common))
+        else:
+            rows.append(row("resnet50 V100 fp32 -> amp fp16 (daydream), step vs DLE 1-GPU "
+                            "speedup", "whatif", "resnet50-v100", "speedup", v100,
+                            base["predicted_us"] / amp["predicted_us"], "public", False,
+                            whatif=doc, note=note, **common))
+    if "a100" not in dle:
+        return rows
+    a100 = dle["a100"][1] / dle["a100"][0]
+    note = ("DLE: DGX A100 80GB, TF32 -> AMP; ours: the V100 trace moved to the A100 by the `gpu` "
+            "what-if (convolutions TF32), CPU work /20, then amp")
+    on_a100 = {"gpu": "A100-SXM4-80GB", "optimizations": [gpu_bound]}
+    a_base = rv.simulate(trace, on_a100)
+    for dt in ("bf16", "fp16"):
+        doc = {"gpu": "A100-SXM4-80GB",
+               "optimizations": [gpu_bound, {"kind": "amp", "dtype": dt}]}
+        amp = rv.simulate(trace, doc)
+        rows.append(row("resnet50 on A100 (`gpu`) TF32 -> amp %s, step vs DLE A100 1-GPU "
+                        "speedup" % dt, "whatif", "resnet50-v100", "speedup", a100,
+                        a_base["predicted_us"] / amp["predicted_us"], "public", False, whatif=doc,
+                        before=AMP_BEFORE["a100_%s_step" % dt], note=note, **common))
+        if dt == "bf16":
+            rows.append(row("resnet50 on A100 (`gpu`) TF32 -> amp bf16, kernel time vs DLE "
+                            "A100 1-GPU speedup", "whatif", "resnet50-v100", "speedup", a100,
+                            compute_us(a_base) / compute_us(amp), "public", False, whatif=doc,
+                            before=AMP_BEFORE["a100_bf16_kernel"], note=note, **common))
+            rows.append(row("resnet50 V100 fp32 -> A100 (`gpu`) amp bf16, step vs DLE V100 FP32 "
+                            "-> A100 AMP throughput", "whatif", "resnet50-v100", "speedup",
+                            dle["a100"][1] / dle["v100"][0],
+                            base["predicted_us"] / amp["predicted_us"], "public", False,
+                            whatif=doc, before=AMP_BEFORE["v100_to_a100_bf16_step"],
+                            note="DLE: A100 AMP img/s over DGX-1 V100 16GB FP32 img/s; ours: the "
+                                 "V100 trace, CPU work /20, against itself on the A100 with amp",
+                            **common))
     return rows
 
 
@@ -615,12 +673,27 @@ def render_md(rows):
     if ref:
         add("## Reference comparisons (not targeted)")
         add("")
-        add("| comparison | measured | predicted | error |")
-        add("|---|---|---|---|")
+        add("| comparison | measured | predicted | error | before (class ratios) |")
+        add("|---|---|---|---|---|")
         for r in ref:
-            add("| %s | %.2f× | %.2f× | %s |" % (r["name"], r["measured"], r["predicted"], pct(r["error"])))
+            b = r.get("before")
+            add("| %s | %.2f× | %.2f× | %s | %s |" % (
+                r["name"], r["measured"], r["predicted"], pct(r["error"]),
+                "%.2f× (%s)" % (b, pct(rel_err(b, r["measured"]))) if b else "–"))
         add("")
-        add("What is compared: %s." % ref[0]["note"])
+        notes = []
+        for r in ref:
+            if r.get("note") and r["note"] not in notes:
+                notes.append(r["note"])
+        for n in notes:
+            add("What is compared: %s." % n)
+            add("")
+        add("\"before\": the class-ratio AMP model that preceded the FLOPs/bytes one (GEMM/conv "
+            "by the peak ratio with a power-model gamma, others by element size), same requests. "
+            "Command: `reverie simulate TRACE --whatif '{\"optimizations\":[{\"kind\":\"cpu_speed\","
+            "\"factor\":20},{\"kind\":\"amp\",\"dtype\":\"fp16\"}]}'` (and with `\"gpu\":"
+            "\"A100-SXM4-80GB\"`), against the same without amp; kernel time is "
+            "`breakdown.predicted.gpu.compute_us`.")
         add("")
 
     km = [r for r in rows if r["kind"] == "kernel_model"]
