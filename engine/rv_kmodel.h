@@ -33,6 +33,13 @@ int rv_kmodel_dtype(const rv_hw *hw, int ptype, int cls, int tf32);
  * a rate). */
 double rv_kmodel_roofline_s(const rv_hw *hw, int dtype, double flops, double bytes);
 
+/* The share of an embedding op's gathered rows that hit in hw's L2 when
+ * its tables take table_bytes: min(1, L2 / table_bytes), the DLRM
+ * performance paper's hit rate with every table of the op in flight; 0
+ * for a GPU without an L2 figure. Fitting and error use it for embedding
+ * tasks (rv_flops_embed_of). */
+double rv_kmodel_embed_l2_hit(const rv_hw *hw, double table_bytes);
+
 /* Fits m from the costed GPU tasks of t (f from rv_flops_of_trace) on hw,
  * using task i only when (i % mod) == rem (mod 1: all). */
 void rv_kmodel_fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw,

@@ -48,11 +48,12 @@ typedef struct amp_costing {
 } amp_costing;
 
 /* Share of a class's bytes autocast casts: softmax, log_softmax, sums and
- * losses run in fp32 under autocast (PyTorch's autocast op reference), so
- * their traffic stays; the rest reads and writes the target type. */
+ * losses run in fp32 under autocast (PyTorch's autocast op reference), and
+ * embedding lookups in their tables' type (not autocast), so their
+ * traffic stays; the rest reads and writes the target type. */
 static double cast_share(int cls)
 {
-    return cls == RV_FC_SOFTMAX || cls == RV_FC_REDUCE ? 0 : 1;
+    return cls == RV_FC_SOFTMAX || cls == RV_FC_REDUCE || cls == RV_FC_EMBED ? 0 : 1;
 }
 
 static int prec_type_of(int dt)
