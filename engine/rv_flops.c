@@ -375,19 +375,37 @@ static const tbe_args *tbe_of(const char *n)
     return NULL;
 }
 
-static int tbe_dims_of(const opargs *o, const tbe_args *a, tbe_dims *d)
+/* The op's inputs from its shape record. */
+static void args_of(const rv_trace *t, const rv_op_shape *s, opargs *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->t = t;
+    o->event = s->event;
+    for (uint32_t i = 0; i < s->nargs; i++) {
+        const rv_shape_arg *a = &t->shape_args[s->first + i];
+        if (!a->is_out && o->nin < (int)(sizeof(o->in) / sizeof(o->in[0])))
+            o->in[o->nin++] = a;
+    }
+}
+
+/* total_D is the recorded scalar, else total_d_hint (0: none): Kineto's
+ * record_shapes keeps no scalars, and the backward's gradient is
+ * [B, total_D]. */
+static int tbe_dims_of(const opargs *o, const tbe_args *a, double total_d_hint, tbe_dims *d)
 {
     const rv_shape_arg *w = tin(o, a->weights, 1), *dof = tin(o, a->d_offsets, 1);
     const rv_shape_arg *idx = tin(o, a->indices, 1), *off = tin(o, a->offsets, 1);
     int n = 0;
     const int64_t *td = ivals(o, a->total_d, &n);
     memset(d, 0, sizeof(*d));
-    if (!w || !dof || !idx || !off || !td || n != 1 || td[0] <= 0 || numel(o, dof) < 2)
+    if (!w || !dof || !idx || !off || numel(o, dof) < 2)
+        return 0;
+    d->total_d = td && n == 1 && td[0] > 0 ? (double)td[0] : total_d_hint;
+    if (d->total_d <= 0)
         return 0;
     d->tables = numel(o, dof) - 1;
     d->bags = (numel(o, off) - 1) / d->tables;
     d->rows = numel(o, idx);
-    d->total_d = (double)td[0];
     d->d = d->total_d / d->tables;
     d->wsz = isz(w);
     d->table_bytes = tbytes(o, w);
@@ -411,13 +429,55 @@ static int tbe_dims_of(const opargs *o, const tbe_args *a, tbe_dims *d)
     return d->bags > 0 && d->rows > 0 && d->d > 0;
 }
 
+/* The gradient [B, total_D] of a forward lookup without a recorded
+ * total_D: the first backward op of its name after it in time, on the same
+ * process, with B rows; 0 when none. */
+static double tbe_total_d_from_backward(const opargs *o, const char *n, double bags)
+{
+    static const char split[] = "fbgemm::split_embedding_codegen_lookup_";
+    const rv_trace *t = o->t;
+    const rv_event *me = &t->events[o->event];
+    char want[160];
+    size_t ln = strlen(n);
+    if (!strcmp(n, "fbgemm::dense_embedding_codegen_lookup_function"))
+        snprintf(want, sizeof(want), "torch::autograd::CppNode<SplitLookupFunction_Dense_Op>");
+    else if (ln > sizeof(split) - 1 + 9 && ln - (sizeof(split) - 1) - 9 <= 64)
+        snprintf(want, sizeof(want), "torch::autograd::CppNode<SplitLookupFunction_%.*s_Op>",
+                 (int)(ln - (sizeof(split) - 1) - 9), n + sizeof(split) - 1);
+    else
+        return 0;
+    int64_t best = INT64_MAX;
+    double td = 0;
+    for (size_t k = 0; k < t->nop_shapes; k++) {
+        const rv_op_shape *s = &t->op_shapes[k];
+        const rv_event *ev = &t->events[s->event];
+        if (ev->cat != RV_CAT_CPU_OP || ev->pid != me->pid || ev->ts_ns <= me->ts_ns ||
+            ev->ts_ns >= best || strcmp(rv_trace_str(t, ev->name), want) != 0)
+            continue;
+        opargs b;
+        args_of(t, s, &b);
+        const rv_shape_arg *g = tin(&b, 0, 2);
+        if (g && g->ndims == 2 && dim(&b, g, 0) == bags && dim(&b, g, 1) > 0) {
+            td = dim(&b, g, 1);
+            best = ev->ts_ns;
+        }
+    }
+    return td;
+}
+
 /* Forward: L rows of D gathered, summed into B x T bags. */
 static int tbe_forward(const opargs *o, const char *n, rv_op_cost *c)
 {
     const tbe_args *a = tbe_of(n);
     tbe_dims d;
-    if (!a || !tbe_dims_of(o, a, &d))
+    if (!a)
         return 0;
+    if (!tbe_dims_of(o, a, 0, &d)) {
+        /* No total_D recorded (Kineto): the bags from a provisional width. */
+        if (!tbe_dims_of(o, a, 1, &d) ||
+            !tbe_dims_of(o, a, tbe_total_d_from_backward(o, n, d.bags), &d))
+            return 0;
+    }
     double out = o->out0 ? tbytes(o, o->out0) : d.bags * d.total_d * d.wsz;
     c->gather = d.rows * d.d * d.wsz;
     c->table_bytes = d.table_bytes;
@@ -460,15 +520,10 @@ static int tbe_forward_of(const opargs *o, const char *n, tbe_dims *d)
             continue;
         opargs f;
         tbe_dims x;
-        memset(&f, 0, sizeof(f));
-        f.t = t;
-        f.event = s->event;
-        for (uint32_t i = 0; i < s->nargs; i++) {
-            const rv_shape_arg *a = &t->shape_args[s->first + i];
-            if (!a->is_out && f.nin < (int)(sizeof(f.in) / sizeof(f.in[0])))
-                f.in[f.nin++] = a;
-        }
-        if (tbe_dims_of(&f, dense ? &tbe_dense : &tbe_split, &x) && x.bags * x.total_d == grad) {
+        args_of(t, s, &f);
+        if (tbe_dims_of(&f, dense ? &tbe_dense : &tbe_split, g->ndims == 2 ? dim(o, g, 1) : 0,
+                        &x) &&
+            x.bags * x.total_d == grad) {
             *d = x;
             best = ev->ts_ns;
         }
