@@ -5,6 +5,8 @@
  *     efficiency at fp32, t' = t x roof(fp16, F, B/2) / roof(fp32, F, B)
  *     above the 2 us latency floor, and the applied entry says
  *     "flops_bytes" with the counts;
+ *   - kernels already at the target lend their fitted efficiency to their
+ *     class and size bucket;
  *   - a V100 trace without shapes keeps the class ratios and says so in the
  *     amp_ratio_fallback warning.
  * Before, every kernel took the class ratios (method "roofline", no
@@ -20,6 +22,7 @@
 #include "rv_graph.h"
 #include "rv_hw.h"
 #include "rv_kmodel.h"
+#include "rv_precision.h"
 #include "rv_run.h"
 #include "rv_whatif.h"
 #include "common/rv_test_trace.h"
@@ -132,6 +135,57 @@ static void test_conv_from_flops_bytes(void)
     rv_test_unload(&l);
 }
 
+/* Kernels already at the target dtype on the same GPU lend their fitted
+ * efficiency per class and size bucket: with every other costed conv of
+ * the V100 trace marked fp16 in the ops' costs (the public traces have no
+ * such mix with shapes), a conv whose bucket has fp16 kernels takes
+ * roof(fp16, F, B/2) / eff_bucket. */
+static void test_target_bucket(void)
+{
+    rv_test_loaded l;
+    rv_run_result *r;
+    CU_ASSERT_EQUAL_FATAL(rv_test_load(traces, V100_RESNET, &l), 0);
+    rv_flops_trace *f = l.g->flops;
+    const rv_hw *hw = rv_hw_lookup("V100-DGXS");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    size_t k = 0;
+    for (size_t i = 0; i < l.tr->nevents; i++)
+        if (l.tr->events[i].cat == RV_CAT_KERNEL && f->cls[i] == RV_FC_CONV && k++ % 2 == 0)
+            f->ptype[i] = RV_PT_FP16;
+    rv_kmodel m;
+    rv_kmodel_fit_ptype(&m, l.tr, f, hw, RV_PT_FP16);
+    CU_ASSERT_FATAL(m.n[RV_FC_CONV] > 0);
+    CU_ASSERT_EQUAL_FATAL(run(&l, AMP_FP16, &r), 0);
+    const rv_graph *g = l.g, *p = r->pred_graph;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    json_t *fb = json_object_get(json_object_get(amp_entry(r), "methods"), "flops_bytes");
+    json_int_t moved = json_integer_value(json_object_get(fb, "target_bucket"));
+    size_t n = 0, n_eff = 0, off = 0;
+    for (size_t i = 0; i < g->ntasks; i++) {
+        const rv_task *t = &g->tasks[i];
+        if (t->kind != RV_TASK_GPU || t->cat != RV_CAT_KERNEL || t->event < 0 ||
+            t->phase == RV_PHASE_OPTIMIZER || t->dur_ns <= 0 || f->cls[t->event] != RV_FC_CONV)
+            continue;
+        double F = f->flops[t->event], B = f->bytes[t->event], s = (double)t->dur_ns * 1e-9;
+        double r0 = rv_kmodel_roofline_s(hw, RV_DT_FP32, F, B);
+        double r1 = rv_kmodel_roofline_s(hw, RV_DT_FP16, F, B / 2);
+        double eff = rv_kmodel_bucket_eff(&m, RV_FC_CONV, F, B / 2);
+        double ratio = eff > 0 ? r1 / eff / s : r1 / r0;
+        ratio = ratio < 1 ? ratio : 1;
+        n++;
+        n_eff += eff > 0;
+        if (llabs(p->tasks[i].dur_ns - shrink(t->dur_ns, ratio)) > 1)
+            off++;
+    }
+    printf("\n    conv kernels %zu, %zu with an fp16 bucket (answer: %lld), %zu off the formula", n,
+           n_eff, (long long)moved, off);
+    CU_ASSERT(n_eff > 0);
+    CU_ASSERT(moved >= (json_int_t)n_eff);
+    CU_ASSERT_EQUAL(off, 0);
+    rv_run_result_free(r);
+    rv_test_unload(&l);
+}
+
 static void test_no_shapes_ratios(void)
 {
     rv_test_loaded l;
@@ -160,6 +214,7 @@ int main(void)
         return 1;
     CU_pSuite s = CU_add_suite("amp_flops", NULL, NULL);
     CU_add_test(s, "conv and GEMM from FLOPs and bytes", test_conv_from_flops_bytes);
+    CU_add_test(s, "efficiency of the target's bucket", test_target_bucket);
     CU_add_test(s, "no shapes: class ratios with a warning", test_no_shapes_ratios);
     return rv_test_run() ? 1 : 0;
 }
