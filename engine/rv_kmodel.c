@@ -119,6 +119,21 @@ double rv_kmodel_keep_eff_s(double roof0, double roof1, double t_s)
     return roof0 > 0 && roof1 > 0 ? t_s * roof1 / roof0 : 0;
 }
 
+double rv_kmodel_event_eff(const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw, size_t i,
+                           int *cls, int *bucket_out)
+{
+    if (!usable(t, f, i))
+        return 0;
+    int c = f->cls[i];
+    int dt = rv_kmodel_dtype(hw, f->ptype[i], c, 1);
+    double roof = roofline_ev(hw, dt, f, i);
+    if (roof <= 0)
+        return 0;
+    *cls = c;
+    *bucket_out = bucket(c, f->flops[i], f->bytes[i]);
+    return roof / ((double)t->events[i].dur_ns * 1e-9);
+}
+
 /* ptype < 0: every costed task. */
 static void fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw,
                 size_t mod, size_t rem, int ptype)
@@ -141,13 +156,11 @@ static void fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, const 
             continue;
         if (j++ % mod != rem)
             continue;
-        int cls = f->cls[i];
-        int dt = rv_kmodel_dtype(hw, f->ptype[i], cls, 1);
-        double roof = roofline_ev(hw, dt, f, i);
-        if (roof <= 0)
+        int cls = 0, b = 0;
+        e[k] = rv_kmodel_event_eff(t, f, hw, i, &cls, &b);
+        if (e[k] <= 0)
             continue;
-        e[k] = roof / ((double)t->events[i].dur_ns * 1e-9);
-        key[k] = cls * RV_KMODEL_BUCKETS + bucket(cls, f->flops[i], f->bytes[i]);
+        key[k] = cls * RV_KMODEL_BUCKETS + b;
         k++;
     }
     for (int cls = 1; cls < RV_FC_COUNT; cls++) {
@@ -213,7 +226,18 @@ double rv_kmodel_bucket_eff(const rv_kmodel *m, int cls, double flops, double by
 {
     if (cls <= RV_FC_NONE || cls >= RV_FC_COUNT)
         return 0;
-    return m->eff[cls][bucket(cls, flops, bytes)];
+    int b = bucket(cls, flops, bytes);
+    /* The nearest fitted bucket (the larger on a tie): past the largest
+     * kernels measured, efficiency stays at theirs rather than falling back
+     * to the kernel's own, which would make a larger size less efficient
+     * than a smaller one. */
+    for (int d = 0; d < RV_KMODEL_BUCKETS; d++) {
+        if (b + d < RV_KMODEL_BUCKETS && m->eff[cls][b + d] > 0)
+            return m->eff[cls][b + d];
+        if (b - d >= 0 && m->eff[cls][b - d] > 0)
+            return m->eff[cls][b - d];
+    }
+    return 0;
 }
 
 void rv_kmodel_error(const rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, size_t mod,

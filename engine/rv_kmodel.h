@@ -40,6 +40,12 @@ double rv_kmodel_roofline_s(const rv_hw *hw, int dtype, double flops, double byt
  * tasks (rv_flops_embed_of). */
 double rv_kmodel_embed_l2_hit(const rv_hw *hw, double table_bytes);
 
+/* The efficiency (roofline / measured) of event i of t on hw, with its
+ * class and size bucket; 0 when i is not a costed kernel with a roofline
+ * (embedding tasks with the L2 term). */
+double rv_kmodel_event_eff(const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw, size_t i,
+                           int *cls, int *bucket);
+
 /* Fits m from the costed GPU tasks of t (f from rv_flops_of_trace) on hw,
  * using task i only when (i % mod) == rem (mod 1: all). */
 void rv_kmodel_fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw,
@@ -66,7 +72,8 @@ double rv_kmodel_predict_s(const rv_kmodel *m, const rv_hw *hw, int cls, int pty
                            double bytes, int tf32);
 
 /* The fitted efficiency of the size bucket of F FLOPs and B bytes in class
- * cls; 0 when no kernel of that bucket was fitted. */
+ * cls, or of the nearest fitted bucket of the class; 0 when the class has
+ * none. */
 double rv_kmodel_bucket_eff(const rv_kmodel *m, int cls, double flops, double bytes);
 
 /* Per-class error of m on the costed GPU tasks of t with (i % mod) == rem:

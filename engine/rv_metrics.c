@@ -7,6 +7,7 @@
 
 #include "rv_flops.h"
 #include "rv_hw.h"
+#include "rv_memory.h"
 #include "rv_power.h"
 #include "rv_precision.h"
 #include "rv_shapes.h"
@@ -105,24 +106,6 @@ static double batch_factor(const rv_run_result *r)
     return f > 0 ? f : 1;
 }
 
-/* Peak memory at another batch: weights, gradients and optimizer state
- * stay, activations and the rest scale with it. Needs the breakdown. */
-static void predicted_peak(json_t *mem, double factor)
-{
-    if (factor == 1 || !json_is_object(mem))
-        return;
-    json_t *b = json_object_get(mem, "breakdown");
-    json_t *act = json_object_get(b, "activations_and_other");
-    json_int_t peak = json_integer_value(json_object_get(mem, "peak_bytes"));
-    if (!json_is_integer(act) || peak <= 0) {
-        json_object_set_new(mem, "predicted_peak_bytes", json_null());
-        return;
-    }
-    json_int_t a = json_integer_value(act);
-    json_object_set_new(mem, "predicted_peak_bytes",
-                        json_integer(peak - a + (json_int_t)((double)a * factor + 0.5)));
-}
-
 static json_t *flops_json(rv_run_result *r, const rv_flops_trace *f, double *per_step)
 {
     const rv_graph *g = r->graph;
@@ -180,30 +163,104 @@ static void mem_window(const rv_run_result *r, int64_t *t0, int64_t *t1)
     }
 }
 
-/* Weights, gradients and optimizer state from a joined ET; activations and
- * the rest are what the peak leaves (null without a peak). */
-static json_t *breakdown_json(const rv_trace *t, int64_t peak)
+/* The optimizer an annotation names ("Optimizer.step#Adam.step",
+ * "Optimizer.zero_grad#SGD.zero_grad") and the state it keeps per
+ * parameter element when only the name is known: Adam(W) two moments, SGD
+ * (momentum assumed), Adagrad and RMSprop one buffer. NULL when none. */
+static const char *optimizer_named(const rv_trace *t, int64_t t0, int64_t t1, int *len, double *per)
 {
-    if (!t->mem_model)
-        return json_null();
-    json_t *b = json_object();
-    int64_t known = t->mem_weights + t->mem_gradients;
-    json_object_set_new(b, "weights", json_integer((json_int_t)t->mem_weights));
-    json_object_set_new(b, "gradients", json_integer((json_int_t)t->mem_gradients));
-    if (t->mem_optimizer_state != RV_NONE) {
-        json_object_set_new(b, "optimizer_state", json_integer(t->mem_optimizer_state));
-        known += t->mem_optimizer_state;
+    static const struct {
+        const char *key;
+        double state;
+    } tab[] = {{"#AdamW.", 2},    {"#Adam.", 2},    {"#LAMB.", 2},    {"#Lamb.", 2},
+               {"#Adadelta.", 2}, {"#Adagrad.", 1}, {"#RMSprop.", 1}, {"#SGD.", 1}};
+    for (size_t i = 0; i < t->nevents; i++) {
+        const rv_event *e = &t->events[i];
+        if ((e->cat != RV_CAT_CPU_OP && e->cat != RV_CAT_USER_ANNOTATION) || e->ts_ns < t0 ||
+            e->ts_ns >= t1)
+            continue;
+        const char *n = rv_trace_str(t, e->name);
+        if (strncmp(n, "Optimizer.", 10) != 0 || !strchr(n, '#'))
+            continue;
+        for (size_t k = 0; k < sizeof(tab) / sizeof(tab[0]); k++)
+            if (strstr(n, tab[k].key)) {
+                *per = tab[k].state;
+                *len = (int)strcspn(tab[k].key + 1, ".");
+                return tab[k].key + 1;
+            }
+    }
+    return NULL;
+}
+
+/* Weights, gradients and optimizer state from a joined ET, else from the
+ * step's op shapes (sb, NULL when none); activations and the rest are what
+ * the peak leaves: the allocator's peak less the known parts, or the
+ * allocations since profiling began (held before it: weights, gradients,
+ * optimizer state), or without memory events the shapes' saved
+ * activations. *est gets the peak the parts add up to when the trace has
+ * no allocator totals (-1 otherwise or when unknown). */
+static json_t *breakdown_json(const rv_trace *t, const rv_memory_shapes *sb, int64_t peak,
+                              int totals, int64_t t0, int64_t t1, int64_t *est)
+{
+    int64_t w, gr, os;
+    const char *src, *osrc = NULL;
+    json_t *oname = json_null();
+    *est = -1;
+    if (t->mem_model) {
+        w = t->mem_weights;
+        gr = t->mem_gradients;
+        os = t->mem_optimizer_state;
+        src = "execution_trace";
+        if (t->mem_optimizer) {
+            oname = json_string(rv_trace_str(t, t->mem_optimizer));
+            osrc = "name";
+        }
+    } else if (sb && sb->nparams > 0) {
+        int len = 0;
+        double per = 0;
+        const char *n = optimizer_named(t, t0, t1, &len, &per);
+        w = sb->weights;
+        gr = sb->gradients;
+        os = sb->optimizer_state;
+        src = "shapes";
+        if (n)
+            oname = json_stringn(n, (size_t)len);
+        if (os != RV_NONE) {
+            osrc = sb->training ? "ops" : "inference";
+        } else if (n) {
+            os = (int64_t)(per * (double)w);
+            osrc = "name";
+        }
     } else {
-        json_object_set_new(b, "optimizer_state", json_null());
+        return json_null();
+    }
+    json_t *b = json_object();
+    int64_t known = w + gr + (os != RV_NONE ? os : 0);
+    int64_t act = sb && sb->nparams > 0 ? sb->activations : -1, ao = -1;
+    json_object_set_new(b, "weights", json_integer((json_int_t)w));
+    json_object_set_new(b, "gradients", json_integer((json_int_t)gr));
+    json_object_set_new(b, "optimizer_state",
+                        os != RV_NONE ? json_integer((json_int_t)os) : json_null());
+    json_object_set_new(b, "activations", act >= 0 ? json_integer((json_int_t)act) : json_null());
+    json_object_set_new(b, "activation_layers",
+                        json_integer(sb && sb->nparams > 0 ? (json_int_t)sb->nsaving : 0));
+    if (os != RV_NONE) {
+        if (peak >= 0 && totals)
+            ao = peak > known ? peak - known : 0;
+        else if (peak >= 0)
+            ao = peak;
+        else if (act >= 0 && sb->training)
+            ao = act;
+        else if (sb && sb->nparams > 0 && !sb->training)
+            ao = 2 * sb->largest_input; /* inference: one op's input and output */
     }
     json_object_set_new(b, "activations_and_other",
-                        peak >= 0 && t->mem_optimizer_state != RV_NONE
-                            ? json_integer((json_int_t)(peak > known ? peak - known : 0))
-                            : json_null());
-    json_object_set_new(b, "optimizer",
-                        t->mem_optimizer ? json_string(rv_trace_str(t, t->mem_optimizer))
-                                         : json_null());
-    json_object_set_new(b, "source", json_string("execution_trace"));
+                        ao >= 0 ? json_integer((json_int_t)ao) : json_null());
+    if (ao >= 0 && !(peak >= 0 && totals))
+        *est = known + ao;
+    json_object_set_new(b, "optimizer", oname);
+    json_object_set_new(b, "optimizer_source", osrc ? json_string(osrc) : json_null());
+    json_object_set_new(b, "source", json_string(src));
     return b;
 }
 
@@ -223,24 +280,60 @@ static json_t *series_json(const int64_t *bins, int64_t t0, int64_t t1)
                      (double)(t1 - t0) / 1e3);
 }
 
-static json_t *memory_peak_json(rv_run_result *r, const rv_trace *t, int64_t peak, int totals);
+/* The breakdown and the peak the parts add up to, onto o (owned). */
+static json_t *with_breakdown(rv_run_result *r, json_t *o, const rv_trace *t, int64_t peak,
+                              int totals, int64_t t0, int64_t t1)
+{
+    rv_memory_shapes sb;
+    /* The shapes count one step: the reported one, else the middle one. */
+    const rv_graph *g = r->graph;
+    int64_t s0 = t0, s1 = t1;
+    if (r->base_fig.iter < 0 && g->niters > 0) {
+        s0 = g->origin_ns + g->iters[g->niters / 2].start_ns;
+        s1 = g->origin_ns + g->iters[g->niters / 2].end_ns;
+    }
+    int have = t->nop_shapes > 0 && rv_memory_from_shapes(t, s0, s1, &sb) == 0;
+    int64_t est = -1;
+    json_t *b = breakdown_json(t, have ? &sb : NULL, peak, totals, s0, s1, &est);
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "breakdown", b);
+    if (json_is_null(b)) {
+        json_object_set_new(o, json_object_get(o, "reason") ? "breakdown_reason" : "reason",
+                            json_string("the breakdown needs the op shapes (record_shapes=True) "
+                                        "or the run's execution trace (--et) to tell weights, "
+                                        "gradients and optimizer state from activations"));
+        return o;
+    }
+    if (est >= 0) {
+        json_object_set_new(o, "estimated_peak_bytes", json_integer((json_int_t)est));
+        rv_run_warn(r, "memory_estimated",
+                    peak >= 0 ? "estimated_peak_bytes adds the weights, gradients and optimizer "
+                                "state the breakdown infers to the allocations seen since "
+                                "profiling began"
+                              : "the trace has no memory events: estimated_peak_bytes adds up "
+                                "the breakdown the op shapes give (activations saved for the "
+                                "backward pass, no workspace)");
+    }
+    return o;
+}
 
 static json_t *memory_json(rv_run_result *r)
 {
     const rv_trace *t = r->graph->trace;
     const char *none = "the trace has no GPU \"[memory]\" events (record with profile_memory=True)";
-    if (t && t->nmem == 0 && t->mem_model)
-        return json_pack("{s:n,s:o,s:s}", "peak_bytes", "breakdown", breakdown_json(t, -1),
-                         "reason", none);
-    if (!t || t->nmem == 0)
-        return json_pack("{s:n,s:n,s:s}", "peak_bytes", "breakdown", "reason", none);
     int64_t t0, t1, peak = -1, running[64] = {0}, bins[RV_MEM_SERIES_BINS];
     int totals = 0;
+    if (!t)
+        return json_pack("{s:n,s:n,s:s}", "peak_bytes", "breakdown", "reason", none);
+    mem_window(r, &t0, &t1);
+    if (t->nmem == 0)
+        return with_breakdown(r, json_pack("{s:n,s:s}", "peak_bytes", "reason", none), t, -1, 0, t0,
+                              t1);
     for (size_t b = 0; b < RV_MEM_SERIES_BINS; b++)
         bins[b] = -1;
     for (size_t i = 0; i < t->nmem; i++)
         totals |= t->mem[i].allocated != RV_NONE;
-    mem_window(r, &t0, &t1);
     for (size_t i = 0; i < t->nmem; i++) {
         const rv_mem_sample *m = &t->mem[i];
         int64_t v;
@@ -264,30 +357,21 @@ static json_t *memory_json(rv_run_result *r)
             bins[b] = v;
     }
     if (peak < 0)
-        return json_pack("{s:n,s:n,s:s}", "peak_bytes", "breakdown", "reason",
-                         "no GPU memory event falls inside the reported steps");
-    json_t *o = memory_peak_json(r, t, peak, totals);
-    if (o)
-        json_object_set_new(o, "series", series_json(bins, t0, t1));
-    return o;
-}
-
-static json_t *memory_peak_json(rv_run_result *r, const rv_trace *t, int64_t peak, int totals)
-{
+        return with_breakdown(r,
+                              json_pack("{s:n,s:s}", "peak_bytes", "reason",
+                                        "no GPU memory event falls inside the reported steps"),
+                              t, -1, 0, t0, t1);
     if (!totals)
         rv_run_warn(r, "memory_lower_bound",
                     "the trace's memory events carry allocations but not the allocator's "
                     "totals: peak_bytes counts from the start of profiling, so memory held "
                     "before it (weights, optimizer state) is missing");
-    if (t->mem_model)
-        return json_pack("{s:I,s:s,s:o}", "peak_bytes", (json_int_t)peak, "source",
-                         totals ? "allocator_totals" : "allocations_since_profiling_start",
-                         "breakdown", breakdown_json(t, totals ? peak : -1));
-    return json_pack("{s:I,s:s,s:n,s:s}", "peak_bytes", (json_int_t)peak, "source",
-                     totals ? "allocator_totals" : "allocations_since_profiling_start", "breakdown",
-                     "reason",
-                     "the breakdown needs the run's execution trace (--et) to tell weights, "
-                     "gradients and optimizer state from activations");
+    json_t *o = json_pack("{s:I,s:s}", "peak_bytes", (json_int_t)peak, "source",
+                          totals ? "allocator_totals" : "allocations_since_profiling_start");
+    o = with_breakdown(r, o, t, peak, totals, t0, t1);
+    if (o)
+        json_object_set_new(o, "series", series_json(bins, t0, t1));
+    return o;
 }
 
 static json_t *utilization_json(const rv_run_result *r)
@@ -317,7 +401,10 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
     if (!o)
         return NULL;
     if (f && f->total_flops > 0) {
-        json_object_set_new(o, "flops", flops_json(r, f, &per_step));
+        json_t *fj = flops_json(r, f, &per_step);
+        if (fj && batch_factor(r) != 1)
+            json_object_set_new(fj, "predicted_per_step", json_real(per_step * batch_factor(r)));
+        json_object_set_new(o, "flops", fj);
     } else {
         json_object_set_new(o, "flops", json_null());
         rv_run_warn(r, "flops_unknown",
@@ -336,7 +423,9 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
     if (per_step > 0 && peak > 0 && ppeak > 0 && r->sum.baseline_us > 0 &&
         r->sum.predicted_us > 0) {
         double mb = per_step / (r->sum.baseline_us * 1e-6) / (peak * 1e12 * ngpu);
-        double mp = per_step / (r->sum.predicted_us * 1e-6) / (ppeak * 1e12 * ngpu);
+        /* At another batch the step does that many times the FLOPs. */
+        double mp =
+            per_step * batch_factor(r) / (r->sum.predicted_us * 1e-6) / (ppeak * 1e12 * ngpu);
         json_object_set_new(o, "mfu", before_after(mb, mp));
         if (mb > 1 || mp > 1)
             rv_run_warn(r, "mfu_above_peak",
@@ -377,6 +466,6 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
     }
     json_object_set_new(o, "utilization", utilization_json(r));
     json_object_set_new(o, "memory", memory_json(r));
-    predicted_peak(json_object_get(o, "memory"), batch_factor(r));
+    rv_memory_predict(json_object_get(o, "memory"), r->applied);
     return o;
 }

@@ -110,11 +110,13 @@ struct rv_whatif {
                                 resolved to power_limit_w at apply time */
     int schedule;
     int has_schedule;
-    char gpu[64];                        /* hardware override; "" = from the trace */
-    int batch_size;                      /* samples per iteration; 0 unknown */
-    int platform_overheads;              /* "host_overheads": "platform" */
-    const struct rv_oh_table *overheads; /* borrowed; set by the caller */
-    int has_job;                         /* "job" given */
+    char gpu[64];                            /* hardware override; "" = from the trace */
+    int batch_size;                          /* samples per iteration; 0 unknown */
+    int platform_overheads;                  /* "host_overheads": "platform" */
+    const struct rv_oh_table *overheads;     /* borrowed; set by the caller */
+    int platform_kmodels;                    /* "kernel_models": "platform" */
+    const struct rv_kmodel *kmodel_platform; /* borrowed; set by the caller */
+    int has_job;                             /* "job" given */
     rv_job_whatif job;
     int shallow; /* rv_whatif_for_rank's copy: the selectors are the parent's */
 };

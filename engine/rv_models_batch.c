@@ -9,6 +9,7 @@
 
 #include "rv_flops.h"
 #include "rv_kmodel.h"
+#include "rv_kmodel_acc.h"
 #include "rv_metrics.h"
 #include "rv_models.h"
 
@@ -45,6 +46,9 @@ int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *
     if (t && t->nop_shapes > 0 && hw && g->flops) {
         f = g->flops;
         rv_kmodel_fit(&m, t, f, hw, 1, 0);
+        if (w->kmodel_platform)
+            json_object_set_new(out, "platform_buckets_filled",
+                                json_integer((json_int_t)rv_kmodel_fill(&m, w->kmodel_platform)));
     }
     double before = 0, after = 0, k_model = 0, k_lin = 0, k_kept = 0;
     for (size_t i = 0; i < g->ntasks; i++) {

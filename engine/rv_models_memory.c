@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rv_flops.h"
+#include "rv_memory.h"
 #include "rv_models.h"
 
 static int is_kernel(const rv_graph *g, size_t i)
@@ -33,6 +35,14 @@ static int default_pick(int kind, const rv_graph *g, size_t i)
                strstr(n, "pool");
     default: return 1; /* recompute: the whole forward pass */
     }
+}
+
+/* Bytes the op of kernel i moves by its shapes (rv_flops); 0 unknown. */
+static double op_bytes(const rv_graph *g, int32_t i)
+{
+    const rv_flops_trace *fl = g->flops;
+    int32_t ev = g->tasks[i].event;
+    return fl && g->trace && ev >= 0 && (size_t)ev < g->trace->nevents ? fl->bytes[ev] : 0;
 }
 
 static json_t *report(const char *model, const rv_opt *o)
@@ -104,6 +114,10 @@ int rv_models__memory_saver(const struct rv_whatif *w, const rv_opt *o, rv_graph
     double pcie = o->pcie_gbps > 0 ? o->pcie_gbps * 1e9 / 8 : (hw ? hw->pcie_gbps : 12) * 1e9;
     size_t n0 = g->ntasks, inserted = 0;
     double added_ns = 0, bytes_total = 0;
+    /* One step's stash the saver shrinks (the largest over the steps), for
+     * the predicted peak (rv_memory_predict). */
+    double step_bytes = 0, step_max = 0;
+    size_t step_layers = 0, max_layers = 0;
     int rc = 0;
     int32_t *fw = malloc((n0 + 1) * sizeof(int32_t));
     int32_t *bw = malloc((n0 + 1) * sizeof(int32_t));
@@ -131,6 +145,8 @@ int rv_models__memory_saver(const struct rv_whatif *w, const rv_opt *o, rv_graph
         }
         if (nf == 0 || nb == 0)
             continue;
+        step_bytes = 0;
+        step_layers = 0;
         int32_t off_th = -1, pre_th = -1;
         int32_t prev_pre = -1;
         /* Two passes keep each side thread in time order: work after the
@@ -142,7 +158,8 @@ int rv_models__memory_saver(const struct rv_whatif *w, const rv_opt *o, rv_graph
             int64_t fd = g->tasks[f].dur_ns;
             if (o->kind == RV_OPT_VDNN) {
                 /* The activation: what the next kernel on the stream (a
-                 * norm or activation) streams through once. */
+                 * norm or activation) streams through once. Not its op's
+                 * shapes: an op's bytes are shared among its kernels. */
                 int32_t nx = next[f];
                 double bytes = nx >= 0 && is_kernel(g, nx)
                                    ? (double)g->tasks[nx].dur_ns * 1e-9 * hbm / 2
@@ -168,8 +185,16 @@ int rv_models__memory_saver(const struct rv_whatif *w, const rv_opt *o, rv_graph
                 inserted++;
                 added_ns += (double)cd;
                 bytes_total += bytes;
+                step_bytes += bytes;
+                step_layers++;
             } else if (o->kind == RV_OPT_GIST) {
                 int64_t d = (int64_t)llround((double)fd * o->ratio / 2);
+                /* The stash: what the relu/pool kernel writes, half of
+                 * the bytes its op's shapes move, else of what it
+                 * streams in its time (the vDNN size rule). */
+                double moved = op_bytes(g, f);
+                step_bytes += moved > 0 ? moved / 2 : (double)fd * 1e-9 * hbm / 2;
+                step_layers++;
                 if (d <= 0)
                     continue;
                 if ((rc = rv_models__insert_after(g, f, next, d, RV_SEL_KERNEL, side)))
@@ -179,6 +204,10 @@ int rv_models__memory_saver(const struct rv_whatif *w, const rv_opt *o, rv_graph
                 if (g->tasks[f].launch >= 0)
                     g->tasks[g->tasks[f].launch].gap_ns += launch;
             }
+        }
+        if (step_bytes > step_max) {
+            step_max = step_bytes;
+            max_layers = step_layers;
         }
         for (size_t q = nf; q-- > 0;) {
             int32_t f = fw[q];
@@ -227,6 +256,13 @@ int rv_models__memory_saver(const struct rv_whatif *w, const rv_opt *o, rv_graph
         if (o->kind == RV_OPT_VDNN) {
             json_object_set_new(r, "offloaded_mb", json_real(bytes_total / (1024.0 * 1024.0)));
             json_object_set_new(r, "pcie_gbps", json_real(pcie * 8 / 1e9));
+            json_object_set_new(r, "offloaded_bytes", json_integer((json_int_t)llround(step_max)));
+            json_object_set_new(r, "offloaded_layers", json_integer((json_int_t)max_layers));
+        } else if (o->kind == RV_OPT_GIST) {
+            json_object_set_new(r, "encoded_bytes", json_integer((json_int_t)llround(step_max)));
+            json_object_set_new(r, "encoding", json_real(RV_GIST_ENCODING));
+        } else {
+            json_object_set_new(r, "share", json_real(o->share));
         }
         rc = r && json_array_append_new(applied, r) == 0 ? 0 : RV_ERR_NOMEM;
     }

@@ -241,6 +241,17 @@ int rv_whatif_uses_platform_overheads(const rv_whatif *w)
     return w && w->platform_overheads;
 }
 
+void rv_whatif_set_kmodel(rv_whatif *w, const struct rv_kmodel *m)
+{
+    if (w)
+        w->kmodel_platform = m;
+}
+
+int rv_whatif_uses_platform_kmodels(const rv_whatif *w)
+{
+    return w && w->platform_kmodels;
+}
+
 int rv_whatif_parse_text(const char *text, rv_whatif **out, rv_error *err)
 {
     json_error_t je;
@@ -270,9 +281,9 @@ int rv_whatif_parse_text(const char *text, rv_whatif **out, rv_error *err)
 
 int rv_whatif_is_empty(const rv_whatif *w)
 {
-    return !w ||
-           (w->nopts == 0 && !w->has_dist && w->power_limit_w <= 0 && w->power_limit_frac <= 0 &&
-            !w->has_schedule && !w->platform_overheads && !w->has_job && !w->gpu[0]);
+    return !w || (w->nopts == 0 && !w->has_dist && w->power_limit_w <= 0 &&
+                  w->power_limit_frac <= 0 && !w->has_schedule && !w->platform_overheads &&
+                  !w->platform_kmodels && !w->has_job && !w->gpu[0]);
 }
 
 const rv_job_whatif *rv_whatif_job(const rv_whatif *w)
@@ -423,6 +434,13 @@ int rv_whatif_apply_stop(const rv_whatif *w, rv_graph *g, const rv_stop *stop, j
         if ((rc = rv_retime_overheads(g, w->overheads, &o, err)) != 0)
             goto fail;
         json_array_append_new(arr, o);
+    }
+    if (w->platform_kmodels && !w->kmodel_platform) {
+        rc = rv_error_field(err, RV_ERR_UNSUPPORTED, "kernel_models",
+                            "kernel_models is platform but no platform kernel models were given "
+                            "(the service supplies the trace's platform's on "
+                            "/v1/traces/{id}/whatif; elsewhere ask with \"trace\")");
+        goto fail;
     }
     if (w->gpu[0]) {
         /* Before the optimizations: they then act on the other GPU. */

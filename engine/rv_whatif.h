@@ -59,6 +59,15 @@ void rv_whatif_set_overheads(rv_whatif *w, const struct rv_oh_table *tab);
 /* True when the document asks for the platform's overheads. */
 int rv_whatif_uses_platform_overheads(const rv_whatif *w);
 
+/* Kernel models of the trace's platform (borrowed; must outlive
+ * rv_whatif_apply), used when the document says "kernel_models":
+ * "platform": the models that fit kernel efficiencies in the trace
+ * (batch_size) take the platform's for the sizes the trace lacks. */
+struct rv_kmodel;
+void rv_whatif_set_kmodel(rv_whatif *w, const struct rv_kmodel *m);
+/* True when the document asks for the platform's kernel models. */
+int rv_whatif_uses_platform_kmodels(const rv_whatif *w);
+
 /* The job-level part, or NULL when the document has none (or w is NULL). */
 const rv_job_whatif *rv_whatif_job(const rv_whatif *w);
 

@@ -263,6 +263,9 @@ const rv_field_spec rv_spec_top[] = {
         "samples per step, for samples per joule"),
     ENUM("host_overheads", W(platform_overheads), "trace,platform", NULL, "\"trace\"",
          "host overheads from the trace itself, or the platform's shared statistics"),
+    ENUM("kernel_models", W(platform_kmodels), "trace,platform", NULL, "\"trace\"",
+         "kernel efficiencies fitted on the trace alone, or completed by the platform's "
+         "(fitted on its stored traces) where the trace has none of a size"),
 };
 const size_t rv_spec_ntop = sizeof(rv_spec_top) / sizeof(rv_spec_top[0]);
 

@@ -165,6 +165,8 @@ static const rv_route routes[] = {
      "platforms_list"},
     {"GET", "/v1/platforms/{id}/overheads", rv_api_platform_overheads, RV_BODY_NONE, RV_SCOPE_READ,
      0, "platforms_overheads"},
+    {"GET", "/v1/platforms/{id}/kernel-models", rv_api_platform_kmodels, RV_BODY_NONE,
+     RV_SCOPE_READ, 0, "platforms_kernel_models"},
     {"GET", "/v1/training-jobs", rv_api_training_list, RV_BODY_NONE, RV_SCOPE_READ, 0,
      "training_jobs_list"},
     {"POST", "/v1/training-jobs", rv_api_training_upload, RV_BODY_UPLOAD, RV_SCOPE_INGEST, 0,

@@ -134,9 +134,9 @@ static void diff(rv_req *r, rv_app *a, int post)
             goto out;
         }
     }
-    /* With the platform's overheads the answer follows every upload on the
-     * platform: not cached. */
-    cache = !(post && rv_api_doc_uses_platform(doc));
+    /* With the platform's overheads or kernel models the answer follows
+     * every upload on the platform: not cached. */
+    cache = !(post && rv_api_doc_platform_dependent(doc));
     if (cache) {
         diff_key(post ? doc : NULL, with, top, hash);
         if (send_cached(r, a, id, with, hash))

@@ -339,8 +339,13 @@ static int fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *
     char hash[RV_SHA256_HEX_LEN + 1];
     rv_run_result *res = NULL;
     int platform = rv_api_doc_uses_platform(doc);
+    /* Rows on the platform's kernel models are not cached: those follow
+     * every upload, and a version per row would cost a query per row. */
+    int uncached = rv_api_doc_uses_platform_kmodels(doc);
 
     snprintf(hash, sizeof(hash), "%s", plain_hash);
+    if (uncached)
+        known_miss = 1;
     if (platform) {
         if (!ft->versioned) {
             rv_error_clear(&ft->version_err);
@@ -355,7 +360,7 @@ static int fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *
             return e->code;
         }
         rv_api_request_hash(doc, ft->version, hash);
-        known_miss = 0;
+        known_miss = uncached;
     }
     rv_error_clear(e);
     if (!known_miss) {
@@ -419,7 +424,7 @@ static int fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *
     rv_metrics_add(a->metrics, RV_M_FLEET_RUN_US, us_since(t0));
     t0 = mono_s();
     if (rc != 0) {
-        if (error_is_stable(rc))
+        if (error_is_stable(rc) && !uncached)
             put_error(a, ft->id, hash, e);
         rv_metrics_add(a->metrics, RV_M_FLEET_STORE_US, us_since(t0));
         return rc;
@@ -431,7 +436,8 @@ static int fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *
     rv_error e2;
     row_hash(hash, rh);
     rv_error_clear(&e2);
-    rv_db_whatif_cache_put(a->db, ft->id, rh, "{}", 2, sum, &e2);
+    if (!uncached)
+        rv_db_whatif_cache_put(a->db, ft->id, rh, "{}", 2, sum, &e2);
     rv_metrics_add(a->metrics, RV_M_FLEET_STORE_US, us_since(t0));
     return 0;
 }
@@ -568,7 +574,7 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
         error_hash(hashes[3 * s], hashes[3 * s + 1]);
         row_hash(hashes[3 * s], hashes[3 * s + 2]);
         /* A platform document's key holds its trace's statistics version. */
-        lookup[s] = !rv_api_doc_uses_platform(doc);
+        lookup[s] = !rv_api_doc_platform_dependent(doc);
     }
     *stopped = ROWS_ALL;
     double checked = mono_s();

@@ -26,6 +26,7 @@ void rv_api_job_get(rv_req *r, void *app);
 void rv_api_job_cancel(rv_req *r, void *app);
 void rv_api_platform_list(rv_req *r, void *app);
 void rv_api_platform_overheads(rv_req *r, void *app);
+void rv_api_platform_kmodels(rv_req *r, void *app);
 void rv_api_whatif_kinds(rv_req *r, void *app);
 void rv_api_trace_export(rv_req *r, void *app);
 /* Training jobs: list, one, what-if on all its ranks (rv_api_training.c). */
@@ -90,6 +91,12 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l, const json_t
 
 /* 1 when the document (borrowed) asks for "host_overheads": "platform". */
 int rv_api_doc_uses_platform(const json_t *doc);
+/* 1 when the document (borrowed) asks for "kernel_models": "platform". */
+int rv_api_doc_uses_platform_kmodels(const json_t *doc);
+/* 1 when the answer to the document follows the platform's statistics or
+ * kernel models, which change with every upload: such answers are cached
+ * only under a version of what they used. */
+int rv_api_doc_platform_dependent(const json_t *doc);
 
 /* The request's what-if document: its JSON body, which must be an object.
  * New reference, or NULL with the error answered. */

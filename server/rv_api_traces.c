@@ -10,6 +10,7 @@
 #include "rv_api_internal.h"
 #include "rv_gcache.h"
 #include "rv_db.h"
+#include "rv_db_kmodels.h"
 #include "rv_jsonw.h"
 #include "rv_metrics.h"
 
@@ -447,6 +448,34 @@ void rv_api_platform_overheads(rv_req *r, void *app)
     rv_req_respond_json(
         r, 200,
         json_pack("{s:I,s:s,s:o}", "platform_id", (json_int_t)id, "unit", "us", "overheads", arr));
+}
+
+void rv_api_platform_kmodels(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    int64_t id = rv_api_id_param(r, "id"), ntraces = 0;
+    rv_error e;
+    rv_kmodel_acc *acc;
+
+    rv_error_clear(&e);
+    if (id < 0)
+        return;
+    if ((acc = malloc(sizeof(*acc))) == NULL) {
+        rv_req_error(r, 500, "internal", NULL, "out of memory");
+        return;
+    }
+    if (rv_db_platform_kmodel(a->db, id, acc, &ntraces, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        free(acc);
+        return;
+    }
+    /* A platform without kernel models yet answers 200 with no classes. */
+    rv_req_respond_json(r, 200,
+                        json_pack("{s:I,s:I,s:f,s:s,s:o}", "platform_id", (json_int_t)id, "traces",
+                                  (json_int_t)ntraces, "kernels", rv_kmodel_acc_count(acc),
+                                  "efficiency", "geometric mean of roofline time / measured time",
+                                  "classes", rv_kmodel_acc_render(acc)));
+    free(acc);
 }
 
 int rv_api_load(rv_app *a, int64_t id, rv_loaded *out, rv_error *err)

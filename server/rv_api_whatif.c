@@ -12,6 +12,9 @@
 
 #include "rv_api_internal.h"
 #include "rv_db.h"
+#include "rv_db_kmodels.h"
+#include "rv_hw.h"
+#include "rv_kmodel_acc.h"
 #include "rv_metrics.h"
 #include "rv_report.h"
 #include "rv_retime.h"
@@ -23,7 +26,7 @@
  * 2: replay_error is |baseline - measured| / measured (was signed).
  * 3: answers carry flops, mfu, throughput, utilization and memory.
  * 4: "gpu" rescales kernel times when the trace has op shapes. */
-#define RV_MODEL_VERSION "reverie-models-4"
+#define RV_MODEL_VERSION "reverie-models-5"
 
 #define TIMELINE_DEFAULT_TASKS 20000
 
@@ -61,6 +64,43 @@ int rv_api_doc_uses_platform(const json_t *doc)
 {
     const char *how = json_string_value(json_object_get(doc, "host_overheads"));
     return how && strcmp(how, "platform") == 0;
+}
+
+int rv_api_doc_uses_platform_kmodels(const json_t *doc)
+{
+    const char *how = json_string_value(json_object_get(doc, "kernel_models"));
+    return how && strcmp(how, "platform") == 0;
+}
+
+int rv_api_doc_platform_dependent(const json_t *doc)
+{
+    return rv_api_doc_uses_platform(doc) || rv_api_doc_uses_platform_kmodels(doc);
+}
+
+/* The kernel models of trace l's platform (*out new, free()); refused when
+ * the platform has none yet. version (may be NULL) receives their version. */
+static int platform_kmodel(rv_app *a, const rv_loaded *l, rv_kmodel **out, char *version,
+                           size_t cap, rv_error *err)
+{
+    rv_kmodel_acc *acc = malloc(sizeof(*acc));
+    int64_t pid = 0;
+    int rc;
+    *out = NULL;
+    if (!acc)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    rc = rv_db_trace_kmodel(a->db, l->id, &pid, version, cap, acc, err);
+    if (!rc && rv_kmodel_acc_count(acc) <= 0)
+        rc = rv_error_field(err, RV_ERR_UNSUPPORTED, "kernel_models",
+                            "kernel_models is platform but platform %lld (of trace %lld) has no "
+                            "kernel models yet (they come from its traces with op shapes, on a "
+                            "GPU of the hardware table); ask with \"kernel_models\": \"trace\"",
+                            (long long)pid, (long long)l->id);
+    if (!rc && (*out = malloc(sizeof(**out))) == NULL)
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    if (!rc)
+        rv_kmodel_from_acc(*out, acc, rv_hw_lookup(rv_trace_str(l->trace, l->trace->platform_gpu)));
+    free(acc);
+    return rc;
 }
 
 /* The engine's table from stored rows (borrowed). Names are interned first
@@ -149,6 +189,7 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l, const json_t
                           rv_error *err)
 {
     rv_whatif *w = NULL;
+    rv_kmodel *km = NULL;
     /* The budget always; for a request also its client and the server's
      * drain (a fleet job is neither: it is requeued if the server dies). */
     rv_run_opts opts = {.iteration = RV_ITER_MEDIAN,
@@ -163,6 +204,13 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l, const json_t
     *out = NULL;
     if ((rc = rv_whatif_parse(doc, &w, err)) != 0)
         goto out;
+    /* Read with the run, by every route: what a cached answer was keyed by
+     * (rv_api_trace_whatif) was read just before. */
+    if (rv_whatif_uses_platform_kmodels(w)) {
+        if ((rc = platform_kmodel(a, l, &km, NULL, 0, err)) != 0)
+            goto out;
+        rv_whatif_set_kmodel(w, km);
+    }
     if (rv_whatif_uses_platform_overheads(w)) {
         if (!oh) {
             rc = rv_error_field(err, RV_ERR_UNSUPPORTED, "host_overheads",
@@ -177,6 +225,7 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l, const json_t
         rv_metrics_add(a->metrics, RV_M_SIMULATIONS, 1);
 out:
     rv_whatif_free(w);
+    free(km);
     return rc;
 }
 
@@ -261,6 +310,20 @@ void rv_api_trace_whatif(rv_req *r, void *app)
         rv_req_error_rv(r, &e);
         goto out;
     }
+    /* So do the platform's kernel models, read again by the run. */
+    if (rv_api_doc_uses_platform_kmodels(doc)) {
+        size_t vl = strlen(version);
+        rv_kmodel_acc *acc = malloc(sizeof(*acc));
+        int krc =
+            acc ? rv_db_trace_kmodel(a->db, id, NULL, version + vl, sizeof(version) - vl, acc, &e)
+                : rv_error_set(&e, RV_ERR_NOMEM, -1, -1, "out of memory");
+        free(acc);
+        if (krc != 0) {
+            rv_req_error_rv(r, &e);
+            goto out;
+        }
+        platform = 1;
+    }
     rv_api_request_hash(doc, platform ? version : NULL, hash);
     if (!with_tl) {
         /* A hit sends the stored bytes as they are: nothing is parsed. */
@@ -289,7 +352,7 @@ void rv_api_trace_whatif(rv_req *r, void *app)
         rv_req_error_rv(r, &e);
         goto out;
     }
-    if (platform) {
+    if (rv_api_doc_uses_platform(doc)) {
         if (rv_api_platform_table(a, id, &oh, version, sizeof(version), &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;

@@ -271,6 +271,8 @@ int rv_db_ingest_commit(rv_db *db, const rv_db_ingest_prep *p, rv_db_ingest_resu
                           tid_s, ver_s, raw_s, p->snap, p->snap_len, err);
     if (!rc && p->nsketches)
         rc = copy_sketches(pc, p->t, p, tid_s, err);
+    if (!rc && p->keff[0])
+        rc = rv_db__kmodels_merge_trace(pc, pid_s, tid_s, (const char *const *)p->keff, err);
     if (rc)
         goto out;
     if (db->hook)

@@ -11,7 +11,10 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "rv_flops.h"
+#include "rv_hw.h"
 #include "rv_jsonw.h"
+#include "rv_kmodel_acc.h"
 #include "rv_overhead.h"
 #include "rv_report.h"
 #include "rv_snapshot.h"
@@ -264,6 +267,50 @@ int rv_db__ingest_validate(const rv_trace *t, const void *orig, size_t len,
     return 0;
 }
 
+/* The trace's kernel-model sums (measured on gpu) as the four array
+ * literals of p->keff; none when the GPU is not in the hardware table or no
+ * kernel has a cost. */
+static int kernel_effs(rv_db_ingest_prep *p, const rv_trace *t, const char *gpu, rv_error *err)
+{
+    const rv_hw *hw = rv_hw_lookup(gpu);
+    rv_flops_trace f;
+    rv_kmodel_acc *a = NULL;
+    rv_buf b[4];
+    int rc = 0;
+    memset(&f, 0, sizeof(f));
+    if (!hw || t->nop_shapes == 0)
+        return 0;
+    if (rv_flops_of_trace(t, &f) != 0)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "ingest: out of memory costing the ops");
+    for (int k = 0; k < 4; k++)
+        rv_buf_init(&b[k], 1u << 20);
+    if ((a = calloc(1, sizeof(*a))) == NULL || rv_kmodel_acc_add_trace(a, t, &f, hw) == 0)
+        goto out;
+    for (int c = 1; c < RV_FC_COUNT; c++)
+        for (int k = 0; k < RV_KMODEL_BUCKETS; k++) {
+            if (a->n[c][k] <= 0)
+                continue;
+            const char *sep = b[0].len ? "," : "{";
+            rc |= rv_buf_printf(&b[0], "%s%s", sep, rv_flops_class_name(c));
+            rc |= rv_buf_printf(&b[1], "%s%d", sep, k);
+            rc |= rv_buf_printf(&b[2], "%s%.17g", sep, a->n[c][k]);
+            rc |= rv_buf_printf(&b[3], "%s%.17g", sep, a->slog[c][k]);
+        }
+    for (int k = 0; k < 4 && !rc; k++) {
+        rc |= rv_buf_addc(&b[k], '}');
+        if (!rc && (p->keff[k] = rv_buf_take(&b[k], NULL)) == NULL)
+            rc = RV_ERR_NOMEM;
+    }
+    if (rc)
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "ingest: out of memory");
+out:
+    for (int k = 0; k < 4; k++)
+        rv_buf_free(&b[k]);
+    free(a);
+    rv_flops_trace_free(&f);
+    return rc;
+}
+
 void rv_db_ingest_prep_free(rv_db_ingest_prep *p)
 {
     if (!p)
@@ -278,6 +325,8 @@ void rv_db_ingest_prep_free(rv_db_ingest_prep *p)
     free(p->source_format);
     for (int i = 0; i < 5; i++)
         free(p->pf[i]);
+    for (int i = 0; i < 4; i++)
+        free(p->keff[i]);
     free(p);
 }
 
@@ -375,6 +424,8 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
                                    .gpus_per_node = mp->gpus_per_node > 0 ? mp->gpus_per_node
                                                                           : (int)t->ndevices};
     rv_db_platform_key(&p->platform, p->platform_key);
+    if ((rc = kernel_effs(p, t, p->pf[0], err)) != 0)
+        goto out;
     p->rank = meta->rank != RV_NONE ? meta->rank : t->rank;
     p->world_size =
         meta->world_size != RV_NONE && meta->world_size > 0 ? meta->world_size : t->world_size;

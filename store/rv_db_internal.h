@@ -110,6 +110,10 @@ struct rv_db_ingest_prep {
     int32_t rank, world_size;
     double measured_us;
     int iterations;
+    /* The kernel-model sums (rv_kmodel_acc) as array literals for
+     * trace_kernel_effs: classes text[], buckets int[], n and slog
+     * float8[]; all NULL when no kernel was costed. */
+    char *keff[4];
 };
 
 /* The checks every ingest entry point makes before any work: a trace with
@@ -136,6 +140,14 @@ int rv_db__platform_upsert(rv_db__conn *pc, const rv_db_platform *p, const char 
 /* Recomputes a platform's overhead sketches from its traces' sketches
  * (SQL rv_overheads_rebuild, migrations/0004), inside the caller's
  * transaction; *groups (may be NULL) = rows written (rv_db_overheads.c). */
+/* Stores a trace's kernel-model sums (keff: the four array literals of
+ * rv_db_ingest_prep) and adds them to its platform's; inside the ingest
+ * transaction (rv_db_kmodels.c). */
+int rv_db__kmodels_merge_trace(rv_db__conn *pc, const char *platform_id, const char *trace_id,
+                               const char *const *keff, rv_error *err);
+/* Recomputes a platform's kernel-model sums from its traces'; inside the
+ * caller's transaction (rv_db_kmodels.c). */
+int rv_db__kmodels_rebuild(rv_db__conn *pc, const char *platform_id, rv_error *err);
 int rv_db__overheads_rebuild(rv_db__conn *pc, const char *platform_id, size_t *groups,
                              rv_error *err);
 

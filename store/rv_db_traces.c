@@ -277,9 +277,11 @@ int rv_db_trace_delete(rv_db *db, int64_t id, rv_error *err)
     snprintf(pid_s, sizeof(pid_s), "%s", PQgetvalue(r, 0, 0));
     PQclear(r);
     r = NULL;
-    /* The trace's sketches went with it (ON DELETE CASCADE): its platform's
-     * statistics are recomputed from the remaining traces' sketches. */
+    /* The trace's sketches and kernel sums went with it (ON DELETE
+     * CASCADE): its platform's are recomputed from the remaining traces'. */
     rc = rv_db__overheads_rebuild(pc, pid_s, NULL, err);
+    if (!rc)
+        rc = rv_db__kmodels_rebuild(pc, pid_s, err);
     if (!rc)
         rc = rv_db__exec(pc, "COMMIT", "COMMIT", err);
 out:

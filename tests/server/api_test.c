@@ -631,6 +631,62 @@ static void test_whatif_platform_overheads(void)
     json_decref(j);
 }
 
+/* "kernel_models": "platform": the server completes the trace's kernel
+ * efficiencies with its platform's, stored at upload (migration 0008). The
+ * ResNet trace is alone on its platform: GET .../kernel-models lists its
+ * classes, and batch_size on the platform's model fills no bucket, so it
+ * answers as on the trace's own. A platform without kernel models (the
+ * H100 sync trace has no op shapes) is refused with the reason. */
+static void test_platform_kernel_models(void)
+{
+    tc_resp r;
+    char p[96];
+    int64_t pid = trace_platform(id_resnet);
+    CU_ASSERT_TRUE_FATAL(pid > 0);
+    snprintf(p, sizeof(p), "/v1/platforms/%lld/kernel-models", (long long)pid);
+    CU_ASSERT_EQUAL(req(port_a, NULL, p, tok_read, NULL, NULL, NULL, &r), 200);
+    json_t *j = body_json(&r);
+    tc_resp_free(&r);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "traces")), 1);
+    CU_ASSERT_TRUE(json_number_value(json_object_get(j, "kernels")) > 1000);
+    int conv = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(j, "classes"), i, c)
+    {
+        if (strcmp(json_string_value(json_object_get(c, "class")), "conv") == 0) {
+            conv = 1;
+            double eff = json_number_value(json_object_get(c, "efficiency"));
+            CU_ASSERT_TRUE(eff > 0.01 && eff <= 1.5);
+            CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(c, "size_unit")), "flops");
+        }
+    }
+    CU_ASSERT_TRUE(conv);
+    json_decref(j);
+    snprintf(p, sizeof(p), "/v1/platforms/%d/kernel-models", 987654321);
+    CU_ASSERT_EQUAL(req(port_a, NULL, p, tok_read, NULL, NULL, NULL, &r), 404);
+    tc_resp_free(&r);
+
+    const char *own = "{\"optimizations\":[{\"kind\":\"batch_size\",\"to\":256}]}";
+    const char *plat = "{\"kernel_models\":\"platform\",\"optimizations\":[{\"kind\":"
+                       "\"batch_size\",\"to\":256}]}";
+    json_t *a = whatif_json(id_resnet, own, 200), *b = whatif_json(id_resnet, plat, 200);
+    json_t *ab = json_array_get(json_object_get(b, "applied"), 0);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(ab, "platform_buckets_filled")), 0);
+    CU_ASSERT_PTR_NULL(json_object_get(json_array_get(json_object_get(a, "applied"), 0),
+                                       "platform_buckets_filled"));
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(b, "predicted_us")),
+                           json_number_value(json_object_get(a, "predicted_us")), 1e-6);
+    CU_ASSERT_STRING_NOT_EQUAL(json_string_value(json_object_get(a, "request_hash")),
+                               json_string_value(json_object_get(b, "request_hash")));
+    json_decref(a);
+    json_decref(b);
+    j = whatif_json(id_h100, plat, 400);
+    const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+    CU_ASSERT_PTR_NOT_NULL(msg && strstr(msg, "no kernel models yet"));
+    json_decref(j);
+}
+
 static void test_catalogs(void)
 {
     tc_resp r;
@@ -869,6 +925,7 @@ int main(void)
     CU_add_test(s, "whatif", test_whatif);
     CU_add_test(s, "same_answer_as_cli", test_same_answer_as_cli);
     CU_add_test(s, "whatif_platform_overheads", test_whatif_platform_overheads);
+    CU_add_test(s, "platform_kernel_models", test_platform_kernel_models);
     CU_add_test(s, "catalogs", test_catalogs);
     CU_add_test(s, "fleet_inline_and_job", test_fleet_inline_and_job);
     CU_add_test(s, "restart_durability", test_restart_durability);

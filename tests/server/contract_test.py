@@ -711,6 +711,10 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
     c.call("GET", "/v1/platforms/{id}/overheads", 404, params={"id": "x"})
     c.call("GET", "/v1/platforms/{id}/overheads", 404, params={"id": 987654321},
            what="no such platform")
+    for p in pl.get("platforms", []) if isinstance(pl, dict) else []:
+        c.call("GET", "/v1/platforms/{id}/kernel-models", 200, params={"id": p["id"]})
+    c.call("GET", "/v1/platforms/{id}/kernel-models", 404, params={"id": 987654321},
+           what="no such platform")
     c.call("GET", "/v1/hardware", 200)
     c.call("GET", "/v1/whatif/kinds", 200)
     # Who the caller is: the dashboard's sign-in shows the token's scopes.

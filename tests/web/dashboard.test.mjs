@@ -204,6 +204,10 @@ test('trace page: cards, timeline, breakdowns, kernels, overheads, Perfetto expo
   assert.equal(Number(await attr('#memory-view', 'data-peak-bytes')), w.memory.peak_bytes, 'peak as the API says');
   assert.ok(await page.$('#memory-view canvas'), 'memory chart drawn');
   assert.ok((await page.textContent('#memory-view')).includes(fmtBytes(w.memory.peak_bytes)), 'peak shown in the dashboard format');
+  // The ResNet-50 trace records its shapes: the breakdown comes from them.
+  assert.equal(await attr('#memory-breakdown', 'data-source'), w.memory.breakdown.source, 'breakdown source as the API says');
+  assert.equal(w.memory.breakdown.source, 'shapes', 'the ResNet-50 breakdown is read from its op shapes');
+  assert.ok((await page.textContent('#memory-breakdown')).includes(fmtBytes(w.memory.breakdown.weights)), 'weights shown');
   // Top kernels: the first row is the API's first kernel.
   await page.waitForSelector('#top-kernels tbody tr');
   const first = await page.textContent('#top-kernels tbody tr:first-child');

@@ -12,20 +12,29 @@ export function card(label, value, note, attrs = {}) {
 }
 
 // Allocated bytes over the reported step(s) (the answer's memory.series)
-// and the breakdown: weights, gradients, optimizer state, activations.
+// and the breakdown: weights, gradients, optimizer state, activations,
+// from the execution trace or the op shapes. Without memory events the
+// peak is the breakdown's estimate, and says so.
 export function memoryView(m) {
-  if (!m || m.peak_bytes === null || m.peak_bytes === undefined) {
+  const estimated = m && (m.peak_bytes === null || m.peak_bytes === undefined);
+  const peak = m ? (estimated ? m.estimated_peak_bytes : m.peak_bytes) : null;
+  if (!m || peak === null || peak === undefined) {
     return h('div', { id: 'memory-view', 'data-peak-bytes': '', 'data-points': '0' }, empty(m && m.reason ? m.reason : 'No memory figures.'));
   }
   const s = m.series || { t_us: [], bytes: [] };
   const points = s.t_us.map((t, i) => ({ x: t / 1e3, y: s.bytes[i] / 2 ** 20 }));
   const bd = m.breakdown;
-  const rows = bd ? [['Weights', bd.weights], ['Gradients', bd.gradients], ['Optimizer state', bd.optimizer_state], ['Activations and other', bd.activations_and_other]] : [];
-  return h('div', { id: 'memory-view', 'data-peak-bytes': String(m.peak_bytes), 'data-points': String(points.length) },
-    h('p', { class: 'sub' }, `peak ${fmtBytes(m.peak_bytes)} (${m.source === 'allocator_totals' ? 'allocator totals' : 'allocations since profiling started: a lower bound'})`,
+  const from = bd ? (bd.source === 'shapes' ? 'the op shapes' : 'the execution trace') : '';
+  const rows = bd ? [['Weights', bd.weights], ['Gradients', bd.gradients], ['Optimizer state', bd.optimizer_state], ['Activations saved for backward', bd.activations], ['Activations and other', bd.activations_and_other]].filter(([k, v]) => k !== 'Activations saved for backward' || (v !== null && v !== undefined)) : [];
+  const what = estimated ? `estimated peak ${fmtBytes(peak)} (from ${from}: the trace has no memory events)`
+    : `peak ${fmtBytes(peak)} (${m.source === 'allocator_totals' ? 'allocator totals' : 'allocations since profiling started: a lower bound'})`;
+  return h('div', { id: 'memory-view', 'data-peak-bytes': String(peak), 'data-estimated': String(estimated), 'data-points': String(points.length) },
+    h('p', { class: 'sub' }, what,
       m.predicted_peak_bytes ? ` · predicted ${fmtBytes(m.predicted_peak_bytes)}` : ''),
-    points.length ? line([{ label: 'allocated MiB', color: '--c-memcpy', points }], { xLabel: 'ms into the window', yLabel: 'MiB', fmtX: (v) => v.toFixed(0), fmtY: (v) => v.toFixed(0), title: 'allocated GPU memory over the step', height: 200 }) : empty('No memory event inside the step.'),
-    rows.length ? h('table', { id: 'memory-breakdown' }, h('tbody', {}, ...rows.map(([k, v]) => h('tr', { 'data-part': k }, h('td', {}, k), h('td', { class: 'num' }, v === null || v === undefined ? '–' : fmtBytes(v)))))) : h('p', { class: 'sub' }, 'No breakdown: it needs the execution trace (--et) for weights, gradients and optimizer state.'));
+    points.length ? line([{ label: 'allocated MiB', color: '--c-memcpy', points }], { xLabel: 'ms into the window', yLabel: 'MiB', fmtX: (v) => v.toFixed(0), fmtY: (v) => v.toFixed(0), title: 'allocated GPU memory over the step', height: 200 }) : empty(estimated ? 'No memory events: the peak is estimated from the breakdown.' : 'No memory event inside the step.'),
+    rows.length ? h('div', {}, h('p', { class: 'sub' }, `Breakdown from ${from}${bd.optimizer ? `, optimizer ${bd.optimizer}` : ''}`),
+      h('table', { id: 'memory-breakdown', 'data-source': bd.source || '' }, h('tbody', {}, ...rows.map(([k, v]) => h('tr', { 'data-part': k }, h('td', {}, k), h('td', { class: 'num' }, v === null || v === undefined ? '–' : fmtBytes(v)))))))
+      : h('p', { class: 'sub' }, m.breakdown_reason || 'No breakdown.'));
 }
 
 export function breakdownCharts(bd, pred) {

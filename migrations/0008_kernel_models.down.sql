@@ -1,0 +1,2 @@
+DROP TABLE platform_kernel_effs;
+DROP TABLE trace_kernel_effs;
