@@ -38,14 +38,6 @@ static int ran_tf32(const char *name)
     return rv_kernel_dtype(name) == RV_DT_TF32;
 }
 
-/* The target computes fp32 convolutions as TF32 (cuDNN's default in
- * PyTorch) but fp32 matmuls in fp32 (torch.backends.cuda.matmul.allow_tf32
- * defaults to off since 1.12), unless the trace's kernel already ran TF32. */
-static int tf32_on_target(int cls, int was_tf32)
-{
-    return was_tf32 || cls == RV_FC_CONV;
-}
-
 /* Seconds on `to` of a costed kernel measured at t_s on `from`. */
 static double costed_s(const rv_hw *from, const rv_hw *to, int cls, int ptype, double flops,
                        double bytes, double t_s, int was_tf32)
@@ -53,8 +45,8 @@ static double costed_s(const rv_hw *from, const rv_hw *to, int cls, int ptype, d
     double a =
         rv_kmodel_roofline_s(from, rv_kmodel_dtype(from, ptype, cls, was_tf32), flops, bytes);
     double b = rv_kmodel_roofline_s(
-        to, rv_kmodel_dtype(to, ptype, cls, tf32_on_target(cls, was_tf32)), flops, bytes);
-    return a > 0 && b > 0 ? t_s * b / a : 0;
+        to, rv_kmodel_dtype(to, ptype, cls, rv_kmodel_tf32_default(cls, was_tf32)), flops, bytes);
+    return rv_kmodel_keep_eff_s(a, b, t_s);
 }
 
 /* The in-trace error of the kernel models on the trace's GPU: fitted on
@@ -89,8 +81,8 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
     const rv_trace *t = g->trace;
     const rv_hw *to = rv_hw_lookup(w->gpu);
     const rv_hw *from = rv_models__hw(NULL, g);
-    rv_flops_trace f;
-    int have_f = 0, rc = 0;
+    const rv_flops_trace *f = g->flops;
+    int rc = 0;
     json_t *o = json_pack("{s:s,s:s,s:s}", "model", "gpu", "from", from ? from->name : "unknown",
                           "to", to ? to->name : w->gpu);
     if (!o)
@@ -105,12 +97,7 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
                      "the kernel models have no FLOPs or bytes");
         goto done;
     }
-    if (rv_flops_of_trace(t, &f) != 0) {
-        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory costing the ops");
-        goto fail;
-    }
-    have_f = 1;
-    if (f.gpu_tasks_costed == 0) {
+    if (!f || f->gpu_tasks_costed == 0) {
         not_rescaled(o, w->gpu, "no kernel of the trace has a cost from its op's shapes");
         goto done;
     }
@@ -129,16 +116,17 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
         if (k->kind != RV_TASK_GPU || k->event < 0 || k->cat != RV_CAT_KERNEL || k->dur_ns <= 0)
             continue;
         int32_t e = k->event;
-        int cls = f.cls[e];
-        if (cls == RV_FC_NONE || (f.flops[e] <= 0 && f.bytes[e] <= 0))
+        int cls = f->cls[e];
+        if (cls == RV_FC_NONE || (f->flops[e] <= 0 && f->bytes[e] <= 0))
             continue;
         double s = (double)k->dur_ns * 1e-9;
         int was = ran_tf32(rv_task_name(g, i));
-        double p = costed_s(from, to, cls, f.ptype[e], f.flops[e], f.bytes[e], s, was);
+        double p = costed_s(from, to, cls, f->ptype[e], f->flops[e], f->bytes[e], s, was);
         if (p <= 0)
             continue;
-        n_tf32 += f.ptype[e] != RV_PT_FP16 && f.ptype[e] != RV_PT_BF16 && f.ptype[e] != RV_PT_FP8 &&
-                  tf32_on_target(cls, was) && to->tflops[RV_DT_TF32] > 0;
+        n_tf32 += f->ptype[e] != RV_PT_FP16 && f->ptype[e] != RV_PT_BF16 &&
+                  f->ptype[e] != RV_PT_FP8 && rv_kmodel_tf32_default(cls, was) &&
+                  to->tflops[RV_DT_TF32] > 0;
         int grp = compute_cls(cls) ? GRP_COMPUTE : GRP_MEMORY;
         grp_before[grp] += s;
         grp_after[grp] += p;
@@ -203,7 +191,7 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
     json_object_set_new(o, "kernel_time_share_not_modelled", json_real(share));
     json_object_set_new(o, "compute_ratio", json_real(grp_ratio[GRP_COMPUTE]));
     json_object_set_new(o, "memory_ratio", json_real(grp_ratio[GRP_MEMORY]));
-    json_object_set_new(o, "model_error", model_error(t, &f, from));
+    json_object_set_new(o, "model_error", model_error(t, f, from));
     if (k_class + k_kept > 0)
         rv_models__warn(o, "gpu_partly_modelled",
                         "%.1f%% of kernel time has no cost from op shapes: %.1f%% took its "
@@ -243,7 +231,5 @@ done:
     o = NULL;
 fail:
     json_decref(o);
-    if (have_f)
-        rv_flops_trace_free(&f);
     return rc;
 }
