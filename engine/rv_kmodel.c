@@ -226,6 +226,13 @@ double rv_kmodel_bucket_eff(const rv_kmodel *m, int cls, double flops, double by
 {
     if (cls <= RV_FC_NONE || cls >= RV_FC_COUNT)
         return 0;
+    return m->eff[cls][bucket(cls, flops, bytes)];
+}
+
+double rv_kmodel_nearest_eff(const rv_kmodel *m, int cls, double flops, double bytes)
+{
+    if (cls <= RV_FC_NONE || cls >= RV_FC_COUNT)
+        return 0;
     int b = bucket(cls, flops, bytes);
     /* The nearest fitted bucket (the larger on a tie): past the largest
      * kernels measured, efficiency stays at theirs rather than falling back

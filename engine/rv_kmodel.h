@@ -72,9 +72,12 @@ double rv_kmodel_predict_s(const rv_kmodel *m, const rv_hw *hw, int cls, int pty
                            double bytes, int tf32);
 
 /* The fitted efficiency of the size bucket of F FLOPs and B bytes in class
- * cls, or of the nearest fitted bucket of the class; 0 when the class has
- * none. */
+ * cls; 0 when no kernel of that bucket was fitted. */
 double rv_kmodel_bucket_eff(const rv_kmodel *m, int cls, double flops, double bytes);
+
+/* The same, or of the nearest fitted bucket of the class when that one is
+ * empty; 0 when the class has none. */
+double rv_kmodel_nearest_eff(const rv_kmodel *m, int cls, double flops, double bytes);
 
 /* Per-class error of m on the costed GPU tasks of t with (i % mod) == rem:
  * geometric mean over kernels of |predicted - measured| / measured (each

@@ -75,8 +75,8 @@ int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *
             int cls = f && e >= 0 ? f->cls[e] : RV_FC_NONE;
             double e0 = 0, e1 = 0;
             if (cls != RV_FC_NONE && cls != RV_FC_OPTIM) {
-                e0 = rv_kmodel_bucket_eff(&m, cls, f->flops[e], f->bytes[e]);
-                e1 = rv_kmodel_bucket_eff(&m, cls, f->flops[e] * F, f->bytes[e] * F);
+                e0 = rv_kmodel_nearest_eff(&m, cls, f->flops[e], f->bytes[e]);
+                e1 = rv_kmodel_nearest_eff(&m, cls, f->flops[e] * F, f->bytes[e] * F);
             }
             if (e0 > 0) {
                 /* The roofline grows by F; the efficiency moves to the new
