@@ -49,6 +49,22 @@ static double costed_s(const rv_hw *from, const rv_hw *to, int cls, int ptype, d
     return rv_kmodel_keep_eff_s(a, b, t_s);
 }
 
+/* Seconds of a costed kernel on `to` at the efficiency the target's stored
+ * traces measured for its class and size bucket (0 when they have none).
+ * The roofline takes the dtype the fit took (fp32 GEMMs as TF32 where the
+ * GPU has it), so the efficiency says which one ran. Embeddings are left to
+ * the kernel's own efficiency: their fit carries the L2 term. */
+static double target_s(const rv_kmodel *m, const rv_hw *to, int cls, int ptype, double flops,
+                       double bytes)
+{
+    if (!m || cls == RV_FC_EMBED)
+        return 0;
+    double eff = rv_kmodel_bucket_eff(m, cls, flops, bytes);
+    double roof =
+        eff > 0 ? rv_kmodel_roofline_s(to, rv_kmodel_dtype(to, ptype, cls, 1), flops, bytes) : 0;
+    return roof > 0 ? roof / eff : 0;
+}
+
 /* The in-trace error of the kernel models on the trace's GPU: fitted on
  * every other costed kernel, measured on the rest (docs/ACCURACY.md). */
 static json_t *model_error(const rv_trace *t, const rv_flops_trace *f, const rv_hw *from)
@@ -103,13 +119,17 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
     }
     /* First pass: costed kernels, and their time ratio per group. */
     double *ratio = calloc(g->ntasks + 1, sizeof(*ratio));
-    if (!ratio) {
+    unsigned char *on_target = calloc(g->ntasks + 1, 1);
+    if (!ratio || !on_target) {
+        free(ratio);
+        free(on_target);
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
         goto fail;
     }
     double grp_before[GRP_COUNT] = {0}, grp_after[GRP_COUNT] = {0};
     double k_before = 0, k_costed = 0, k_class = 0, k_after = 0, k_kept = 0;
-    size_t n_costed = 0, n_class = 0, n_tf32 = 0;
+    size_t n_costed = 0, n_class = 0, n_tf32 = 0, n_target = 0;
+    double k_target = 0;
     double bw = from->hbm_gbps / to->hbm_gbps;
     for (size_t i = 0; i < g->ntasks; i++) {
         const rv_task *k = &g->tasks[i];
@@ -121,7 +141,15 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
             continue;
         double s = (double)k->dur_ns * 1e-9;
         int was = ran_tf32(rv_task_name(g, i));
-        double p = costed_s(from, to, cls, f->ptype[e], f->flops[e], f->bytes[e], s, was);
+        double p = target_s(w->kmodel_target, to, cls, f->ptype[e], f->flops[e], f->bytes[e]);
+        if (p > 0) {
+            /* Measured on the target: its efficiency holds its waves. */
+            on_target[i] = 1;
+            n_target++;
+            k_target += s;
+        } else {
+            p = costed_s(from, to, cls, f->ptype[e], f->flops[e], f->bytes[e], s, was);
+        }
         if (p <= 0)
             continue;
         n_tf32 += f->ptype[e] != RV_PT_FP16 && f->ptype[e] != RV_PT_BF16 &&
@@ -166,7 +194,7 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
                 n_class++;
             }
             const rv_event *ev = k->event >= 0 ? &t->events[k->event] : NULL;
-            if (ev && ev->grid[0] > 0) {
+            if (ev && ev->grid[0] > 0 && !on_target[i]) {
                 double blocks = (double)ev->grid[0] * (ev->grid[1] > 0 ? ev->grid[1] : 1) *
                                 (ev->grid[2] > 0 ? ev->grid[2] : 1);
                 m *= tail(blocks, to->sms) / tail(blocks, from->sms);
@@ -182,7 +210,18 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
             k_after += (double)k->dur_ns * 1e-9;
     }
     free(ratio);
+    free(on_target);
     double share = k_before > 0 ? (k_class + k_kept) / k_before : 0;
+    if (w->platform_kmodels) {
+        json_object_set_new(o, "kernels_from_target_platform", json_integer((json_int_t)n_target));
+        json_object_set_new(o, "kernel_time_share_from_target_platform",
+                            json_real(k_before > 0 ? k_target / k_before : 0));
+        if (!w->kmodel_target)
+            rv_models__warn(o, "gpu_no_target_platform",
+                            "no stored trace of %s has kernels with op shapes: every kernel "
+                            "keeps its measured efficiency on %s (Habitat's rule)",
+                            to->name, from->name);
+    }
     json_object_set_new(o, "rescaled", json_true());
     json_object_set_new(o, "kernels_costed", json_integer((json_int_t)n_costed));
     json_object_set_new(o, "kernels_by_class_ratio", json_integer((json_int_t)n_class));
