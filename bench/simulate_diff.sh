@@ -6,6 +6,8 @@
 # 8 DLRM ranks as one job, then compares stdout, stderr and exit codes byte
 # for byte. Exit 0 when identical, 1 with the first differences otherwise.
 # Usage: bench/simulate_diff.sh OLD_REVERIE NEW_REVERIE
+# With RV_DIFF_WHATIF set to a what-if document, every run answers it (for
+# refactors of a what-if model).
 set -eu
 [ $# -eq 2 ] || { echo "usage: $0 OLD_REVERIE NEW_REVERIE" >&2; exit 2; }
 OLD=$1
@@ -30,14 +32,22 @@ run() { # BIN OUTDIR
     while read -r f; do
         i=$((i + 1))
         rc=0
-        "$1" simulate "$f" > "$2/$i.out" 2> "$2/$i.err" || rc=$?
+        if [ -n "${RV_DIFF_WHATIF:-}" ]; then
+            "$1" simulate "$f" --whatif "$RV_DIFF_WHATIF" > "$2/$i.out" 2> "$2/$i.err" || rc=$?
+        else
+            "$1" simulate "$f" > "$2/$i.out" 2> "$2/$i.err" || rc=$?
+        fi
         echo "$rc $f" >> "$2/rc"
     done < "$TMP/list"
     ranks=$(ls "$SHARED"/param/dlrm-8rank/worker*.kineto.json.gz 2>/dev/null | sort -V || true)
     if [ -n "$ranks" ]; then
         rc=0
         # shellcheck disable=SC2086 # one argument per rank
-        "$1" simulate $ranks > "$2/dlrm8.out" 2> "$2/dlrm8.err" || rc=$?
+        if [ -n "${RV_DIFF_WHATIF:-}" ]; then
+            "$1" simulate $ranks --whatif "$RV_DIFF_WHATIF" > "$2/dlrm8.out" 2> "$2/dlrm8.err" || rc=$?
+        else
+            "$1" simulate $ranks > "$2/dlrm8.out" 2> "$2/dlrm8.err" || rc=$?
+        fi
         echo "$rc dlrm-8rank" >> "$2/rc"
     fi
 }

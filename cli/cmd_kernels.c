@@ -1,10 +1,11 @@
-/* `reverie kernels TRACE [--et ET] [--to GPU]...`
+/* `reverie kernels TRACE [--et ET] [--fit TRACE2 [--fit-et ET2]] [--to GPU]...`
  *
  * The kernel models (engine/rv_kmodel.h) on one trace with shapes: per
  * kernel class, the error of the fitted roofline-efficiency model on the
- * held-out half of the costed kernels (fitted on the other half) next to
- * the bare roofline's; and, for each --to GPU, the trace's kernel time
- * rescaled to that GPU. One JSON object on stdout; scripts/accuracy.py
+ * held-out half of the costed kernels (fitted on the other half), or on
+ * all of them when the model is fitted on another trace of the same GPU
+ * (--fit), next to the bare roofline's; and, for each --to GPU, the
+ * trace's kernel time rescaled to that GPU. One JSON object on stdout; scripts/accuracy.py
  * reads it for docs/ACCURACY.md. */
 #include <stdio.h>
 #include <string.h>
@@ -20,10 +21,13 @@ enum { MAX_TO = 16 };
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: reverie kernels TRACE [--et EXECUTION_TRACE] [--to GPU]...\n"
+    fprintf(f, "usage: reverie kernels TRACE [--et EXECUTION_TRACE] [--fit TRACE2 [--fit-et ET2]]\n"
+               "                       [--to GPU]...\n"
                "\n"
                "Per kernel class: kernels held out, the fitted model's and the bare\n"
-               "roofline's geometric-mean error on them. --to GPU (repeatable, a name of\n"
+               "roofline's geometric-mean error on them. --fit: the model is fitted on\n"
+               "every costed kernel of TRACE2 (same GPU) and measured on all of TRACE's.\n"
+               "--to GPU (repeatable, a name of\n"
                "the hardware table): the trace's kernel time rescaled to that GPU, fp32\n"
                "GEMM/conv/attention as TF32 where it has it.\n");
 }
@@ -49,11 +53,11 @@ static json_t *rescaled(const rv_trace *t, const rv_flops_trace *f, const rv_hw 
 
 int rv_cmd_kernels(int argc, char **argv)
 {
-    const char *path = NULL, *et_path = NULL, *to[MAX_TO];
+    const char *path = NULL, *et_path = NULL, *to[MAX_TO], *fit_path = NULL, *fit_et = NULL;
     int nto = 0, status = 1;
-    rv_trace *t = NULL;
-    rv_et_join join = {0};
-    rv_flops_trace f = {0};
+    rv_trace *t = NULL, *t2 = NULL;
+    rv_et_join join = {0}, join2 = {0};
+    rv_flops_trace f = {0}, f2 = {0};
     json_t *out = NULL;
     rv_error err;
     rv_error_clear(&err);
@@ -63,6 +67,10 @@ int rv_cmd_kernels(int argc, char **argv)
             return 0;
         } else if (i + 1 < argc && !strcmp(argv[i], "--et")) {
             et_path = argv[++i];
+        } else if (i + 1 < argc && !strcmp(argv[i], "--fit")) {
+            fit_path = argv[++i];
+        } else if (i + 1 < argc && !strcmp(argv[i], "--fit-et")) {
+            fit_et = argv[++i];
         } else if (i + 1 < argc && !strcmp(argv[i], "--to")) {
             if (nto == MAX_TO || !rv_hw_lookup(argv[i + 1])) {
                 fprintf(stderr, "reverie: --to wants a GPU of the hardware table (at most %d)\n",
@@ -77,7 +85,7 @@ int rv_cmd_kernels(int argc, char **argv)
             return 2;
         }
     }
-    if (!path) {
+    if (!path || (fit_et && !fit_path)) {
         usage(stderr);
         return 2;
     }
@@ -106,15 +114,37 @@ int rv_cmd_kernels(int argc, char **argv)
         goto out;
     }
     rv_kmodel m, roof;
-    rv_kmodel_fit(&m, t, &f, hw, 2, 0);
+    size_t mod = 2, rem = 1; /* held out: every other kernel */
+    if (fit_path) {
+        if (rv_cli_load_trace(fit_path, &t2, &err) != 0) {
+            fprintf(stderr, "reverie: %s: %s\n", fit_path, err.message);
+            goto out;
+        }
+        if (fit_et && rv_cli_attach_et(fit_et, t2, &join2) != 0)
+            goto out;
+        if (rv_hw_lookup(rv_trace_str(t2, t2->platform_gpu)) != hw) {
+            fprintf(stderr, "reverie: %s: --fit wants a trace of the same GPU (%s)\n", fit_path,
+                    hw->name);
+            goto out;
+        }
+        if (rv_flops_of_trace(t2, &f2) != 0) {
+            fprintf(stderr, "reverie: out of memory\n");
+            goto out;
+        }
+        rv_kmodel_fit(&m, t2, &f2, hw, 1, 0);
+        mod = 1;
+        rem = 0;
+    } else {
+        rv_kmodel_fit(&m, t, &f, hw, 2, 0);
+    }
     memset(&roof, 0, sizeof(roof));
     roof.hw = hw;
     for (int k = 1; k < RV_FC_COUNT; k++)
         roof.cls_eff[k] = 1;
     double gm[RV_FC_COUNT], gr[RV_FC_COUNT];
     size_t n[RV_FC_COUNT], nr[RV_FC_COUNT];
-    rv_kmodel_error(&m, t, &f, 2, 1, gm, n);
-    rv_kmodel_error(&roof, t, &f, 2, 1, gr, nr);
+    rv_kmodel_error(&m, t, &f, mod, rem, gm, n);
+    rv_kmodel_error(&roof, t, &f, mod, rem, gr, nr);
     json_t *cls = json_array(), *resc = json_array();
     for (int k = 1; k < RV_FC_COUNT; k++)
         if (n[k])
@@ -126,6 +156,8 @@ int rv_cmd_kernels(int argc, char **argv)
         json_array_append_new(resc, rescaled(t, &f, hw, rv_hw_lookup(to[i])));
     out = json_pack("{s:s,s:s,s:s,s:o,s:o}", "trace", path, "platform", gpu, "hw", hw->name,
                     "classes", cls, "rescaled", resc);
+    if (out && fit_path)
+        json_object_set_new(out, "fitted_on", json_string(fit_path));
     if (!out || json_dumpf(out, stdout, JSON_INDENT(2)) != 0) {
         fprintf(stderr, "reverie: cannot write the answer\n");
         goto out;
@@ -135,7 +167,10 @@ int rv_cmd_kernels(int argc, char **argv)
 out:
     json_decref(out);
     rv_flops_trace_free(&f);
+    rv_flops_trace_free(&f2);
     rv_et_join_free(&join);
+    rv_et_join_free(&join2);
     rv_trace_free(t);
+    rv_trace_free(t2);
     return status;
 }

@@ -316,9 +316,14 @@ static int attention(const opargs *o, const char *n, rv_op_cost *c)
     return c->flops > 0;
 }
 
+static int tbe_forward(const opargs *o, const char *n, rv_op_cost *c);
+static int tbe_backward(const opargs *o, const char *n, rv_op_cost *c);
+
 static int embedding(const opargs *o, const char *n, rv_op_cost *c)
 {
     const rv_shape_arg *w, *idx;
+    if (tbe_forward(o, n, c) || tbe_backward(o, n, c))
+        return 1;
     if (!strcmp(n, "aten::embedding") || !strcmp(n, "aten::embedding_bag") ||
         !strcmp(n, "aten::_embedding_bag")) {
         if (!(w = tin(o, 0, 2)) || !(idx = tin(o, 1, 1)))
@@ -338,6 +343,220 @@ static int embedding(const opargs *o, const char *n, rv_op_cost *c)
     }
     c->cls = RV_FC_EMBED;
     return c->bytes > 0;
+}
+
+/* fbgemm's table-batched embedding ops (TorchRec / DLRM), argument
+ * positions as in their schemas: the split op (with the optimizer fused
+ * into its backward) and the dense one (plain gradient). */
+typedef struct tbe_args {
+    int weights, d_offsets, total_d, indices, offsets, pooling, per_sample, states;
+} tbe_args;
+
+static const tbe_args tbe_split = {1, 6, 7, 11, 12, 13, 14, 17};
+static const tbe_args tbe_dense = {0, 2, 3, 7, 8, 9, 10, -1};
+
+/* What one table-batched lookup reads: T tables of D (average) columns, B
+ * bags per table, L rows gathered in all. */
+typedef struct tbe_dims {
+    double tables, bags, rows, d, total_d, wsz, table_bytes;
+    double state_per_row; /* optimizer state bytes per gathered row */
+    double idx_bytes, off_bytes, per_sample_bytes;
+    int pooled;
+} tbe_dims;
+
+static const tbe_args *tbe_of(const char *n)
+{
+    static const char sp[] = "fbgemm::split_embedding_codegen_lookup_";
+    size_t ln = strlen(n);
+    if (!strcmp(n, "fbgemm::dense_embedding_codegen_lookup_function"))
+        return &tbe_dense;
+    if (!strncmp(n, sp, sizeof(sp) - 1) && ln > 9 && !strcmp(n + ln - 9, "_function"))
+        return &tbe_split;
+    return NULL;
+}
+
+/* The op's inputs from its shape record. */
+static void args_of(const rv_trace *t, const rv_op_shape *s, opargs *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->t = t;
+    o->event = s->event;
+    for (uint32_t i = 0; i < s->nargs; i++) {
+        const rv_shape_arg *a = &t->shape_args[s->first + i];
+        if (!a->is_out && o->nin < (int)(sizeof(o->in) / sizeof(o->in[0])))
+            o->in[o->nin++] = a;
+    }
+}
+
+/* total_D is the recorded scalar, else total_d_hint (0: none): Kineto's
+ * record_shapes keeps no scalars, and the backward's gradient is
+ * [B, total_D]. */
+static int tbe_dims_of(const opargs *o, const tbe_args *a, double total_d_hint, tbe_dims *d)
+{
+    const rv_shape_arg *w = tin(o, a->weights, 1), *dof = tin(o, a->d_offsets, 1);
+    const rv_shape_arg *idx = tin(o, a->indices, 1), *off = tin(o, a->offsets, 1);
+    int n = 0;
+    const int64_t *td = ivals(o, a->total_d, &n);
+    memset(d, 0, sizeof(*d));
+    if (!w || !dof || !idx || !off || numel(o, dof) < 2)
+        return 0;
+    d->total_d = td && n == 1 && td[0] > 0 ? (double)td[0] : total_d_hint;
+    if (d->total_d <= 0)
+        return 0;
+    d->tables = numel(o, dof) - 1;
+    d->bags = (numel(o, off) - 1) / d->tables;
+    d->rows = numel(o, idx);
+    d->d = d->total_d / d->tables;
+    d->wsz = isz(w);
+    d->table_bytes = tbytes(o, w);
+    /* UVM-placed tables: dev_weights is empty, uvm_weights holds them. */
+    if (d->table_bytes <= 0 && tin(o, a->weights + 1, 1))
+        d->table_bytes = tbytes(o, o->in[a->weights + 1]);
+    d->idx_bytes = tbytes(o, idx);
+    d->off_bytes = tbytes(o, off);
+    const int64_t *pm = ivals(o, a->pooling, &n);
+    d->pooled = !(pm && n == 1 && pm[0] == 2); /* 0 sum, 1 mean, 2 none */
+    const rv_shape_arg *ps = tin(o, a->per_sample, 1);
+    d->per_sample_bytes = ps && ps->ptype != RV_PT_NONFLOAT ? tbytes(o, ps) : 0;
+    /* Optimizer states: floating tensors after the lookup's own arguments;
+     * a state the size of the tables is per element (Adagrad's momentum),
+     * a smaller one per row (row-wise Adagrad). */
+    for (int i = a->states; a->states >= 0 && i < o->nin && d->table_bytes > 0; i++) {
+        const rv_shape_arg *s = tin(o, i, 1);
+        if (s && (s->ptype == RV_PT_FP32 || s->ptype == RV_PT_FP16 || s->ptype == RV_PT_BF16))
+            d->state_per_row += tbytes(o, s) / d->table_bytes * d->d * d->wsz;
+    }
+    return d->bags > 0 && d->rows > 0 && d->d > 0;
+}
+
+/* The gradient [B, total_D] of a forward lookup without a recorded
+ * total_D: the first backward op of its name after it in time, on the same
+ * process, with B rows; 0 when none. */
+static double tbe_total_d_from_backward(const opargs *o, const char *n, double bags)
+{
+    static const char split[] = "fbgemm::split_embedding_codegen_lookup_";
+    const rv_trace *t = o->t;
+    const rv_event *me = &t->events[o->event];
+    char want[160];
+    size_t ln = strlen(n);
+    if (!strcmp(n, "fbgemm::dense_embedding_codegen_lookup_function"))
+        snprintf(want, sizeof(want), "torch::autograd::CppNode<SplitLookupFunction_Dense_Op>");
+    else if (ln > sizeof(split) - 1 + 9 && ln - (sizeof(split) - 1) - 9 <= 64)
+        snprintf(want, sizeof(want), "torch::autograd::CppNode<SplitLookupFunction_%.*s_Op>",
+                 (int)(ln - (sizeof(split) - 1) - 9), n + sizeof(split) - 1);
+    else
+        return 0;
+    int64_t best = INT64_MAX;
+    double td = 0;
+    for (size_t k = 0; k < t->nop_shapes; k++) {
+        const rv_op_shape *s = &t->op_shapes[k];
+        const rv_event *ev = &t->events[s->event];
+        if (ev->cat != RV_CAT_CPU_OP || ev->pid != me->pid || ev->ts_ns <= me->ts_ns ||
+            ev->ts_ns >= best || strcmp(rv_trace_str(t, ev->name), want) != 0)
+            continue;
+        opargs b;
+        args_of(t, s, &b);
+        const rv_shape_arg *g = tin(&b, 0, 2);
+        if (g && g->ndims == 2 && dim(&b, g, 0) == bags && dim(&b, g, 1) > 0) {
+            td = dim(&b, g, 1);
+            best = ev->ts_ns;
+        }
+    }
+    return td;
+}
+
+/* Forward: L rows of D gathered, summed into B x T bags. */
+static int tbe_forward(const opargs *o, const char *n, rv_op_cost *c)
+{
+    const tbe_args *a = tbe_of(n);
+    tbe_dims d;
+    if (!a)
+        return 0;
+    if (!tbe_dims_of(o, a, 0, &d)) {
+        /* No total_D recorded (Kineto): the bags from a provisional width. */
+        if (!tbe_dims_of(o, a, 1, &d) ||
+            !tbe_dims_of(o, a, tbe_total_d_from_backward(o, n, d.bags), &d))
+            return 0;
+    }
+    double out = o->out0 ? tbytes(o, o->out0) : d.bags * d.total_d * d.wsz;
+    c->gather = d.rows * d.d * d.wsz;
+    c->table_bytes = d.table_bytes;
+    c->flops = d.pooled ? d.rows * d.d * (d.per_sample_bytes > 0 ? 2 : 1) : 0;
+    c->bytes = c->gather + d.idx_bytes + d.off_bytes + d.per_sample_bytes + out;
+    c->cls = RV_FC_EMBED;
+    return 1;
+}
+
+/* The forward op a table-batched backward (autograd's
+ * CppNode<SplitLookupFunction_<opt>_Op>, whose only shape is the output
+ * gradient [B, total_D]) belongs to: the latest such op before it in time,
+ * on the same process, with that output size. Events come thread by
+ * thread, so every op with shapes is looked at. */
+static int tbe_forward_of(const opargs *o, const char *n, tbe_dims *d)
+{
+    static const char pre[] = "torch::autograd::CppNode<SplitLookupFunction_";
+    const rv_trace *t = o->t;
+    const rv_shape_arg *g = tin(o, 0, 2);
+    char want[160];
+    if (strncmp(n, pre, sizeof(pre) - 1) != 0 || !g)
+        return 0;
+    const char *opt = n + sizeof(pre) - 1, *end = strstr(opt, "_Op>");
+    if (!end || end - opt > 64)
+        return 0;
+    int dense = end - opt == 5 && !strncmp(opt, "Dense", 5);
+    if (dense)
+        snprintf(want, sizeof(want), "fbgemm::dense_embedding_codegen_lookup_function");
+    else
+        snprintf(want, sizeof(want), "fbgemm::split_embedding_codegen_lookup_%.*s_function",
+                 (int)(end - opt), opt);
+    double grad = numel(o, g);
+    const rv_event *me = &t->events[o->event];
+    int64_t best = INT64_MIN;
+    for (size_t k = 0; k < t->nop_shapes; k++) {
+        const rv_op_shape *s = &t->op_shapes[k];
+        const rv_event *ev = &t->events[s->event];
+        if (ev->cat != RV_CAT_CPU_OP || ev->pid != me->pid || ev->ts_ns >= me->ts_ns ||
+            ev->ts_ns <= best || strcmp(rv_trace_str(t, ev->name), want) != 0)
+            continue;
+        opargs f;
+        tbe_dims x;
+        args_of(t, s, &f);
+        if (tbe_dims_of(&f, dense ? &tbe_dense : &tbe_split, g->ndims == 2 ? dim(o, g, 1) : 0,
+                        &x) &&
+            x.bags * x.total_d == grad) {
+            *d = x;
+            best = ev->ts_ns;
+        }
+    }
+    return best != INT64_MIN;
+}
+
+/* Backward: the indices sorted by row (linearize, radix sort: about four
+ * passes over them), each gathered row's gradient read from its bag, and
+ * per row either the gradient written (dense) or the optimizer's update
+ * fused in (split: weights and states read and written). Each gathered
+ * row is counted, an upper bound on the unique rows the kernels update. */
+static int tbe_backward(const opargs *o, const char *n, rv_op_cost *c)
+{
+    tbe_dims d;
+    if (!tbe_forward_of(o, n, &d))
+        return 0;
+    int dense = strstr(n, "SplitLookupFunction_Dense_Op") != NULL;
+    double rowd = d.rows * d.d;
+    c->table_bytes = d.table_bytes;
+    if (dense) {
+        c->gather = rowd * d.wsz; /* the gradient rows written */
+        c->flops = rowd;
+    } else {
+        /* Weights and states read and written. */
+        c->gather = 2 * rowd * d.wsz + 2 * d.rows * d.state_per_row;
+        /* Accumulate, then about 2 FLOPs per element for the update and 3
+         * per element of state (square, accumulate, divide by its root). */
+        c->flops = rowd * (3 + (d.state_per_row > 0 ? 3 : 0));
+    }
+    c->bytes = 4 * d.idx_bytes + d.off_bytes + rowd * d.wsz + c->gather;
+    c->cls = RV_FC_EMBED;
+    return 1;
 }
 
 /* Norms, softmax, pointwise ops and reductions: per element of the largest
@@ -408,17 +627,12 @@ static int pointwise(const opargs *o, const char *n, rv_op_cost *c)
                                       "aten::abs",
                                       "aten::sign",
                                       NULL};
-    static const char *const ew0[] = {"aten::copy_",
-                                      "aten::fill_",
-                                      "aten::zero_",
-                                      "aten::clone",
-                                      "aten::contiguous",
-                                      "aten::cat",
-                                      "aten::index_select",
-                                      "aten::gather",
-                                      "aten::scatter_add_",
-                                      "aten::index_add_",
-                                      NULL};
+    static const char *const ew0[] = {
+        "aten::copy_", "aten::fill_", "aten::zero_", "aten::clone", "aten::contiguous", "aten::cat",
+        "aten::index_select", "aten::gather", "aten::scatter_add_", "aten::index_add_",
+        /* fbgemm's sparse-feature plumbing */
+        "fbgemm::bounds_check_indices", "fbgemm::permute_2D_sparse_data",
+        "fbgemm::asynchronous_complete_cumsum", NULL};
     static const char *const reduce[] = {"aten::sum",
                                          "aten::mean",
                                          "aten::max",
@@ -503,13 +717,29 @@ void rv_flops_trace_free(rv_flops_trace *f)
     free(f->bytes);
     free(f->cls);
     free(f->ptype);
+    free(f->embed);
     f->flops = f->bytes = NULL;
     f->cls = f->ptype = NULL;
+    f->embed = NULL;
+    f->nembed = 0;
+}
+
+const rv_flops_embed *rv_flops_embed_of(const rv_flops_trace *f, int32_t event)
+{
+    size_t lo = 0, hi = f ? f->nembed : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (f->embed[mid].event < event)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < (f ? f->nembed : 0) && f->embed[lo].event == event ? &f->embed[lo] : NULL;
 }
 
 int rv_flops_of_trace(const rv_trace *t, rv_flops_trace *f)
 {
-    size_t n = t->nevents;
+    size_t n = t->nevents, nembed = 0;
     int32_t *parent = malloc((n + 1) * sizeof(*parent));
     int32_t *owner = malloc((n + 1) * sizeof(*owner));   /* GPU task -> costed op */
     double *launched = calloc(n + 1, sizeof(*launched)); /* op -> its tasks' duration */
@@ -553,6 +783,23 @@ int rv_flops_of_trace(const rv_trace *t, rv_flops_trace *f)
         f->cls[i] = (uint8_t)cost[p].cls;
         f->ptype[i] = (uint8_t)cost[p].ptype;
         f->gpu_tasks_costed++;
+        if (cost[p].table_bytes > 0)
+            nembed++;
+    }
+    /* The embedding tasks' L2 terms, in event order. */
+    if (nembed && !(f->embed = calloc(nembed, sizeof(*f->embed)))) {
+        rc = RV_ERR_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n && nembed; i++) {
+        int32_t p = owner[i];
+        if (p < 0 || launched[p] <= 0 || cost[p].table_bytes <= 0)
+            continue;
+        double share = (double)(t->events[i].dur_ns > 0 ? t->events[i].dur_ns : 1) / launched[p];
+        rv_flops_embed *x = &f->embed[f->nembed++];
+        x->event = (int32_t)i;
+        x->gather = cost[p].gather * share;
+        x->table_bytes = cost[p].table_bytes;
     }
     for (size_t i = 0; i < n; i++)
         if (launched[i] > 0) {

@@ -31,6 +31,9 @@ typedef struct rv_op_cost {
     double bytes; /* each input and output tensor read or written once */
     int cls;      /* rv_flops_class */
     int ptype;    /* rv_prec_type of the first floating tensor input; 0 unknown */
+    /* Embedding ops: bytes gathered from (or scattered to) the tables, and
+     * the tables' size, for the kernel model's L2 term; 0 otherwise. */
+    double gather, table_bytes;
 } rv_op_cost;
 
 /* Cost of op event `event` of t from its shapes: 1 and *c when a formula
@@ -43,6 +46,13 @@ double rv_flops_gemm(double m, double n, double k);
  * group c, kernel volume rs (R*S), output volume pq (P*Q). */
 double rv_flops_conv(double n, double k, double c, double rs, double pq);
 
+/* The L2 terms of one costed embedding task (rv_op_cost.gather, its
+ * share; table_bytes, the op's). */
+typedef struct rv_flops_embed {
+    int32_t event;
+    double gather, table_bytes;
+} rv_flops_embed;
+
 /* What the costs of a whole trace add up to. */
 typedef struct rv_flops_trace {
     double *flops, *bytes; /* per event (t->nevents): GPU tasks only, else 0 */
@@ -54,6 +64,8 @@ typedef struct rv_flops_trace {
     size_t ops_costed;        /* ops whose cost was attributed to GPU tasks */
     size_t ops_with_shapes;   /* op events with shapes */
     size_t gpu_tasks, gpu_tasks_costed;
+    rv_flops_embed *embed; /* costed embedding tasks, by event */
+    size_t nembed;
 } rv_flops_trace;
 
 /* Costs every op of t that has shapes and attributes each op's cost to the
@@ -65,6 +77,9 @@ int rv_flops_of_trace(const rv_trace *t, rv_flops_trace *out);
 
 /* NULL-safe. */
 void rv_flops_trace_free(rv_flops_trace *f);
+
+/* The L2 terms of embedding task `event` (borrowed), NULL when it has none. */
+const rv_flops_embed *rv_flops_embed_of(const rv_flops_trace *f, int32_t event);
 
 /* Name of a class ("gemm", "conv", ...). */
 const char *rv_flops_class_name(int cls);

@@ -37,6 +37,48 @@ double rv_kmodel_roofline_s(const rv_hw *hw, int dtype, double flops, double byt
     return a > b ? a : b;
 }
 
+/* L2 size and read bandwidth per clock, where NVIDIA's whitepapers give
+ * both: V100 6 MB and 2048 B/clk, A100 40 MB and 5120 B/clk (the A100
+ * whitepaper compares the two). Other GPUs: no L2 term. */
+static int l2_of(const rv_hw *hw, double *bytes, double *bps)
+{
+    static const struct {
+        const char *prefix;
+        double mb, per_clk;
+    } tab[] = {{"V100", 6, 2048}, {"A100", 40, 5120}};
+    for (size_t i = 0; hw && hw->name && i < sizeof(tab) / sizeof(tab[0]); i++)
+        if (!strncmp(hw->name, tab[i].prefix, strlen(tab[i].prefix))) {
+            *bytes = tab[i].mb * 1024 * 1024;
+            *bps = tab[i].per_clk * hw->max_sm_mhz * 1e6;
+            return 1;
+        }
+    return 0;
+}
+
+double rv_kmodel_embed_l2_hit(const rv_hw *hw, double table_bytes)
+{
+    double l2, bps;
+    if (table_bytes <= 0 || !l2_of(hw, &l2, &bps))
+        return 0;
+    return l2 >= table_bytes ? 1 : l2 / table_bytes;
+}
+
+/* The roofline of task i: for an embedding task the gathered rows that
+ * hit in L2 move at L2 bandwidth, the rest at HBM's (the DLRM paper's
+ * embedding lookup model, docs/models/kernels.md). */
+static double roofline_ev(const rv_hw *hw, int dtype, const rv_flops_trace *f, size_t i)
+{
+    double r = rv_kmodel_roofline_s(hw, dtype, f->flops[i], f->bytes[i]);
+    const rv_flops_embed *x = f->cls[i] == RV_FC_EMBED ? rv_flops_embed_of(f, (int32_t)i) : NULL;
+    double l2, bps;
+    if (!x || r <= 0 || !l2_of(hw, &l2, &bps))
+        return r;
+    double p = rv_kmodel_embed_l2_hit(hw, x->table_bytes), hit = p * x->gather;
+    double mem = (f->bytes[i] - hit) / (hw->hbm_gbps * 1e9) + hit / bps;
+    double cmp = f->flops[i] / (rv_hw_peak(hw, dtype) * 1e12);
+    return cmp > mem ? cmp : mem;
+}
+
 /* Size bucket: log2 of FLOPs for compute classes, of bytes otherwise. */
 static int bucket(int cls, double flops, double bytes)
 {
@@ -67,6 +109,16 @@ static int usable(const rv_trace *t, const rv_flops_trace *f, size_t i)
            (f->flops[i] > 0 || f->bytes[i] > 0);
 }
 
+int rv_kmodel_tf32_default(int cls, int was_tf32)
+{
+    return was_tf32 || cls == RV_FC_CONV;
+}
+
+double rv_kmodel_keep_eff_s(double roof0, double roof1, double t_s)
+{
+    return roof0 > 0 && roof1 > 0 ? t_s * roof1 / roof0 : 0;
+}
+
 double rv_kmodel_event_eff(const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw, size_t i,
                            int *cls, int *bucket_out)
 {
@@ -74,7 +126,7 @@ double rv_kmodel_event_eff(const rv_trace *t, const rv_flops_trace *f, const rv_
         return 0;
     int c = f->cls[i];
     int dt = rv_kmodel_dtype(hw, f->ptype[i], c, 1);
-    double roof = rv_kmodel_roofline_s(hw, dt, f->flops[i], f->bytes[i]);
+    double roof = roofline_ev(hw, dt, f, i);
     if (roof <= 0)
         return 0;
     *cls = c;
@@ -82,8 +134,9 @@ double rv_kmodel_event_eff(const rv_trace *t, const rv_flops_trace *f, const rv_
     return roof / ((double)t->events[i].dur_ns * 1e-9);
 }
 
-void rv_kmodel_fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw,
-                   size_t mod, size_t rem)
+/* ptype < 0: every costed task. */
+static void fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw,
+                size_t mod, size_t rem, int ptype)
 {
     memset(m, 0, sizeof(*m));
     m->hw = hw;
@@ -99,7 +152,7 @@ void rv_kmodel_fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, con
         goto out;
     size_t k = 0;
     for (size_t i = 0, j = 0; i < t->nevents; i++) {
-        if (!usable(t, f, i))
+        if (!usable(t, f, i) || (ptype >= 0 && f->ptype[i] != ptype))
             continue;
         if (j++ % mod != rem)
             continue;
@@ -131,6 +184,30 @@ out:
     free(e);
 }
 
+void rv_kmodel_fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw,
+                   size_t mod, size_t rem)
+{
+    fit(m, t, f, hw, mod, rem, -1);
+}
+
+void rv_kmodel_fit_ptype(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw,
+                         int ptype)
+{
+    fit(m, t, f, hw, 1, 0, ptype);
+}
+
+/* Predicted seconds of task i of t on the fitted GPU. */
+static double predict_ev(const rv_kmodel *m, const rv_flops_trace *f, size_t i)
+{
+    int cls = f->cls[i];
+    double eff = m->eff[cls][bucket(cls, f->flops[i], f->bytes[i])];
+    if (eff <= 0)
+        eff = m->cls_eff[cls];
+    if (eff <= 0)
+        return 0;
+    return roofline_ev(m->hw, rv_kmodel_dtype(m->hw, f->ptype[i], cls, 1), f, i) / eff;
+}
+
 double rv_kmodel_predict_s(const rv_kmodel *m, const rv_hw *hw, int cls, int ptype, double flops,
                            double bytes, int tf32)
 {
@@ -146,6 +223,13 @@ double rv_kmodel_predict_s(const rv_kmodel *m, const rv_hw *hw, int cls, int pty
 }
 
 double rv_kmodel_bucket_eff(const rv_kmodel *m, int cls, double flops, double bytes)
+{
+    if (cls <= RV_FC_NONE || cls >= RV_FC_COUNT)
+        return 0;
+    return m->eff[cls][bucket(cls, flops, bytes)];
+}
+
+double rv_kmodel_nearest_eff(const rv_kmodel *m, int cls, double flops, double bytes)
 {
     if (cls <= RV_FC_NONE || cls >= RV_FC_COUNT)
         return 0;
@@ -174,7 +258,7 @@ void rv_kmodel_error(const rv_kmodel *m, const rv_trace *t, const rv_flops_trace
         if (mod == 0 || j++ % mod != rem)
             continue;
         int cls = f->cls[i];
-        double p = rv_kmodel_predict_s(m, m->hw, cls, f->ptype[i], f->flops[i], f->bytes[i], 1);
+        double p = predict_ev(m, f, i);
         if (p <= 0)
             continue;
         double meas = (double)t->events[i].dur_ns * 1e-9, rel = fabs(p - meas) / meas;

@@ -116,6 +116,7 @@ struct rv_whatif {
     const struct rv_oh_table *overheads;     /* borrowed; set by the caller */
     int platform_kmodels;                    /* "kernel_models": "platform" */
     const struct rv_kmodel *kmodel_platform; /* borrowed; set by the caller */
+    const struct rv_kmodel *kmodel_target;   /* the `gpu` target's; borrowed, may be NULL */
     int has_job;                             /* "job" given */
     rv_job_whatif job;
     int shallow; /* rv_whatif_for_rank's copy: the selectors are the parent's */

@@ -19,8 +19,7 @@ int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *
     const rv_trace *t = g->trace;
     const char *from = "the request";
     int64_t b0 = w->batch_size > 0 ? w->batch_size : 0;
-    rv_flops_trace f;
-    int have_f = 0, rc = 0;
+    const rv_flops_trace *f = NULL;
     json_t *out = NULL;
 
     if ((o->factor > 0) == (o->batch_to > 0))
@@ -44,13 +43,9 @@ int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *
     rv_kmodel m;
     const rv_hw *hw = rv_models__hw(w, g);
     memset(&m, 0, sizeof(m));
-    if (t && t->nop_shapes > 0 && hw) {
-        if (rv_flops_of_trace(t, &f) != 0) {
-            rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory costing the ops");
-            goto out;
-        }
-        have_f = 1;
-        rv_kmodel_fit(&m, t, &f, hw, 1, 0);
+    if (t && t->nop_shapes > 0 && hw && g->flops) {
+        f = g->flops;
+        rv_kmodel_fit(&m, t, f, hw, 1, 0);
         if (w->kmodel_platform)
             json_object_set_new(out, "platform_buckets_filled",
                                 json_integer((json_int_t)rv_kmodel_fill(&m, w->kmodel_platform)));
@@ -77,11 +72,11 @@ int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *
             before += s;
             int32_t e = k->event;
             int kc = rv_kclass_of_task(g, i);
-            int cls = have_f && e >= 0 ? f.cls[e] : RV_FC_NONE;
+            int cls = f && e >= 0 ? f->cls[e] : RV_FC_NONE;
             double e0 = 0, e1 = 0;
             if (cls != RV_FC_NONE && cls != RV_FC_OPTIM) {
-                e0 = rv_kmodel_bucket_eff(&m, cls, f.flops[e], f.bytes[e]);
-                e1 = rv_kmodel_bucket_eff(&m, cls, f.flops[e] * F, f.bytes[e] * F);
+                e0 = rv_kmodel_nearest_eff(&m, cls, f->flops[e], f->bytes[e]);
+                e1 = rv_kmodel_nearest_eff(&m, cls, f->flops[e] * F, f->bytes[e] * F);
             }
             if (e0 > 0) {
                 /* The roofline grows by F; the efficiency moves to the new
@@ -120,10 +115,5 @@ int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *
                         "the trace's batch size is unknown: throughput cannot be given for the "
                         "new batch");
     json_array_append_new(applied, out);
-    out = NULL;
-out:
-    json_decref(out);
-    if (have_f)
-        rv_flops_trace_free(&f);
-    return rc;
+    return 0;
 }

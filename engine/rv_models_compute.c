@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rv_flops.h"
+#include "rv_kmodel.h"
 #include "rv_models.h"
 #include "rv_precision.h"
 
@@ -31,6 +33,76 @@ static int64_t shrink(int64_t dur, double ratio)
 static double eta(int dtype)
 {
     return dtype == RV_DT_FP32 ? 0.80 : 0.45;
+}
+
+/* The kernel models' view of AMP (docs/models/amp.md): a kernel whose op
+ * was costed from its shapes keeps its efficiency against its roofline at
+ * the source dtype and takes the roofline at the target dtype, or the
+ * efficiency the trace's kernels already at the target reach in its size
+ * bucket. */
+typedef struct amp_costing {
+    const rv_flops_trace *f; /* g->flops (borrowed); NULL: ratios only */
+    const rv_hw *hw;
+    rv_kmodel at_target; /* fitted on kernels already at the target dtype */
+    int have_target;
+} amp_costing;
+
+/* Share of a class's bytes autocast casts: softmax, log_softmax, sums and
+ * losses run in fp32 under autocast (PyTorch's autocast op reference), and
+ * embedding lookups in their tables' type (not autocast), so their
+ * traffic stays; the rest reads and writes the target type. */
+static double cast_share(int cls)
+{
+    return cls == RV_FC_SOFTMAX || cls == RV_FC_REDUCE || cls == RV_FC_EMBED ? 0 : 1;
+}
+
+static int prec_type_of(int dt)
+{
+    return dt == RV_DT_FP16 ? RV_PT_FP16 : dt == RV_DT_BF16 ? RV_PT_BF16 : RV_PT_FP8;
+}
+
+/* The roofline dtype a kernel measured at precision d0 ran in: fp32
+ * convolutions as TF32 where the GPU has it (cuDNN's default), as the gpu
+ * what-if assumes. */
+static int src_dtype(const rv_hw *hw, int cls, int d0)
+{
+    int compute = cls == RV_FC_GEMM || cls == RV_FC_CONV || cls == RV_FC_ATTN;
+    if (!compute)
+        return RV_DT_FP32;
+    if (d0 == RV_DT_FP32 && rv_kmodel_tf32_default(cls, 0) && hw->tflops[RV_DT_TF32] > 0)
+        return RV_DT_TF32;
+    return d0;
+}
+
+/* The time ratio of costed kernel i from d0 to dt, or 0 when its op has no
+ * cost; *moved is set when the target bucket's efficiency was used. */
+static double amp_costed_ratio(const amp_costing *c, const rv_graph *g, size_t i, int d0, int dt,
+                               int *moved)
+{
+    const rv_task *t = &g->tasks[i];
+    const rv_flops_trace *f = c->f;
+    *moved = 0;
+    if (!f || !c->hw || t->event < 0 || (size_t)t->event >= g->trace->nevents || t->dur_ns <= 0)
+        return 0;
+    int32_t e = t->event;
+    int cls = f->cls[e];
+    if (cls == RV_FC_NONE || cls == RV_FC_OPTIM || (f->flops[e] <= 0 && f->bytes[e] <= 0))
+        return 0;
+    double cs = cast_share(cls), rb = rv_dtype_bytes(dt) / rv_dtype_bytes(d0);
+    double b1 = f->bytes[e] * (1 - cs + cs * rb);
+    double s = (double)t->dur_ns * 1e-9;
+    double r0 = rv_kmodel_roofline_s(c->hw, src_dtype(c->hw, cls, d0), f->flops[e], f->bytes[e]);
+    double r1 = rv_kmodel_roofline_s(c->hw, dt, f->flops[e], b1);
+    double s1 = rv_kmodel_keep_eff_s(r0, r1, s);
+    if (s1 <= 0)
+        return 0;
+    double eff = c->have_target ? rv_kmodel_bucket_eff(&c->at_target, cls, f->flops[e], b1) : 0;
+    if (eff > 0) {
+        s1 = r1 / eff;
+        *moved = 1;
+    }
+    /* A lower precision is not slower: a bucket's efficiency can be. */
+    return s1 / s < 1 ? s1 / s : 1;
 }
 
 /* Where and how long the GradScaler's work goes, per step. */
@@ -153,10 +225,24 @@ int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json
     scaler_plan scaler = {0};
     rv_prec_ctx prec;
     double before = 0, after = 0, at_ns = 0, gemm_ns = 0, gemm_at_ns = 0;
+    double costed_ns = 0, ratio_ns = 0;
+    size_t n_costed = 0, n_ratio = 0, n_moved = 0;
+    amp_costing cost = {0};
     int rc = amp_check(hw, g, o, &fallback, err);
     if (rc)
         return rc;
     int daydream = o->amp_daydream || fallback;
+    if (!daydream && g->flops && g->trace) {
+        cost.f = g->flops;
+        cost.hw = hw;
+        /* The trace's own kernels at the target measure its efficiencies,
+         * on the trace's GPU only (their times are that GPU's). */
+        if (hw == rv_models__hw(NULL, g)) {
+            rv_kmodel_fit_ptype(&cost.at_target, g->trace, g->flops, hw, prec_type_of(dt));
+            for (int k = 1; k < RV_FC_COUNT; k++)
+                cost.have_target |= cost.at_target.n[k] > 0;
+        }
+    }
     int32_t *next = NULL, *side = NULL;
     size_t n0 = g->ntasks;
     int64_t launch = rv_models__launch_ns(g);
@@ -220,8 +306,20 @@ int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json
         n_src[src]++;
         before += (double)t->dur_ns;
         double rm = rv_dtype_bytes(dt) / rv_dtype_bytes(d0);
+        int moved = 0;
+        double rk = daydream ? 0 : amp_costed_ratio(&cost, g, i, d0, dt, &moved);
+        if (rk > 0) {
+            n_costed++;
+            n_moved += (size_t)moved;
+            costed_ns += (double)t->dur_ns;
+        } else if (!daydream) {
+            n_ratio++;
+            ratio_ns += (double)t->dur_ns;
+        }
         if (c == RV_KC_GEMM) {
-            if (daydream) {
+            if (rk > 0) {
+                t->dur_ns = shrink(t->dur_ns, rk);
+            } else if (daydream) {
                 t->dur_ns = (int64_t)llround((double)t->dur_ns / 3.0);
             } else {
                 double rcmp = rv_hw_peak(hw, d0) * eta(d0) / (rv_hw_peak(hw, dt) * eta(dt));
@@ -242,8 +340,11 @@ int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json
             }
         } else {
             t = &g->tasks[i];
-            t->dur_ns =
-                daydream ? (int64_t)llround((double)t->dur_ns / 2.0) : shrink(t->dur_ns, rm);
+            if (rk > 0)
+                t->dur_ns = shrink(t->dur_ns, rk);
+            else
+                t->dur_ns =
+                    daydream ? (int64_t)llround((double)t->dur_ns / 2.0) : shrink(t->dur_ns, rm);
             n_mem++;
         }
         after += (double)g->tasks[i].dur_ns;
@@ -253,14 +354,16 @@ int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json
             goto out;
         n_scaler += 2;
     }
-    json_t *r =
-        json_pack("{s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model", "amp",
-                  "index", o->index, "dtype", rv_dtype_name(dt), "method",
-                  daydream ? "daydream" : "roofline", "gpu", hw ? hw->name : "unknown",
-                  "gemm_scaled", (json_int_t)n_gemm, "other_scaled", (json_int_t)n_mem, "unchanged",
-                  (json_int_t)n_at + (json_int_t)n_opt + (json_int_t)n_nonfloat, "casts_inserted",
-                  (json_int_t)n_cast, "scaled_busy_us_before", before / 1e3, "scaled_busy_us_after",
-                  after / 1e3);
+    /* "flops_bytes" when most of the scaled time came from the ops' costs. */
+    int by_cost = before > 0 && costed_ns >= 0.5 * before;
+    const char *method = daydream ? "daydream" : by_cost ? "flops_bytes" : "roofline";
+    json_t *r = json_pack("{s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model", "amp",
+                          "index", o->index, "dtype", rv_dtype_name(dt), "method", method, "gpu",
+                          hw ? hw->name : "unknown", "gemm_scaled", (json_int_t)n_gemm,
+                          "other_scaled", (json_int_t)n_mem, "unchanged",
+                          (json_int_t)n_at + (json_int_t)n_opt + (json_int_t)n_nonfloat,
+                          "casts_inserted", (json_int_t)n_cast, "scaled_busy_us_before",
+                          before / 1e3, "scaled_busy_us_after", after / 1e3);
     if (r) {
         /* Why kernels stayed, and where the scaled kernels' precision came
          * from (docs/models/amp.md). */
@@ -276,6 +379,23 @@ int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json
                                       "input_type", (json_int_t)n_src[RV_PS_INPUT_TYPE],
                                       "name_hint", (json_int_t)n_src[RV_PS_HINT], "assumed_fp32",
                                       (json_int_t)n_src[RV_PS_ASSUMED]));
+        /* How the scaled kernels' new times were found: from their ops'
+         * FLOPs and bytes, or by the class ratios (no shapes). */
+        if (!daydream) {
+            double b = before > 0 ? before : 1;
+            json_object_set_new(r, "methods",
+                                json_pack("{s:{s:I,s:I,s:f},s:{s:I,s:f}}", "flops_bytes", "kernels",
+                                          (json_int_t)n_costed, "target_bucket",
+                                          (json_int_t)n_moved, "time_share", costed_ns / b,
+                                          "roofline_ratio", "kernels", (json_int_t)n_ratio,
+                                          "time_share", ratio_ns / b));
+            if (ratio_ns > 0.5 * before && before > 0)
+                rv_models__warn(r, "amp_ratio_fallback",
+                                "%.0f%% of the scaled kernel time has no FLOPs or bytes from op "
+                                "shapes (record_shapes or an execution trace): it took the class "
+                                "ratios (GEMM/conv by the peak ratio, others by element size)",
+                                100 * ratio_ns / before);
+        }
         if (fallback) {
             char gpu[160];
             rv_models__warn(r, "amp_daydream_ratios",

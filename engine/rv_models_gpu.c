@@ -38,14 +38,6 @@ static int ran_tf32(const char *name)
     return rv_kernel_dtype(name) == RV_DT_TF32;
 }
 
-/* The target computes fp32 convolutions as TF32 (cuDNN's default in
- * PyTorch) but fp32 matmuls in fp32 (torch.backends.cuda.matmul.allow_tf32
- * defaults to off since 1.12), unless the trace's kernel already ran TF32. */
-static int tf32_on_target(int cls, int was_tf32)
-{
-    return was_tf32 || cls == RV_FC_CONV;
-}
-
 /* Seconds on `to` of a costed kernel measured at t_s on `from`. */
 static double costed_s(const rv_hw *from, const rv_hw *to, int cls, int ptype, double flops,
                        double bytes, double t_s, int was_tf32)
@@ -53,8 +45,24 @@ static double costed_s(const rv_hw *from, const rv_hw *to, int cls, int ptype, d
     double a =
         rv_kmodel_roofline_s(from, rv_kmodel_dtype(from, ptype, cls, was_tf32), flops, bytes);
     double b = rv_kmodel_roofline_s(
-        to, rv_kmodel_dtype(to, ptype, cls, tf32_on_target(cls, was_tf32)), flops, bytes);
-    return a > 0 && b > 0 ? t_s * b / a : 0;
+        to, rv_kmodel_dtype(to, ptype, cls, rv_kmodel_tf32_default(cls, was_tf32)), flops, bytes);
+    return rv_kmodel_keep_eff_s(a, b, t_s);
+}
+
+/* Seconds of a costed kernel on `to` at the efficiency the target's stored
+ * traces measured for its class and size bucket (0 when they have none).
+ * The roofline takes the dtype the fit took (fp32 GEMMs as TF32 where the
+ * GPU has it), so the efficiency says which one ran. Embeddings are left to
+ * the kernel's own efficiency: their fit carries the L2 term. */
+static double target_s(const rv_kmodel *m, const rv_hw *to, int cls, int ptype, double flops,
+                       double bytes)
+{
+    if (!m || cls == RV_FC_EMBED)
+        return 0;
+    double eff = rv_kmodel_bucket_eff(m, cls, flops, bytes);
+    double roof =
+        eff > 0 ? rv_kmodel_roofline_s(to, rv_kmodel_dtype(to, ptype, cls, 1), flops, bytes) : 0;
+    return roof > 0 ? roof / eff : 0;
 }
 
 /* The in-trace error of the kernel models on the trace's GPU: fitted on
@@ -89,8 +97,8 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
     const rv_trace *t = g->trace;
     const rv_hw *to = rv_hw_lookup(w->gpu);
     const rv_hw *from = rv_models__hw(NULL, g);
-    rv_flops_trace f;
-    int have_f = 0, rc = 0;
+    const rv_flops_trace *f = g->flops;
+    int rc = 0;
     json_t *o = json_pack("{s:s,s:s,s:s}", "model", "gpu", "from", from ? from->name : "unknown",
                           "to", to ? to->name : w->gpu);
     if (!o)
@@ -105,40 +113,48 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
                      "the kernel models have no FLOPs or bytes");
         goto done;
     }
-    if (rv_flops_of_trace(t, &f) != 0) {
-        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory costing the ops");
-        goto fail;
-    }
-    have_f = 1;
-    if (f.gpu_tasks_costed == 0) {
+    if (!f || f->gpu_tasks_costed == 0) {
         not_rescaled(o, w->gpu, "no kernel of the trace has a cost from its op's shapes");
         goto done;
     }
     /* First pass: costed kernels, and their time ratio per group. */
     double *ratio = calloc(g->ntasks + 1, sizeof(*ratio));
-    if (!ratio) {
+    unsigned char *on_target = calloc(g->ntasks + 1, 1);
+    if (!ratio || !on_target) {
+        free(ratio);
+        free(on_target);
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
         goto fail;
     }
     double grp_before[GRP_COUNT] = {0}, grp_after[GRP_COUNT] = {0};
     double k_before = 0, k_costed = 0, k_class = 0, k_after = 0, k_kept = 0;
-    size_t n_costed = 0, n_class = 0, n_tf32 = 0;
+    size_t n_costed = 0, n_class = 0, n_tf32 = 0, n_target = 0;
+    double k_target = 0;
     double bw = from->hbm_gbps / to->hbm_gbps;
     for (size_t i = 0; i < g->ntasks; i++) {
         const rv_task *k = &g->tasks[i];
         if (k->kind != RV_TASK_GPU || k->event < 0 || k->cat != RV_CAT_KERNEL || k->dur_ns <= 0)
             continue;
         int32_t e = k->event;
-        int cls = f.cls[e];
-        if (cls == RV_FC_NONE || (f.flops[e] <= 0 && f.bytes[e] <= 0))
+        int cls = f->cls[e];
+        if (cls == RV_FC_NONE || (f->flops[e] <= 0 && f->bytes[e] <= 0))
             continue;
         double s = (double)k->dur_ns * 1e-9;
         int was = ran_tf32(rv_task_name(g, i));
-        double p = costed_s(from, to, cls, f.ptype[e], f.flops[e], f.bytes[e], s, was);
+        double p = target_s(w->kmodel_target, to, cls, f->ptype[e], f->flops[e], f->bytes[e]);
+        if (p > 0) {
+            /* Measured on the target: its efficiency holds its waves. */
+            on_target[i] = 1;
+            n_target++;
+            k_target += s;
+        } else {
+            p = costed_s(from, to, cls, f->ptype[e], f->flops[e], f->bytes[e], s, was);
+        }
         if (p <= 0)
             continue;
-        n_tf32 += f.ptype[e] != RV_PT_FP16 && f.ptype[e] != RV_PT_BF16 && f.ptype[e] != RV_PT_FP8 &&
-                  tf32_on_target(cls, was) && to->tflops[RV_DT_TF32] > 0;
+        n_tf32 += f->ptype[e] != RV_PT_FP16 && f->ptype[e] != RV_PT_BF16 &&
+                  f->ptype[e] != RV_PT_FP8 && rv_kmodel_tf32_default(cls, was) &&
+                  to->tflops[RV_DT_TF32] > 0;
         int grp = compute_cls(cls) ? GRP_COMPUTE : GRP_MEMORY;
         grp_before[grp] += s;
         grp_after[grp] += p;
@@ -178,7 +194,7 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
                 n_class++;
             }
             const rv_event *ev = k->event >= 0 ? &t->events[k->event] : NULL;
-            if (ev && ev->grid[0] > 0) {
+            if (ev && ev->grid[0] > 0 && !on_target[i]) {
                 double blocks = (double)ev->grid[0] * (ev->grid[1] > 0 ? ev->grid[1] : 1) *
                                 (ev->grid[2] > 0 ? ev->grid[2] : 1);
                 m *= tail(blocks, to->sms) / tail(blocks, from->sms);
@@ -194,7 +210,18 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
             k_after += (double)k->dur_ns * 1e-9;
     }
     free(ratio);
+    free(on_target);
     double share = k_before > 0 ? (k_class + k_kept) / k_before : 0;
+    if (w->platform_kmodels) {
+        json_object_set_new(o, "kernels_from_target_platform", json_integer((json_int_t)n_target));
+        json_object_set_new(o, "kernel_time_share_from_target_platform",
+                            json_real(k_before > 0 ? k_target / k_before : 0));
+        if (!w->kmodel_target)
+            rv_models__warn(o, "gpu_no_target_platform",
+                            "no stored trace of %s has kernels with op shapes: every kernel "
+                            "keeps its measured efficiency on %s (Habitat's rule)",
+                            to->name, from->name);
+    }
     json_object_set_new(o, "rescaled", json_true());
     json_object_set_new(o, "kernels_costed", json_integer((json_int_t)n_costed));
     json_object_set_new(o, "kernels_by_class_ratio", json_integer((json_int_t)n_class));
@@ -203,7 +230,7 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
     json_object_set_new(o, "kernel_time_share_not_modelled", json_real(share));
     json_object_set_new(o, "compute_ratio", json_real(grp_ratio[GRP_COMPUTE]));
     json_object_set_new(o, "memory_ratio", json_real(grp_ratio[GRP_MEMORY]));
-    json_object_set_new(o, "model_error", model_error(t, &f, from));
+    json_object_set_new(o, "model_error", model_error(t, f, from));
     if (k_class + k_kept > 0)
         rv_models__warn(o, "gpu_partly_modelled",
                         "%.1f%% of kernel time has no cost from op shapes: %.1f%% took its "
@@ -243,7 +270,5 @@ done:
     o = NULL;
 fail:
     json_decref(o);
-    if (have_f)
-        rv_flops_trace_free(&f);
     return rc;
 }

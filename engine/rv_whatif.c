@@ -241,10 +241,12 @@ int rv_whatif_uses_platform_overheads(const rv_whatif *w)
     return w && w->platform_overheads;
 }
 
-void rv_whatif_set_kmodel(rv_whatif *w, const struct rv_kmodel *m)
+void rv_whatif_set_kmodel(rv_whatif *w, const struct rv_kmodel *m, const struct rv_kmodel *target)
 {
-    if (w)
+    if (w) {
         w->kmodel_platform = m;
+        w->kmodel_target = target;
+    }
 }
 
 int rv_whatif_uses_platform_kmodels(const rv_whatif *w)
@@ -435,7 +437,7 @@ int rv_whatif_apply_stop(const rv_whatif *w, rv_graph *g, const rv_stop *stop, j
             goto fail;
         json_array_append_new(arr, o);
     }
-    if (w->platform_kmodels && !w->kmodel_platform) {
+    if (w->platform_kmodels && !w->kmodel_platform && !w->kmodel_target) {
         rc = rv_error_field(err, RV_ERR_UNSUPPORTED, "kernel_models",
                             "kernel_models is platform but no platform kernel models were given "
                             "(the service supplies the trace's platform's on "

@@ -59,12 +59,15 @@ void rv_whatif_set_overheads(rv_whatif *w, const struct rv_oh_table *tab);
 /* True when the document asks for the platform's overheads. */
 int rv_whatif_uses_platform_overheads(const rv_whatif *w);
 
-/* Kernel models of the trace's platform (borrowed; must outlive
+/* Kernel models of the trace's platform and, with "gpu", of the stored
+ * platforms of that GPU (both borrowed, may be NULL; must outlive
  * rv_whatif_apply), used when the document says "kernel_models":
  * "platform": the models that fit kernel efficiencies in the trace
- * (batch_size) take the platform's for the sizes the trace lacks. */
+ * (batch_size) take the platform's for the sizes the trace lacks, and
+ * `gpu` times a costed kernel at the target's measured efficiency for its
+ * class and size where the target has one. */
 struct rv_kmodel;
-void rv_whatif_set_kmodel(rv_whatif *w, const struct rv_kmodel *m);
+void rv_whatif_set_kmodel(rv_whatif *w, const struct rv_kmodel *m, const struct rv_kmodel *target);
 /* True when the document asks for the platform's kernel models. */
 int rv_whatif_uses_platform_kmodels(const rv_whatif *w);
 

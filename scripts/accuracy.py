@@ -26,6 +26,7 @@ import argparse
 import csv
 import gzip
 import json
+import math
 import os
 import shutil
 import statistics
@@ -59,10 +60,12 @@ class Reverie:
             argv += ["--whatif", json.dumps(whatif, separators=(",", ":"))]
         return self._run(argv)
 
-    def kernels(self, trace, et=None, to=()):
+    def kernels(self, trace, et=None, to=(), fit=None, fit_et=None):
         argv = ["kernels", trace]
         if et:
             argv += ["--et", et]
+        if fit:
+            argv += ["--fit", fit] + (["--fit-et", fit_et] if fit_et else [])
         for g in to:
             argv += ["--to", g]
         return self._run(argv)
@@ -214,6 +217,19 @@ def public_power(rv, traces):
     return rows
 
 
+# The same rows from the class-ratio AMP model (GEMM/conv by peak ratio with a
+# power-model gamma, others by element size) that came before the FLOPs/bytes
+# one (commit 9ee611a), measured with the same requests: the "before" column.
+AMP_BEFORE = {
+    "v100_step": 2.6008, "v100_kernel": 2.8100, "a100_bf16_step": 2.0198,
+    "a100_fp16_step": 2.0033, "a100_bf16_kernel": 2.3134, "v100_to_a100_bf16_step": 7.7947,
+}
+
+
+def compute_us(sim):
+    return sim["breakdown"]["predicted"]["gpu"]["compute_us"]
+
+
 def zeus_resnet50_batches(csv_path, cap):
     """Zeus ResNet-50 V100 time per epoch by batch size at one power limit."""
     out = {}
@@ -255,33 +271,78 @@ def public_batch_zeus(rv, traces):
 
 
 def public_amp_dle(rv, traces):
-    """NVIDIA DLE's measured 1-GPU V100 FP32 -> AMP speedup against AMP on the
-    ResNet-50 V100 trace made GPU-bound; not the same setup, so not targeted."""
+    """NVIDIA DLE's measured 1-GPU ResNet-50 AMP speedups (V100 FP32 -> AMP,
+    A100 TF32 -> AMP) against AMP on the ResNet-50 V100 trace made GPU-bound
+    (and moved to the A100 by the `gpu` what-if); not the same setup, so not
+    targeted."""
     trace = os.path.join(traces, "kineto/resnet50-v100-workers4.pt.trace.json.gz")
     table = os.path.join(traces, "ground-truth/dle-resnet50-amp-scaling.md")
     if not (os.path.exists(trace) and os.path.exists(table)):
         return []
-    measured = None
+    dle = {}
     with open(table) as f:
         for line in f:
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if len(cells) == 5 and cells[0].startswith("DGX-1 (V100 16GB)") and cells[1] == "1":
-                measured = float(cells[3]) / float(cells[2])
-    if measured is None:
+            if len(cells) == 5 and cells[1] == "1":
+                if cells[0].startswith("DGX-1 (V100 16GB)"):
+                    dle["v100"] = (float(cells[2]), float(cells[3]))
+                elif cells[0].startswith("DGX A100"):
+                    dle["a100"] = (float(cells[2]), float(cells[3]))
+    if "v100" not in dle:
         return []
+    common = dict(trace=SHARED + "/kineto/resnet50-v100-workers4.pt.trace.json.gz",
+                  truth=SHARED + "/ground-truth/dle-resnet50-amp-scaling.md")
     gpu_bound = {"kind": "cpu_speed", "factor": 20}
-    base = rv.simulate(trace, {"optimizations": [gpu_bound]})["predicted_us"]
+    base = rv.simulate(trace, {"optimizations": [gpu_bound]})
     rows = []
+    v100 = dle["v100"][1] / dle["v100"][0]
+    note = ("DLE: DGX-1 V100 16GB, batch 256, NHWC, DALI (GPU-bound); ours: the batch-32 trace "
+            "with CPU work /20 so it is GPU-bound. Different setups: reported, not targeted")
     for model in ("roofline", "daydream"):
         doc = {"optimizations": [gpu_bound, {"kind": "amp", "dtype": "fp16", "model": model}]}
-        amp = rv.simulate(trace, doc)["predicted_us"]
-        rows.append(row("resnet50 V100 fp32 -> amp fp16 (%s) vs DLE 1-GPU speedup" % model, "whatif",
-                        "resnet50-v100", "speedup", measured, base / amp, "public", False,
-                        whatif=doc, trace=SHARED + "/kineto/resnet50-v100-workers4.pt.trace.json.gz",
-                        truth=SHARED + "/ground-truth/dle-resnet50-amp-scaling.md",
-                        note="DLE: DGX-1 V100 16GB, batch 256, NHWC, DALI (GPU-bound); ours: the "
-                             "batch-32 trace with CPU work /20 so it is GPU-bound, speedup of the "
-                             "simulated step. Different setups: reported, not targeted"))
+        amp = rv.simulate(trace, doc)
+        if model == "roofline":
+            rows.append(row("resnet50 V100 fp32 -> amp fp16 (default: FLOPs/bytes), step vs DLE "
+                            "1-GPU speedup", "whatif", "resnet50-v100", "speedup", v100,
+                            base["predicted_us"] / amp["predicted_us"], "public", False,
+                            whatif=doc, before=AMP_BEFORE["v100_step"], note=note, **common))
+            rows.append(row("resnet50 V100 fp32 -> amp fp16 (default: FLOPs/bytes), kernel time "
+                            "vs DLE 1-GPU speedup", "whatif", "resnet50-v100", "speedup", v100,
+                            compute_us(base) / compute_us(amp), "public", False, whatif=doc,
+                            before=AMP_BEFORE["v100_kernel"], note=note, **common))
+        else:
+            rows.append(row("resnet50 V100 fp32 -> amp fp16 (daydream), step vs DLE 1-GPU "
+                            "speedup", "whatif", "resnet50-v100", "speedup", v100,
+                            base["predicted_us"] / amp["predicted_us"], "public", False,
+                            whatif=doc, note=note, **common))
+    if "a100" not in dle:
+        return rows
+    a100 = dle["a100"][1] / dle["a100"][0]
+    note = ("DLE: DGX A100 80GB, TF32 -> AMP; ours: the V100 trace moved to the A100 by the `gpu` "
+            "what-if (convolutions TF32), CPU work /20, then amp")
+    on_a100 = {"gpu": "A100-SXM4-80GB", "optimizations": [gpu_bound]}
+    a_base = rv.simulate(trace, on_a100)
+    for dt in ("bf16", "fp16"):
+        doc = {"gpu": "A100-SXM4-80GB",
+               "optimizations": [gpu_bound, {"kind": "amp", "dtype": dt}]}
+        amp = rv.simulate(trace, doc)
+        rows.append(row("resnet50 on A100 (`gpu`) TF32 -> amp %s, step vs DLE A100 1-GPU "
+                        "speedup" % dt, "whatif", "resnet50-v100", "speedup", a100,
+                        a_base["predicted_us"] / amp["predicted_us"], "public", False, whatif=doc,
+                        before=AMP_BEFORE["a100_%s_step" % dt], note=note, **common))
+        if dt == "bf16":
+            rows.append(row("resnet50 on A100 (`gpu`) TF32 -> amp bf16, kernel time vs DLE "
+                            "A100 1-GPU speedup", "whatif", "resnet50-v100", "speedup", a100,
+                            compute_us(a_base) / compute_us(amp), "public", False, whatif=doc,
+                            before=AMP_BEFORE["a100_bf16_kernel"], note=note, **common))
+            rows.append(row("resnet50 V100 fp32 -> A100 (`gpu`) amp bf16, step vs DLE V100 FP32 "
+                            "-> A100 AMP throughput", "whatif", "resnet50-v100", "speedup",
+                            dle["a100"][1] / dle["v100"][0],
+                            base["predicted_us"] / amp["predicted_us"], "public", False,
+                            whatif=doc, before=AMP_BEFORE["v100_to_a100_bf16_step"],
+                            note="DLE: A100 AMP img/s over DGX-1 V100 16GB FP32 img/s; ours: the "
+                                 "V100 trace, CPU work /20, against itself on the A100 with amp",
+                            **common))
     return rows
 
 
@@ -314,6 +375,36 @@ def kernel_models(rv, traces):
                     model_error=c["model_error"], roofline_error=c["roofline_error"],
                     shapes="execution trace" if et else "kineto")
             rows.append(r)
+    return rows
+
+
+def kernel_models_transfer(rv, traces):
+    """The kernel models fitted on DLRM rank 0 and measured on every costed
+    kernel of ranks 1-7 (same job, same GPU, other data and shards): per
+    class, the geometric mean over all their kernels; reported, not tuned."""
+    d = "param/dlrm-8rank"
+    fit, fit_et = (os.path.join(traces, d, "worker0.%s.json.gz" % k) for k in ("kineto", "et"))
+    if not (os.path.exists(fit) and os.path.exists(fit_et)):
+        return []
+    acc = {}
+    for r in range(1, 8):
+        trace, et = (os.path.join(traces, d, "worker%d.%s.json.gz" % (r, k)) for k in ("kineto", "et"))
+        if not (os.path.exists(trace) and os.path.exists(et)):
+            return []
+        for c in rv.kernels(trace, et, fit=fit, fit_et=fit_et)["classes"]:
+            a = acc.setdefault(c["class"], [0, 0.0, 0.0])
+            n = c["kernels_held_out"]
+            a[0] += n
+            a[1] += n * math.log(max(c["model_error"], 1e-4))
+            a[2] += n * math.log(max(c["roofline_error"], 1e-4))
+    rows = []
+    rel = d + "/worker1..7.kineto.json.gz, fitted on worker0"
+    for cls, (n, lm, lr) in acc.items():
+        if n:
+            rows.append(row("%s %s" % (rel, cls), "kernel_model", "dlrm", "geomean_rel_error", None,
+                            None, "public", False, trace=SHARED + "/" + rel, platform="V100",
+                            kernel_class=cls, kernels=n, model_error=math.exp(lm / n),
+                            roofline_error=math.exp(lr / n), shapes="execution trace"))
     return rows
 
 
@@ -672,12 +763,27 @@ def render_md(rows):
     if ref:
         add("## Reference comparisons (not targeted)")
         add("")
-        add("| comparison | measured | predicted | error |")
-        add("|---|---|---|---|")
+        add("| comparison | measured | predicted | error | before (class ratios) |")
+        add("|---|---|---|---|---|")
         for r in ref:
-            add("| %s | %.2f× | %.2f× | %s |" % (r["name"], r["measured"], r["predicted"], pct(r["error"])))
+            b = r.get("before")
+            add("| %s | %.2f× | %.2f× | %s | %s |" % (
+                r["name"], r["measured"], r["predicted"], pct(r["error"]),
+                "%.2f× (%s)" % (b, pct(rel_err(b, r["measured"]))) if b else "–"))
         add("")
-        add("What is compared: %s." % ref[0]["note"])
+        notes = []
+        for r in ref:
+            if r.get("note") and r["note"] not in notes:
+                notes.append(r["note"])
+        for n in notes:
+            add("What is compared: %s." % n)
+            add("")
+        add("\"before\": the class-ratio AMP model that preceded the FLOPs/bytes one (GEMM/conv "
+            "by the peak ratio with a power-model gamma, others by element size), same requests. "
+            "Command: `reverie simulate TRACE --whatif '{\"optimizations\":[{\"kind\":\"cpu_speed\","
+            "\"factor\":20},{\"kind\":\"amp\",\"dtype\":\"fp16\"}]}'` (and with `\"gpu\":"
+            "\"A100-SXM4-80GB\"`), against the same without amp; kernel time is "
+            "`breakdown.predicted.gpu.compute_us`.")
         add("")
 
     km = [r for r in rows if r["kind"] == "kernel_model"]
@@ -689,7 +795,11 @@ def render_md(rows):
             "efficiency of its class and size bucket, fitted on every other kernel of the trace "
             "and measured on the rest (docs/models/kernels.md). Error: geometric mean of "
             "|predicted − measured| / measured. Kernels repeat from step to step, so the held-out "
-            "half has twins in the fitted half: these are in-trace figures, not transfer.")
+            "half has twins in the fitted half: these are in-trace figures, not transfer (and "
+            "the kernels of one op share its efficiency, its cost being split by measured time). "
+            "The rows \"fitted on worker0\" are transfer: `reverie kernels TRACE --et ET --fit "
+            "worker0.kineto.json.gz --fit-et worker0.et.json.gz` on DLRM ranks 1–7, every "
+            "costed kernel measured, the geometric mean over the seven ranks.")
         add("")
         add("| trace | shapes | class | kernels | model error | bare roofline error |")
         add("|---|---|---|---|---|---|")
@@ -832,6 +942,7 @@ def main():
     rows += public_batch_zeus(rv, args.traces)
     rows += public_amp_dle(rv, args.traces)
     rows += kernel_models(rv, args.traces)
+    rows += kernel_models_transfer(rv, args.traces)
     rows += cross_gpu(rv, args.traces)
     if args.gpu_results:
         rows += gpu_rows(rv, args.gpu_results, args.import_traces)

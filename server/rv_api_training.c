@@ -11,9 +11,11 @@
 #include <string.h>
 
 #include "rv_api_internal.h"
+#include "rv_buf.h"
 #include "rv_db.h"
 #include "rv_job.h"
 #include "rv_metrics.h"
+#include "rv_sha256.h"
 #include "rv_tar.h"
 #include "rv_whatif.h"
 
@@ -126,6 +128,47 @@ static int take_ranks(rv_req *r, json_t *doc, const rv_db_training_job *j, unsig
     return 0;
 }
 
+/* The cache key of a job's answer: the document with the job's declared
+ * world size and the stored trace of each rank simulated (in rank order),
+ * kept with the first of those traces (*key_trace). */
+static int job_key(const rv_db_training_job *j, const unsigned char *keep, const json_t *doc,
+                   int64_t *key_trace, char *hash)
+{
+    rv_buf b = RV_BUF_INIT(1u << 20);
+    int rc = rv_buf_printf(&b, "job world_size %d traces", (int)j->world_size);
+    *key_trace = 0;
+    for (size_t i = 0; i < j->nranks && !rc; i++) {
+        if (!keep[i])
+            continue;
+        if (!*key_trace)
+            *key_trace = j->ranks[i].trace_id;
+        rc = rv_buf_printf(&b, " %d:%lld", (int)j->ranks[i].rank, (long long)j->ranks[i].trace_id);
+    }
+    if (!rc)
+        rv_api_request_hash(doc, rv_buf_str(&b), hash);
+    rv_buf_free(&b);
+    return rc;
+}
+
+/* Answers from the cache when the key has an entry: 1 when sent. */
+static int send_cached(rv_req *r, rv_app *a, int64_t key_trace, const char *hash)
+{
+    char *body = NULL;
+    size_t len = 0;
+    rv_error e;
+    rv_error_clear(&e);
+    if (rv_db_whatif_cache_get(a->db, key_trace, hash, &body, &len, NULL, &e) != 0 || !body)
+        return 0;
+    json_t *ans = json_loadb(body, len, 0, NULL);
+    free(body);
+    if (!ans)
+        return 0;
+    json_object_set_new(ans, "cached", json_true());
+    rv_metrics_add(a->metrics, RV_M_CACHE_HITS, 1);
+    rv_req_respond_json(r, 200, ans);
+    return 1;
+}
+
 void rv_api_training_whatif(rv_req *r, void *app)
 {
     rv_app *a = app;
@@ -141,6 +184,8 @@ void rv_api_training_whatif(rv_req *r, void *app)
     rv_job_result *res = NULL;
     size_t nl = 0;
     rv_error e;
+    int64_t key_trace = 0;
+    char hash[RV_SHA256_HEX_LEN + 1];
 
     rv_error_clear(&e);
     if (id < 0)
@@ -187,6 +232,18 @@ void rv_api_training_whatif(rv_req *r, void *app)
         rv_req_error_rv(r, &e);
         goto out;
     }
+    /* The answer is cached with the first rank's trace, keyed by the
+     * document and the stored traces it ran on: a rank uploaded again or
+     * deleted changes the key, and a deleted first rank takes its entries
+     * with it. */
+    if (job_key(j, keep, doc, &key_trace, hash) != 0) {
+        rv_error_set(&e, RV_ERR_NOMEM, -1, -1, "out of memory");
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    if (send_cached(r, a, key_trace, hash))
+        goto out;
+    rv_metrics_add(a->metrics, RV_M_CACHE_MISSES, 1);
     for (size_t i = 0; i < j->nranks; i++) {
         if (!keep[i])
             continue;
@@ -243,6 +300,18 @@ void rv_api_training_whatif(rv_req *r, void *app)
         goto out;
     }
     json_decref(tj);
+    json_object_set_new(ans, "cached", json_false());
+    json_object_set_new(ans, "request_hash", json_string(hash));
+    {
+        char *text = json_dumps(ans, JSON_COMPACT);
+        rv_error e2;
+        rv_error_clear(&e2);
+        /* A failed cache write costs a recomputation later, nothing more. */
+        if (text && rv_db_whatif_cache_put(a->db, key_trace, hash, text, strlen(text), NULL, &e2))
+            fprintf(stderr, "reveried: job answer cache write for job %lld: %s\n", (long long)id,
+                    e2.message);
+        free(text);
+    }
     rv_req_respond_json(r, 200, ans);
     ans = NULL;
 out:

@@ -77,29 +77,62 @@ int rv_api_doc_platform_dependent(const json_t *doc)
     return rv_api_doc_uses_platform(doc) || rv_api_doc_uses_platform_kmodels(doc);
 }
 
-/* The kernel models of trace l's platform (*out new, free()); refused when
- * the platform has none yet. version (may be NULL) receives their version. */
-static int platform_kmodel(rv_app *a, const rv_loaded *l, rv_kmodel **out, char *version,
-                           size_t cap, rv_error *err)
+/* The kernel models a "kernel_models": "platform" document (borrowed)
+ * asks for: of trace_id's platform, and with "gpu" of the stored platforms
+ * of that GPU. With src and dst non-NULL they are built (*src and *dst new,
+ * free(); *dst NULL when the GPU has none) on t's GPU; version (may be
+ * NULL) receives what they were read at. Refused when neither has any. */
+static int platform_kmodels(rv_app *a, int64_t trace_id, const rv_trace *t, const json_t *doc,
+                            rv_kmodel **src, rv_kmodel **dst, char *version, size_t cap,
+                            rv_error *err)
 {
-    rv_kmodel_acc *acc = malloc(sizeof(*acc));
+    rv_kmodel_acc *acc = malloc(sizeof(*acc)), *tacc = malloc(sizeof(*tacc));
+    const char *gpu = json_string_value(json_object_get(doc, "gpu"));
+    char v1[128] = "", v2[128] = "";
     int64_t pid = 0;
-    int rc;
-    *out = NULL;
-    if (!acc)
-        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-    rc = rv_db_trace_kmodel(a->db, l->id, &pid, version, cap, acc, err);
-    if (!rc && rv_kmodel_acc_count(acc) <= 0)
+    int rc = 0;
+    if (src)
+        *src = NULL;
+    if (dst)
+        *dst = NULL;
+    if (!acc || !tacc) {
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+        goto out;
+    }
+    rc = rv_db_trace_kmodel(a->db, trace_id, &pid, v1, sizeof(v1), acc, err);
+    memset(tacc, 0, sizeof(*tacc));
+    if (!rc && gpu && *gpu)
+        rc = rv_db_gpu_kmodel(a->db, gpu, tacc, v2, sizeof(v2), err);
+    if (rc)
+        goto out;
+    if (rv_kmodel_acc_count(acc) <= 0 && rv_kmodel_acc_count(tacc) <= 0) {
         rc = rv_error_field(err, RV_ERR_UNSUPPORTED, "kernel_models",
                             "kernel_models is platform but platform %lld (of trace %lld) has no "
-                            "kernel models yet (they come from its traces with op shapes, on a "
-                            "GPU of the hardware table); ask with \"kernel_models\": \"trace\"",
-                            (long long)pid, (long long)l->id);
-    if (!rc && (*out = malloc(sizeof(**out))) == NULL)
+                            "kernel models yet%s (they come from stored traces with op shapes, "
+                            "on a GPU of the hardware table); ask with \"kernel_models\": "
+                            "\"trace\"",
+                            (long long)pid, (long long)trace_id,
+                            gpu && *gpu ? ", nor has any platform of the requested gpu" : "");
+        goto out;
+    }
+    if (version && cap)
+        snprintf(version, cap, "%s; %s", v1, v2);
+    if (!src)
+        goto out;
+    const rv_hw *own = rv_hw_lookup(rv_trace_str(t, t->platform_gpu));
+    if (rv_kmodel_acc_count(acc) > 0 && (*src = malloc(sizeof(**src))) != NULL)
+        rv_kmodel_from_acc(*src, acc, own);
+    if (rv_kmodel_acc_count(tacc) > 0 && (*dst = malloc(sizeof(**dst))) != NULL)
+        rv_kmodel_from_acc(*dst, tacc, rv_hw_lookup(gpu));
+    if ((rv_kmodel_acc_count(acc) > 0 && !*src) || (rv_kmodel_acc_count(tacc) > 0 && !*dst)) {
+        free(*src);
+        free(*dst);
+        *src = *dst = NULL;
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-    if (!rc)
-        rv_kmodel_from_acc(*out, acc, rv_hw_lookup(rv_trace_str(l->trace, l->trace->platform_gpu)));
+    }
+out:
     free(acc);
+    free(tacc);
     return rc;
 }
 
@@ -189,7 +222,7 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l, const json_t
                           rv_error *err)
 {
     rv_whatif *w = NULL;
-    rv_kmodel *km = NULL;
+    rv_kmodel *km = NULL, *km_gpu = NULL;
     /* The budget always; for a request also its client and the server's
      * drain (a fleet job is neither: it is requeued if the server dies). */
     rv_run_opts opts = {.iteration = RV_ITER_MEDIAN,
@@ -207,9 +240,9 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l, const json_t
     /* Read with the run, by every route: what a cached answer was keyed by
      * (rv_api_trace_whatif) was read just before. */
     if (rv_whatif_uses_platform_kmodels(w)) {
-        if ((rc = platform_kmodel(a, l, &km, NULL, 0, err)) != 0)
+        if ((rc = platform_kmodels(a, l->id, l->trace, doc, &km, &km_gpu, NULL, 0, err)) != 0)
             goto out;
-        rv_whatif_set_kmodel(w, km);
+        rv_whatif_set_kmodel(w, km, km_gpu);
     }
     if (rv_whatif_uses_platform_overheads(w)) {
         if (!oh) {
@@ -226,6 +259,7 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l, const json_t
 out:
     rv_whatif_free(w);
     free(km);
+    free(km_gpu);
     return rc;
 }
 
@@ -291,7 +325,7 @@ void rv_api_trace_whatif(rv_req *r, void *app)
     char *body = NULL, *tl = NULL, *ans = NULL;
     size_t len = 0, tl_len = 0, ans_len = 0;
     rv_error e;
-    char hash[RV_SHA256_HEX_LEN + 1], version[128] = "";
+    char hash[RV_SHA256_HEX_LEN + 1], version[512] = "";
 
     rv_error_clear(&e);
     if (id < 0)
@@ -314,12 +348,8 @@ void rv_api_trace_whatif(rv_req *r, void *app)
     /* So do the platform's kernel models, read again by the run. */
     if (rv_api_doc_uses_platform_kmodels(doc)) {
         size_t vl = strlen(version);
-        rv_kmodel_acc *acc = malloc(sizeof(*acc));
-        int krc =
-            acc ? rv_db_trace_kmodel(a->db, id, NULL, version + vl, sizeof(version) - vl, acc, &e)
-                : rv_error_set(&e, RV_ERR_NOMEM, -1, -1, "out of memory");
-        free(acc);
-        if (krc != 0) {
+        if (platform_kmodels(a, id, NULL, doc, NULL, NULL, version + vl, sizeof(version) - vl,
+                             &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;
         }

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rv_flops.h"
+
 #define FREQ_SLOTS 4096 /* power of two */
 #define AGE_EVERY  8192 /* accesses between halvings */
 
@@ -54,7 +56,9 @@ static size_t entry_bytes(const rv_trace *t, const rv_graph *g)
     return sizeof(rv_gentry) + t->cap_events * sizeof(rv_event) + rv_strtab_bytes(&t->strings) +
            g->cap_tasks * sizeof(rv_task) + g->cap_edges * sizeof(rv_edge) +
            g->cap_threads * sizeof(rv_thread) + g->ntasks * (2 * sizeof(int64_t) + 4) +
-           (g->flops ? (t->nevents + 1) * (2 * sizeof(double) + 2) : 0);
+           (g->flops ? (t->nevents + 1) * (2 * sizeof(double) + 2) +
+                           g->flops->nembed * sizeof(rv_flops_embed)
+                     : 0);
 }
 
 static void entry_free(rv_gentry *e)

@@ -2,6 +2,8 @@
 #include "rv_db_kmodels.h"
 #include "rv_db_internal.h"
 
+#include "rv_hw.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,8 +58,9 @@ int rv_db__kmodels_rebuild(rv_db__conn *pc, const char *platform_id, rv_error *e
 }
 
 /* Rows (class, bucket, n, slog) from column c0 on into *out; rows whose
- * class is NULL (an outer join's empty side) are skipped. */
-static int read_rows(PGresult *r, int c0, rv_kmodel_acc *out, rv_error *err)
+ * class is NULL (an outer join's empty side) are skipped, and with hw
+ * those whose GPU (column c0 - 1) is another row of the hardware table. */
+static int read_rows(PGresult *r, int c0, const rv_hw *hw, rv_kmodel_acc *out, rv_error *err)
 {
     json_t *doc = json_object();
     int rc = 0;
@@ -65,6 +68,8 @@ static int read_rows(PGresult *r, int c0, rv_kmodel_acc *out, rv_error *err)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
     for (int i = 0; i < PQntuples(r) && !rc; i++) {
         if (PQgetisnull(r, i, c0))
+            continue;
+        if (hw && rv_hw_lookup(PQgetvalue(r, i, c0 - 1)) != hw)
             continue;
         const char *cls = PQgetvalue(r, i, c0);
         json_t *rows = json_object_get(doc, cls);
@@ -120,7 +125,7 @@ int rv_db_trace_kmodel(rv_db *db, int64_t trace_id, int64_t *platform_id, char *
     if (version && cap)
         snprintf(version, cap, "platform %s, %s buckets, %s kernels", PQgetvalue(r, 0, 0),
                  PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2));
-    rc = read_rows(r, 3, out, err);
+    rc = read_rows(r, 3, NULL, out, err);
 out:
     PQclear(r);
     rv_db__release(db, pc);
@@ -156,7 +161,40 @@ int rv_db_platform_kmodel(rv_db *db, int64_t platform_id, rv_kmodel_acc *out, in
     }
     if (ntraces)
         *ntraces = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    rc = read_rows(r, 1, out, err);
+    rc = read_rows(r, 1, NULL, out, err);
+out:
+    PQclear(r);
+    rv_db__release(db, pc);
+    return rc;
+}
+
+int rv_db_gpu_kmodel(rv_db *db, const char *gpu, rv_kmodel_acc *out, char *version, size_t cap,
+                     rv_error *err)
+{
+    const rv_hw *hw = rv_hw_lookup(gpu);
+    int rc = 0;
+    memset(out, 0, sizeof(*out));
+    if (version && cap)
+        snprintf(version, cap, "gpu %s: none", gpu);
+    if (!hw)
+        return 0;
+    rv_db__conn *pc = rv_db__acquire(db, err);
+    if (!pc)
+        return RV_ERR_IO;
+    /* Platforms name their GPU as their traces do; the hardware table
+     * decides which of them are this GPU. */
+    PGresult *r = rv_db__q(pc, "gpu kernel models",
+                           "SELECT p.gpu_model, e.class, e.bucket, e.n, e.slog FROM "
+                           "platform_kernel_effs e JOIN platforms p ON p.id = e.platform_id "
+                           "ORDER BY p.id, e.class, e.bucket",
+                           0, NULL, PGRES_TUPLES_OK, err);
+    if (!r) {
+        rc = RV_ERR_IO;
+        goto out;
+    }
+    rc = read_rows(r, 1, hw, out, err);
+    if (!rc && version && cap)
+        snprintf(version, cap, "gpu %s: %.17g kernels", hw->name, rv_kmodel_acc_count(out));
 out:
     PQclear(r);
     rv_db__release(db, pc);

@@ -23,4 +23,11 @@ int rv_db_trace_kmodel(rv_db *db, int64_t trace_id, int64_t *platform_id, char *
 int rv_db_platform_kmodel(rv_db *db, int64_t platform_id, rv_kmodel_acc *out, int64_t *ntraces,
                           rv_error *err);
 
+/* The sums of every stored platform whose GPU is the hardware table's row
+ * for gpu, into *out (zeroed first; all zero when none, or when gpu is not
+ * in the table), with a version (text into version, cap bytes; NULL = not
+ * wanted). */
+int rv_db_gpu_kmodel(rv_db *db, const char *gpu, rv_kmodel_acc *out, char *version, size_t cap,
+                     rv_error *err);
+
 #endif

@@ -484,6 +484,43 @@ static void test_simulate_job(void)
     run_free(&r);
 }
 
+/* kernels --fit: the models fitted on DLRM rank 0 and measured on every
+ * costed kernel of rank 1, embedding lookups included; another GPU's
+ * trace to fit on is refused. Needs the public traces. */
+static void test_kernels_fit(void)
+{
+    const char *dir = rv_test_shared_traces("param/dlrm-8rank/worker0.kineto.json.gz");
+    if (!dir) {
+        printf("(RV_SHARED_TRACES absent: not checked) ");
+        return;
+    }
+    char k0[1024], e0[1024], k1[1024], e1[1024];
+    snprintf(k0, sizeof(k0), "%s/param/dlrm-8rank/worker0.kineto.json.gz", dir);
+    snprintf(e0, sizeof(e0), "%s/param/dlrm-8rank/worker0.et.json.gz", dir);
+    snprintf(k1, sizeof(k1), "%s/param/dlrm-8rank/worker1.kineto.json.gz", dir);
+    snprintf(e1, sizeof(e1), "%s/param/dlrm-8rank/worker1.et.json.gz", dir);
+    run_result r;
+    run(&r, (const char *const[]){"kernels", k1, "--et", e1, "--fit", k0, "--fit-et", e0, NULL});
+    json_error_t je;
+    json_t *doc = r.out ? json_loads(r.out, 0, &je) : NULL;
+    CU_ASSERT_EQUAL(r.status, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(doc, "fitted_on")), k0);
+    size_t i;
+    json_t *c;
+    double emb = -1;
+    json_array_foreach(json_object_get(doc, "classes"), i, c)
+    {
+        if (!strcmp(json_string_value(json_object_get(c, "class")), "embedding"))
+            emb = number(c, "model_error");
+    }
+    printf("(rank 1 embedding error fitted on rank 0: %.1f%%) ", emb * 100);
+    CU_ASSERT(emb >= 0);
+    json_decref(doc);
+    run_free(&r);
+    expect_failure((const char *const[]){"kernels", k1, "--fit", SAMPLE, NULL}, "same GPU");
+}
+
 int main(void)
 {
     const char *bin = getenv("RV_BIN_DIR");
@@ -512,5 +549,6 @@ int main(void)
     CU_add_test(s, "overheads --help lists predict", test_overheads_help);
     CU_add_test(s, "simulate RANK0 RANK1 ... answers one job", test_simulate_job);
     CU_add_test(s, "simulate ET --gpu: an execution trace alone", test_simulate_et_alone);
+    CU_add_test(s, "kernels --fit another trace", test_kernels_fit);
     return rv_test_run() ? 1 : 0;
 }

@@ -1,7 +1,7 @@
 /* An execution trace alone (engine/rv_et_graph.c) through the pipeline:
  * simple-add's ET gives the 4 GPU tasks its Kineto trace has and 131,072
  * FLOPs per step; DLRM worker0's ET alone gives a step and the FLOPs of
- * the joined trace; every answer warns et_only_modelled; no GPU, or one
+ * the joined trace (63.78 MFLOP); every answer warns et_only_modelled; no GPU, or one
  * the hardware table lacks, is refused naming "gpu"; Chakra's all-gather
  * ET puts its collectives on a comm stream. Skips (77) without
  * RV_SHARED_TRACES. */
@@ -129,7 +129,8 @@ static void test_dlrm_flops_match_join(void)
            fj, json_number_value(json_object_get(alone, "measured_us")),
            json_number_value(json_object_get(joined, "measured_us")));
     CU_ASSERT(fabs(fa - fj) <= 1e-9 * fj);
-    CU_ASSERT(fabs(fa - 63.69e6) < 0.01e6);
+    /* 63.69 MFLOP before fbgemm's fused lookups were costed, 63.78 since. */
+    CU_ASSERT(fa > 63.6e6 && fa < 63.9e6);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(alone, "iterations")), 1);
     CU_ASSERT(json_number_value(json_object_get(alone, "measured_us")) > 0);
     CU_ASSERT(has_warning(alone, "et_only_modelled"));

@@ -316,6 +316,101 @@ static void test_et_shapes(void)
     }
 }
 
+/* The op event named `name` of t, -1 when none. */
+static int32_t find_op(const rv_trace *t, const char *name)
+{
+    for (size_t i = 0; i < t->nevents; i++)
+        if (t->events[i].cat == RV_CAT_CPU_OP && !strcmp(rv_trace_str(t, t->events[i].name), name))
+            return (int32_t)i;
+    return -1;
+}
+
+/* fbgemm's table-batched embedding ops on DLRM worker 0 with its ET: the
+ * split (Adagrad fused) lookup gathers L = 768 rows from T = 3 tables of
+ * D = 16 into B = 128 bags (offsets T*B+1 = 385, total_D 48), the dense one
+ * L = 32 rows from T = 2 tables into B = 16 bags. Bytes = rows x D x 4 +
+ * indices (int64) + offsets (int64) + output (B x total_D x 4); FLOPs = the
+ * pooled adds L x D. Backward (autograd's CppNode, only the gradient
+ * [B, total_D] recorded, the dims from its forward op): indices sorted (4
+ * passes), the gradient rows read, and per gathered row the weights and
+ * Adagrad's momentum (one per element) read and written; the dense one
+ * writes the gradient rows. The same from Kineto's shapes alone, which
+ * keep no scalars: total_D is then the gradient's width. Before, none of
+ * them had a cost. */
+static void tbe_dlrm(int use_et)
+{
+    char p[4096];
+    rv_et *et = NULL;
+    rv_error e;
+    rv_et_join j = {0};
+    rv_trace *t = load_kineto("param/dlrm-8rank/worker0.kineto.json.gz");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    if (use_et) {
+        snprintf(p, sizeof(p), "%s/%s", g_traces, "param/dlrm-8rank/worker0.et.json.gz");
+        CU_ASSERT_EQUAL_FATAL(rv_et_read_file(p, NULL, &et, &e), 0);
+        CU_ASSERT_EQUAL_FATAL(rv_et_join_trace(et, t, &j, &e), 0);
+        CU_ASSERT_EQUAL_FATAL(rv_et_shapes_to_trace(et, &j, t), 0);
+    }
+    printf("\n  from %s:", use_et ? "the ET" : "Kineto shapes (total_D from the gradient)");
+    static const struct {
+        const char *fwd, *bwd;
+        double B, T, L, D, table_rows, states;
+    } cases[] = {
+        {"fbgemm::split_embedding_codegen_lookup_adagrad_function",
+         "torch::autograd::CppNode<SplitLookupFunction_adagrad_Op>", 128, 3, 768, 16,
+         640649648.0 / 16, 1},
+        {"fbgemm::dense_embedding_codegen_lookup_function",
+         "torch::autograd::CppNode<SplitLookupFunction_Dense_Op>", 16, 2, 32, 16, 112.0 / 16, 0},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        double B = cases[k].B, T = cases[k].T, L = cases[k].L, D = cases[k].D;
+        double idx = L * 8, off = (T * B + 1) * 8, rows = L * D * 4;
+        rv_op_cost c;
+        int32_t f = find_op(t, cases[k].fwd), b = find_op(t, cases[k].bwd);
+        CU_ASSERT_FATAL(f >= 0 && b >= 0);
+        CU_ASSERT_EQUAL_FATAL(rv_flops_op(t, f, &c), 1);
+        printf("\n  %s: %.0f FLOPs, %.0f B", cases[k].fwd, c.flops, c.bytes);
+        CU_ASSERT_EQUAL(c.cls, RV_FC_EMBED);
+        CU_ASSERT_DOUBLE_EQUAL(c.flops, L * D, 1e-9);
+        CU_ASSERT_DOUBLE_EQUAL(c.bytes, rows + idx + off + B * T * D * 4, 1e-9);
+        CU_ASSERT_DOUBLE_EQUAL(c.gather, rows, 1e-9);
+        CU_ASSERT_DOUBLE_EQUAL(c.table_bytes, cases[k].table_rows * D * 4, 1e-9);
+        CU_ASSERT_EQUAL_FATAL(rv_flops_op(t, b, &c), 1);
+        printf("\n  %s: %.0f FLOPs, %.0f B", cases[k].bwd, c.flops, c.bytes);
+        CU_ASSERT_EQUAL(c.cls, RV_FC_EMBED);
+        double upd = cases[k].states ? 2 * rows + 2 * L * D * 4 : rows;
+        CU_ASSERT_DOUBLE_EQUAL(c.gather, upd, 1e-9);
+        CU_ASSERT_DOUBLE_EQUAL(c.bytes, 4 * idx + off + rows + upd, 1e-9);
+        CU_ASSERT_DOUBLE_EQUAL(c.flops, L * D * (cases[k].states ? 6 : 1), 1e-9);
+    }
+    /* The lookups' kernels (forward, sort, backward with the fused
+     * optimizer) carry the embedding class and its L2 terms. */
+    rv_flops_trace fl;
+    size_t nk = 0, nemb = 0;
+    CU_ASSERT_EQUAL_FATAL(rv_flops_of_trace(t, &fl), 0);
+    for (size_t i = 0; i < t->nevents; i++) {
+        if (t->events[i].cat != RV_CAT_KERNEL ||
+            !strstr(rv_trace_str(t, t->events[i].name), "embedding_"))
+            continue;
+        nk++;
+        nemb += fl.cls[i] == RV_FC_EMBED && rv_flops_embed_of(&fl, (int32_t)i) != NULL;
+    }
+    printf("\n  embedding kernels %zu, costed as embedding %zu", nk, nemb);
+    CU_ASSERT(nk >= 8);
+    CU_ASSERT_EQUAL(nemb, nk);
+    rv_flops_trace_free(&fl);
+    if (use_et)
+        rv_et_join_free(&j);
+    rv_trace_free(t);
+    rv_et_free(et);
+}
+
+static void test_tbe_dlrm(void)
+{
+    tbe_dlrm(1);
+    tbe_dlrm(0);
+}
+
 int main(void)
 {
     g_traces = rv_test_shared_traces("param/dlrm-8rank/worker0.kineto.json.gz");
@@ -329,6 +424,7 @@ int main(void)
     if (g_traces) {
         CU_add_test(s, "Kineto record_shapes traces", test_kineto_shapes);
         CU_add_test(s, "ETs joined to their Kineto traces", test_et_shapes);
+        CU_add_test(s, "fbgemm table-batched embedding (DLRM)", test_tbe_dlrm);
     }
     unsigned bad = rv_test_run();
     if (bad)

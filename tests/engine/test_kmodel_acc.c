@@ -95,10 +95,11 @@ static void test_model_and_fill(void)
     own->eff[RV_FC_CONV][top] = 0;
     /* Meanwhile a size past it takes the nearest fitted bucket's. */
     double flops_top = ldexp(1, top) * 1.5;
-    CU_ASSERT_DOUBLE_EQUAL(rv_kmodel_bucket_eff(own, RV_FC_CONV, flops_top, 0),
+    CU_ASSERT_DOUBLE_EQUAL(rv_kmodel_nearest_eff(own, RV_FC_CONV, flops_top, 0),
                            own->eff[RV_FC_CONV][top - 1], 1e-15);
-    CU_ASSERT_DOUBLE_EQUAL(rv_kmodel_bucket_eff(own, RV_FC_CONV, ldexp(1, 62), 0),
+    CU_ASSERT_DOUBLE_EQUAL(rv_kmodel_nearest_eff(own, RV_FC_CONV, ldexp(1, 62), 0),
                            own->eff[RV_FC_CONV][top - 1], 1e-15);
+    CU_ASSERT_EQUAL(rv_kmodel_bucket_eff(own, RV_FC_CONV, flops_top, 0), 0);
     CU_ASSERT_EQUAL(rv_kmodel_fill(own, m), 1);
     CU_ASSERT_DOUBLE_EQUAL(own->eff[RV_FC_CONV][top], m->eff[RV_FC_CONV][top], 1e-15);
     CU_ASSERT_DOUBLE_EQUAL(own->eff[RV_FC_CONV][top - 1], kept, 0);

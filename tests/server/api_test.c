@@ -685,6 +685,33 @@ static void test_platform_kernel_models(void)
     const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
     CU_ASSERT_PTR_NOT_NULL(msg && strstr(msg, "no kernel models yet"));
     json_decref(j);
+
+    /* `gpu` with the platform's models: a costed kernel takes the stored
+     * efficiency the target measured for its class and size. To the same
+     * GPU, the kernels come out near their measured total (geometric means
+     * of the buckets instead of each kernel's own); to a GPU nothing stored
+     * ran on, every kernel keeps its own efficiency, and the answer says so. */
+    a = whatif_json(id_resnet, "{\"kernel_models\":\"platform\",\"gpu\":\"V100-DGXS\"}", 200);
+    ab = json_array_get(json_object_get(a, "applied"), 0);
+    double before = json_number_value(json_object_get(ab, "kernel_us_before"));
+    double after = json_number_value(json_object_get(ab, "kernel_us_after"));
+    printf("\n    V100 -> V100 on the platform's models: kernels %.0f -> %.0f us, %lld from the "
+           "target\n",
+           before, after,
+           (long long)json_integer_value(json_object_get(ab, "kernels_from_target_platform")));
+    CU_ASSERT_TRUE(json_integer_value(json_object_get(ab, "kernels_from_target_platform")) > 1000);
+    CU_ASSERT_TRUE(
+        json_number_value(json_object_get(ab, "kernel_time_share_from_target_platform")) > 0.5);
+    CU_ASSERT_TRUE(after > 0.7 * before && after < 1.3 * before);
+    CU_ASSERT_TRUE(fabs(after - before) > 1e-3 * before);
+    json_decref(a);
+    a = whatif_json(id_resnet, "{\"kernel_models\":\"platform\",\"gpu\":\"H100-SXM\"}", 200);
+    ab = json_array_get(json_object_get(a, "applied"), 0);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(ab, "kernels_from_target_platform")), 0);
+    char *ws = json_dumps(json_object_get(ab, "warnings"), 0);
+    CU_ASSERT_PTR_NOT_NULL(ws && strstr(ws, "gpu_no_target_platform"));
+    free(ws);
+    json_decref(a);
 }
 
 static void test_catalogs(void)

@@ -139,7 +139,7 @@ static void test_et_alone(void)
     json_decref(j);
     CU_ASSERT_EQUAL(whatif(dlrm, "{}", &j), 200);
     printf("\n    DLRM worker0 ET alone on H100: %.6g FLOP/step", flops(j));
-    CU_ASSERT(flops(j) > 63.6e6 && flops(j) < 63.7e6);
+    CU_ASSERT(flops(j) > 63.6e6 && flops(j) < 63.9e6);
     CU_ASSERT(has_warning(j, "et_only_modelled"));
     json_decref(j);
     /* A broken ET: the reader's reason and place. */

@@ -232,6 +232,18 @@ static void test_whatif(void)
     const json_t *tj = json_object_get(j, "training_job");
     CU_ASSERT_EQUAL(int_of(tj, "ranks_simulated"), 8);
     CU_ASSERT_EQUAL(json_array_size(json_object_get(tj, "missing")), 0);
+    CU_ASSERT_TRUE(json_is_false(json_object_get(j, "cached")));
+    double pred = json_number_value(json_object_get(j, "predicted_us"));
+    char hash[80];
+    snprintf(hash, sizeof(hash), "%s", json_string_value(json_object_get(j, "request_hash")));
+    json_decref(j);
+
+    /* The same question again is answered from the cache, the same answer. */
+    CU_ASSERT_EQUAL(req("POST", path, "application/json", "{}", NULL, &j), 200);
+    CU_ASSERT_TRUE(json_is_true(json_object_get(j, "cached")));
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "request_hash")), hash);
+    CU_ASSERT_EQUAL(json_number_value(json_object_get(j, "predicted_us")), pred);
+    check_contract(j, 8);
     json_decref(j);
 
     /* A what-if on some ranks only. */
@@ -240,6 +252,9 @@ static void test_whatif(void)
     CU_ASSERT_EQUAL(st, 200);
     if (st == 200)
         check_contract(j, 7);
+    /* Other ranks, another key. */
+    CU_ASSERT_TRUE(json_is_false(json_object_get(j, "cached")));
+    CU_ASSERT_STRING_NOT_EQUAL(json_string_value(json_object_get(j, "request_hash")), hash);
     json_decref(j);
 }
 
