@@ -17,6 +17,7 @@
 #include <zlib.h>
 
 #include "cli_args.h"
+#include "cli_kmodels.h"
 #include "rv_cli.h"
 #include "rv_et.h"
 #include "rv_graph.h"
@@ -59,7 +60,14 @@ static void usage(FILE *f)
                "--format      json (default) or table: headline figures, warnings and top\n"
                "              kernels, rounded, for reading\n"
                "--overheads-from TRACE  (repeatable) pool these traces' host overheads as\n"
-               "              the platform statistics for \"host_overheads\": \"platform\"\n");
+               "              the platform statistics for \"host_overheads\": \"platform\"\n"
+               "--kernel-models-from TRACE  (repeatable) fit the kernel models on these\n"
+               "              measured traces (with op shapes) of the simulated trace's GPU\n"
+               "              or the what-if's gpu, as the platform's for \"kernel_models\":\n"
+               "              \"platform\"; for an execution trace alone, its kernels take\n"
+               "              their efficiencies\n"
+               "--kernel-models-et ET  the execution trace of the last\n"
+               "              --kernel-models-from trace, for its shapes\n");
 }
 
 static void print_error(const char *what, const rv_error *e)
@@ -193,19 +201,46 @@ static int read_all(const char *path, size_t cap, unsigned char **out, size_t *l
     return rc == 0 && !*out ? rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory") : rc;
 }
 
-/* Reads the ET at path and models its run on gpu (rv_et_to_trace). 0, or
- * -1 with the reason printed. */
-static int load_et_alone(const char *path, const char *gpu, rv_trace **out)
+/* Reads the ET at path and models its run on gpu (rv_et_to_trace_fitted,
+ * at the efficiencies of eff when not NULL). 0, or -1 with the reason
+ * printed. */
+static int load_et_alone(const char *path, const char *gpu, const rv_kmodel *eff, rv_trace **out)
 {
     rv_et *et = NULL;
     rv_error err;
     int rc = rv_et_read_file(path, NULL, &et, &err);
     if (rc == 0)
-        rc = rv_et_to_trace(et, gpu, out, NULL, &err);
+        rc = rv_et_to_trace_fitted(et, gpu, eff, out, NULL, &err);
     rv_et_free(et);
     if (rc != 0)
         print_error(path, &err);
     return rc != 0 ? -1 : 0;
+}
+
+/* The models of --kernel-models-from: (*km)[0] fitted on the traces of
+ * `own`, (*km)[1] on those of `target` (hw NULL where none ran there); *acc
+ * and *km new (free()). 0, or -1 with the reason printed. */
+static int fitted_models(const char *const *paths, const char *const *ets, int n, const rv_hw *own,
+                         const rv_hw *target, rv_kmodel_acc **acc, rv_kmodel **km)
+{
+    *acc = calloc(2, sizeof(**acc));
+    *km = calloc(2, sizeof(**km));
+    if (!*acc || !*km) {
+        fprintf(stderr, "reverie: out of memory\n");
+        return -1;
+    }
+    if (!own && !target) {
+        fprintf(stderr, "reverie: --kernel-models-from needs a GPU of the hardware table to fit "
+                        "on\n");
+        return -1;
+    }
+    if (rv_cli_fit_kmodels(paths, ets, n, own, target, &(*acc)[0], &(*acc)[1]) != 0)
+        return -1;
+    if (rv_kmodel_acc_count(&(*acc)[0]) > 0)
+        rv_kmodel_from_acc(&(*km)[0], &(*acc)[0], own);
+    if (rv_kmodel_acc_count(&(*acc)[1]) > 0)
+        rv_kmodel_from_acc(&(*km)[1], &(*acc)[1], target);
+    return 0;
 }
 
 /* Writes the run of res (its baseline when baseline) as a Kineto trace to
@@ -256,11 +291,15 @@ int rv_cmd_simulate(int argc, char **argv)
     int force_job = 0;
     rv_run_opts opts = {.iteration = RV_ITER_MEDIAN, .top_kernels = RV_RUN_TOP_KERNELS};
     int compact = 0, table = 0, status = 1;
-    enum { MAX_OH = 256 };
+    enum { MAX_OH = 256, MAX_KM = 64 };
     const char *oh_paths[MAX_OH];
     rv_trace *oh_traces[MAX_OH] = {0};
     int n_oh = 0;
     rv_oh_table *oh_table = NULL;
+    const char *km_paths[MAX_KM], *km_ets[MAX_KM];
+    int n_km = 0;
+    rv_kmodel_acc *km_acc = NULL;
+    rv_kmodel *km = NULL;
     rv_trace *tr = NULL;
     rv_graph *g = NULL;
     rv_sim *bs = NULL;
@@ -318,6 +357,19 @@ int rv_cmd_simulate(int argc, char **argv)
                 return 2;
             }
             oh_paths[n_oh++] = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--kernel-models-from") == 0) {
+            if (n_km == MAX_KM) {
+                fprintf(stderr, "reverie: at most %d --kernel-models-from traces\n", MAX_KM);
+                return 2;
+            }
+            km_ets[n_km] = NULL;
+            km_paths[n_km++] = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--kernel-models-et") == 0) {
+            if (n_km == 0 || km_ets[n_km - 1]) {
+                fprintf(stderr, "reverie: --kernel-models-et follows its --kernel-models-from\n");
+                return 2;
+            }
+            km_ets[n_km - 1] = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--top") == 0) {
             opts.top_kernels = atoi(argv[++i]);
             if (opts.top_kernels < 0 || opts.top_kernels > 10000)
@@ -344,10 +396,12 @@ int rv_cmd_simulate(int argc, char **argv)
         return 2;
     }
     if (npaths > 1 || force_job) {
-        if (timeline || ptimeline || n_oh || export_pred || export_base || et_path) {
-            fprintf(stderr, "reverie: --timeline, --predicted-timeline, --export-trace, "
-                            "--export-baseline, --overheads-from and --et answer one trace, "
-                            "not a job\n");
+        if (timeline || ptimeline || n_oh || n_km || export_pred || export_base || et_path) {
+            fprintf(stderr,
+                    "reverie: --timeline, --predicted-timeline, --export-trace, "
+                    "--export-baseline, --overheads-from, --kernel-models-from and --et answer one "
+                    "trace, "
+                    "not a job\n");
             status = 2;
         } else {
             const char *one[1] = {path};
@@ -363,7 +417,11 @@ int rv_cmd_simulate(int argc, char **argv)
             print_error(path, &err);
             goto out;
         }
-        if (load_et_alone(path, gpu ? gpu : rv_whatif_gpu_override(w), &tr) != 0)
+        const char *on = gpu ? gpu : rv_whatif_gpu_override(w);
+        if (n_km &&
+            fitted_models(km_paths, km_ets, n_km, rv_hw_lookup(on), NULL, &km_acc, &km) != 0)
+            goto out;
+        if (load_et_alone(path, on, km, &tr) != 0)
             goto out;
         et_alone = 1;
     } else if (gpu) {
@@ -400,6 +458,19 @@ int rv_cmd_simulate(int argc, char **argv)
             goto out;
         }
         rv_whatif_set_overheads(w, oh_table);
+    }
+    if (n_km && !et_alone) {
+        if (!rv_whatif_uses_platform_kmodels(w)) {
+            fprintf(stderr, "reverie: --kernel-models-from is for \"kernel_models\": "
+                            "\"platform\" in the what-if (or an execution trace alone)\n");
+            status = 2;
+            goto out;
+        }
+        const char *over = rv_whatif_gpu_override(w);
+        if (fitted_models(km_paths, km_ets, n_km, rv_hw_lookup(rv_trace_str(tr, tr->platform_gpu)),
+                          over ? rv_hw_lookup(over) : NULL, &km_acc, &km) != 0)
+            goto out;
+        rv_whatif_set_kmodel(w, km[0].hw ? &km[0] : NULL, km[1].hw ? &km[1] : NULL);
     }
     opts.keep_predicted = ptimeline != NULL || export_pred != NULL;
     if (rv_run(g, bs, w, &opts, &res, &err) != 0) {
@@ -447,6 +518,8 @@ int rv_cmd_simulate(int argc, char **argv)
 out:
     rv_et_join_free(&join);
     rv_oh_table_free(oh_table);
+    free(km_acc);
+    free(km);
     for (int i = 0; i < n_oh; i++)
         rv_trace_free(oh_traces[i]);
     json_decref(out);

@@ -138,6 +138,7 @@ void rv_et_join_free(rv_et_join *j);
  * docs/models/et.md): the defaults its timeline rests on. */
 #define RV_ET_OP_US           10.0 /* CPU time of each op (the ETs record none) */
 #define RV_ET_EFFICIENCY      0.5  /* achieved / roofline of a modelled kernel */
+#define RV_ET_FIT_REACH       2    /* fitted size buckets a kernel may borrow from, each side */
 #define RV_ET_MIN_KERNEL_US   2.0  /* shortest kernel or copy */
 #define RV_ET_COMM_LATENCY_US 5.0  /* per collective, before its bytes at link speed */
 #define RV_ET_TABLE_RATIO     64.0 /* an embedding input this many times its outputs: a table */
@@ -150,6 +151,7 @@ typedef struct rv_et_alone {
     size_t collectives; /* nccl kernels on the comm stream */
     size_t copies;      /* host <-> device memcpys */
     size_t costed;      /* kernels whose op had a FLOPs formula */
+    size_t fitted;      /* of those, timed at an efficiency fitted on measured traces */
 } rv_et_alone;
 
 /* Builds a trace from et alone (borrowed) as if it had run on `gpu` (a
@@ -164,5 +166,13 @@ typedef struct rv_et_alone {
  * a GPU tensor; RV_ERR_NOMEM or RV_ERR_LIMIT. */
 int rv_et_to_trace(const rv_et *et, const char *gpu, rv_trace **out, rv_et_alone *info,
                    rv_error *err);
+
+/* rv_et_to_trace with kernel models fitted on measured traces of the same
+ * GPU (borrowed, may be NULL: rv_et_to_trace): a costed kernel takes the
+ * efficiency of its class and size bucket (the nearest fitted one, else the
+ * class's) over the roofline the fit used, instead of RV_ET_EFFICIENCY. */
+struct rv_kmodel;
+int rv_et_to_trace_fitted(const rv_et *et, const char *gpu, const struct rv_kmodel *eff,
+                          rv_trace **out, rv_et_alone *info, rv_error *err);
 
 #endif

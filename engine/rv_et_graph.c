@@ -43,6 +43,7 @@ typedef struct ctx {
     int64_t cursor, free_compute, free_comm;
     int64_t corr;
     rv_et_alone *info;
+    const rv_kmodel *eff; /* fitted efficiencies; NULL: RV_ET_EFFICIENCY */
 } ctx;
 
 static int starts(const char *s, const char *p)
@@ -284,8 +285,18 @@ static double gpu_seconds(ctx *c, int32_t i, int k)
         ptype = oc.ptype;
         c->info->costed++;
     }
-    s = rv_kmodel_roofline_s(hw, rv_kmodel_dtype(hw, ptype, cls, 0), flops, bytes) /
-        RV_ET_EFFICIENCY;
+    /* A fitted efficiency is against the roofline the fit used (fp32
+     * GEMMs as TF32 where the GPU has it): it says which one ran. */
+    double e = 0;
+    if (c->eff && flops + bytes > 0 && cls > RV_FC_NONE && cls < RV_FC_COUNT)
+        e = rv_kmodel_near_eff(c->eff, cls, flops, bytes, RV_ET_FIT_REACH);
+    if (e > 0) {
+        s = rv_kmodel_roofline_s(hw, rv_kmodel_dtype(hw, ptype, cls, 1), flops, bytes) / e;
+        c->info->fitted++;
+    } else {
+        s = rv_kmodel_roofline_s(hw, rv_kmodel_dtype(hw, ptype, cls, 0), flops, bytes) /
+            RV_ET_EFFICIENCY;
+    }
     return s > RV_ET_MIN_KERNEL_US * 1e-6 ? s : RV_ET_MIN_KERNEL_US * 1e-6;
 }
 
@@ -476,7 +487,13 @@ static int close_step(ctx *c, uint32_t step_tid)
 int rv_et_to_trace(const rv_et *et, const char *gpu, rv_trace **out, rv_et_alone *info,
                    rv_error *err)
 {
-    ctx c = {.et = et};
+    return rv_et_to_trace_fitted(et, gpu, NULL, out, info, err);
+}
+
+int rv_et_to_trace_fitted(const rv_et *et, const char *gpu, const rv_kmodel *eff, rv_trace **out,
+                          rv_et_alone *info, rv_error *err)
+{
+    ctx c = {.et = et, .eff = eff};
     rv_et_alone dummy;
     size_t n = et->nnodes;
     int rc = 0;
@@ -547,6 +564,7 @@ int rv_et_to_trace(const rv_et *et, const char *gpu, rv_trace **out, rv_et_alone
     }
     if ((rc = walk(&c, 2)) < 0 || (rc = close_step(&c, t->events[c.event[first_launch]].tid)) < 0)
         goto fail;
+    t->et_kernels_fitted = c.info->fitted;
     *out = t;
     c.t = NULL;
     goto out;

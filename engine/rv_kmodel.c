@@ -229,6 +229,20 @@ double rv_kmodel_bucket_eff(const rv_kmodel *m, int cls, double flops, double by
     return m->eff[cls][bucket(cls, flops, bytes)];
 }
 
+double rv_kmodel_near_eff(const rv_kmodel *m, int cls, double flops, double bytes, int reach)
+{
+    if (cls <= RV_FC_NONE || cls >= RV_FC_COUNT)
+        return 0;
+    int b = bucket(cls, flops, bytes);
+    for (int d = 0; d <= reach && d < RV_KMODEL_BUCKETS; d++) {
+        if (b + d < RV_KMODEL_BUCKETS && m->eff[cls][b + d] > 0)
+            return m->eff[cls][b + d];
+        if (b - d >= 0 && m->eff[cls][b - d] > 0)
+            return m->eff[cls][b - d];
+    }
+    return 0;
+}
+
 double rv_kmodel_nearest_eff(const rv_kmodel *m, int cls, double flops, double bytes)
 {
     if (cls <= RV_FC_NONE || cls >= RV_FC_COUNT)

@@ -79,6 +79,10 @@ double rv_kmodel_bucket_eff(const rv_kmodel *m, int cls, double flops, double by
  * empty; 0 when the class has none. */
 double rv_kmodel_nearest_eff(const rv_kmodel *m, int cls, double flops, double bytes);
 
+/* The same within `reach` buckets of the size's (a factor of 2^reach in
+ * size); 0 past that. */
+double rv_kmodel_near_eff(const rv_kmodel *m, int cls, double flops, double bytes, int reach);
+
 /* Per-class error of m on the costed GPU tasks of t with (i % mod) == rem:
  * geometric mean over kernels of |predicted - measured| / measured (each
  * floored at 1e-4) in gm[cls], kernels in count[cls]. */

@@ -155,6 +155,11 @@ typedef struct rv_trace {
     int64_t mem_weights, mem_gradients, mem_optimizer_state; /* RV_NONE: unknown */
     uint32_t mem_optimizer;                                  /* string id, e.g. "Adam" */
 
+    /* An execution trace alone (source_format "et"): kernels timed at
+     * efficiencies fitted on measured traces (rv_et_to_trace_fitted), 0
+     * when all took the default. Not kept in snapshots. */
+    size_t et_kernels_fitted;
+
     /* GPU memory events in input order; capped at RV_TRACE_MAX_MEM. */
     rv_mem_sample *mem;
     size_t nmem, cap_mem;

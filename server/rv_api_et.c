@@ -8,9 +8,11 @@
 
 #include "rv_api_internal.h"
 #include "rv_db.h"
+#include "rv_db_kmodels.h"
 #include "rv_et.h"
 #include "rv_gcache.h"
 #include "rv_hw.h"
+#include "rv_kmodel_acc.h"
 #include "rv_metrics.h"
 #include "rv_snapshot.h"
 
@@ -218,12 +220,35 @@ void rv_api_et_model_free(rv_api_et_model *m)
     memset(m, 0, sizeof(*m));
 }
 
+/* The kernel models of the stored traces of GPU hw (*out new, free());
+ * refused when none of them has a costed kernel. */
+static int gpu_kmodel(rv_app *a, const rv_hw *hw, rv_kmodel **out, rv_error *err)
+{
+    rv_kmodel_acc *acc = malloc(sizeof(*acc));
+    int rc = acc ? rv_db_gpu_kmodel(a->db, hw->name, acc, NULL, 0, err)
+                 : rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    *out = NULL;
+    if (!rc && rv_kmodel_acc_count(acc) <= 0)
+        rc = rv_error_field(err, RV_ERR_UNSUPPORTED, "kernel_models",
+                            "kernel_models is platform but no stored trace of %s has kernels "
+                            "with op shapes to fit them on; ask with \"kernel_models\": "
+                            "\"trace\"",
+                            hw->name);
+    if (!rc && (*out = malloc(sizeof(**out))) == NULL)
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    if (!rc)
+        rv_kmodel_from_acc(*out, acc, hw);
+    free(acc);
+    return rc;
+}
+
 int rv_api_et_resolve(rv_app *a, rv_loaded *l, json_t *doc, rv_api_et_model *m, rv_error *err)
 {
     const rv_trace *t = l->trace;
     uint8_t *bytes = NULL;
     size_t len = 0;
     rv_et *et = NULL;
+    rv_kmodel *km = NULL;
     int rc = 0;
 
     memset(m, 0, sizeof(*m));
@@ -243,14 +268,22 @@ int rv_api_et_resolve(rv_app *a, rv_loaded *l, json_t *doc, rv_api_et_model *m, 
                               "gpu '%.64s' is not in the hardware table", want);
     /* The graph is built on that GPU: nothing is left to rescale. */
     json_object_del(doc, "gpu");
-    if (!want || hw_want == hw_have)
+    const rv_hw *on = hw_want ? hw_want : hw_have;
+    /* With the platform's kernel models, the kernels take the efficiencies
+     * the stored traces of that GPU measured (the ET trace has none). */
+    if (rv_api_doc_uses_platform_kmodels(doc)) {
+        json_object_del(doc, "kernel_models");
+        if ((rc = gpu_kmodel(a, on, &km, err)) != 0)
+            goto out;
+    } else if (!want || hw_want == hw_have) {
         return 0;
+    }
     int gz = 0;
     if ((rc = rv_db_original_get(a->db, l->id, &bytes, &len, &gz, NULL, err)) != 0)
         goto out;
     rv_et_opts o = et_opts(a);
     if ((rc = rv_et_read_buffer(bytes, len, &o, &et, err)) != 0 ||
-        (rc = rv_et_to_trace(et, hw_want->name, &m->trace, NULL, err)) != 0 ||
+        (rc = rv_et_to_trace_fitted(et, on->name, km, &m->trace, NULL, err)) != 0 ||
         (rc = rv_graph_build(m->trace, NULL, &m->graph, err)) != 0 ||
         (rc = rv_sim_run(m->graph, RV_SCHED_EARLIEST_START, &m->base, err)) != 0)
         goto out;
@@ -263,5 +296,6 @@ out:
         rv_api_et_model_free(m);
     rv_et_free(et);
     free(bytes);
+    free(km);
     return rc;
 }

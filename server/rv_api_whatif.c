@@ -88,7 +88,7 @@ static int platform_kmodels(rv_app *a, int64_t trace_id, const rv_trace *t, cons
 {
     rv_kmodel_acc *acc = malloc(sizeof(*acc)), *tacc = malloc(sizeof(*tacc));
     const char *gpu = json_string_value(json_object_get(doc, "gpu"));
-    char v1[128] = "", v2[128] = "";
+    char v1[128] = "", v2[128] = "", own_gpu[128] = "";
     int64_t pid = 0;
     int rc = 0;
     if (src)
@@ -99,10 +99,13 @@ static int platform_kmodels(rv_app *a, int64_t trace_id, const rv_trace *t, cons
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
         goto out;
     }
-    rc = rv_db_trace_kmodel(a->db, trace_id, &pid, v1, sizeof(v1), acc, err);
+    rc = rv_db_trace_kmodel(a->db, trace_id, &pid, own_gpu, sizeof(own_gpu), v1, sizeof(v1), acc,
+                            err);
     memset(tacc, 0, sizeof(*tacc));
-    if (!rc && gpu && *gpu)
-        rc = rv_db_gpu_kmodel(a->db, gpu, tacc, v2, sizeof(v2), err);
+    /* The target's: the requested GPU's, else the trace's own GPU's (an
+     * execution trace alone has no measured kernels of its own). */
+    if (!rc)
+        rc = rv_db_gpu_kmodel(a->db, gpu && *gpu ? gpu : own_gpu, tacc, v2, sizeof(v2), err);
     if (rc)
         goto out;
     if (rv_kmodel_acc_count(acc) <= 0 && rv_kmodel_acc_count(tacc) <= 0) {
@@ -123,7 +126,7 @@ static int platform_kmodels(rv_app *a, int64_t trace_id, const rv_trace *t, cons
     if (rv_kmodel_acc_count(acc) > 0 && (*src = malloc(sizeof(**src))) != NULL)
         rv_kmodel_from_acc(*src, acc, own);
     if (rv_kmodel_acc_count(tacc) > 0 && (*dst = malloc(sizeof(**dst))) != NULL)
-        rv_kmodel_from_acc(*dst, tacc, rv_hw_lookup(gpu));
+        rv_kmodel_from_acc(*dst, tacc, rv_hw_lookup(gpu && *gpu ? gpu : own_gpu));
     if ((rv_kmodel_acc_count(acc) > 0 && !*src) || (rv_kmodel_acc_count(tacc) > 0 && !*dst)) {
         free(*src);
         free(*dst);

@@ -92,8 +92,8 @@ static int read_rows(PGresult *r, int c0, const rv_hw *hw, rv_kmodel_acc *out, r
     return rc;
 }
 
-int rv_db_trace_kmodel(rv_db *db, int64_t trace_id, int64_t *platform_id, char *version, size_t cap,
-                       rv_kmodel_acc *out, rv_error *err)
+int rv_db_trace_kmodel(rv_db *db, int64_t trace_id, int64_t *platform_id, char *gpu, size_t gpu_cap,
+                       char *version, size_t cap, rv_kmodel_acc *out, rv_error *err)
 {
     char id_s[24];
     const char *vals[1] = {id_s};
@@ -107,7 +107,8 @@ int rv_db_trace_kmodel(rv_db *db, int64_t trace_id, int64_t *platform_id, char *
      * under the version was made with those rows. */
     PGresult *r = rv_db__q(pc, "trace kernel model",
                            "SELECT t.platform_id, count(e.class) OVER (), coalesce(sum(e.n) OVER "
-                           "(), 0), e.class, e.bucket, e.n, e.slog FROM traces t LEFT JOIN "
+                           "(), 0), p.gpu_model, e.class, e.bucket, e.n, e.slog FROM traces t "
+                           "JOIN platforms p ON p.id = t.platform_id LEFT JOIN "
                            "platform_kernel_effs e ON e.platform_id = t.platform_id WHERE t.id = "
                            "$1 ORDER BY e.class, e.bucket",
                            1, vals, PGRES_TUPLES_OK, err);
@@ -125,7 +126,9 @@ int rv_db_trace_kmodel(rv_db *db, int64_t trace_id, int64_t *platform_id, char *
     if (version && cap)
         snprintf(version, cap, "platform %s, %s buckets, %s kernels", PQgetvalue(r, 0, 0),
                  PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2));
-    rc = read_rows(r, 3, NULL, out, err);
+    if (gpu && gpu_cap)
+        snprintf(gpu, gpu_cap, "%s", PQgetvalue(r, 0, 3));
+    rc = read_rows(r, 4, NULL, out, err);
 out:
     PQclear(r);
     rv_db__release(db, pc);

@@ -11,12 +11,13 @@
 #include "rv_error.h"
 #include "rv_kmodel_acc.h"
 
-/* The platform of trace_id (*platform_id, may be NULL), that platform's
- * sums into *out (zeroed first; all zero when it has none), and a version
- * of them (text into version, cap bytes; NULL = not wanted) that changes
- * when they do. RV_ERR_NOTFOUND: no such trace. */
-int rv_db_trace_kmodel(rv_db *db, int64_t trace_id, int64_t *platform_id, char *version, size_t cap,
-                       rv_kmodel_acc *out, rv_error *err);
+/* The platform of trace_id (*platform_id, may be NULL) and its GPU's name
+ * (text into gpu, gpu_cap bytes; NULL = not wanted), that platform's sums
+ * into *out (zeroed first; all zero when it has none), and a version of
+ * them (text into version, cap bytes; NULL = not wanted) that changes when
+ * they do. RV_ERR_NOTFOUND: no such trace. */
+int rv_db_trace_kmodel(rv_db *db, int64_t trace_id, int64_t *platform_id, char *gpu, size_t gpu_cap,
+                       char *version, size_t cap, rv_kmodel_acc *out, rv_error *err);
 
 /* A platform's sums into *out (zeroed first) and the traces that
  * contributed (*ntraces, may be NULL). RV_ERR_NOTFOUND: no such platform. */

@@ -521,6 +521,59 @@ static void test_kernels_fit(void)
     expect_failure((const char *const[]){"kernels", k1, "--fit", SAMPLE, NULL}, "same GPU");
 }
 
+static double compute_us(const char *out)
+{
+    json_t *o = json_loads(out ? out : "", 0, NULL);
+    double v = json_number_value(json_object_get(
+        json_object_get(json_object_get(json_object_get(o, "breakdown"), "baseline"), "gpu"),
+        "compute_us"));
+    json_decref(o);
+    return v;
+}
+
+/* --kernel-models-from: DLRM rank 0's ET alone on a V100 takes the
+ * efficiencies rank 1's measured kernels give (more kernel time than at
+ * 50% of the roofline, nearer the measured 1,053 us, and the warning says
+ * so); a Kineto trace takes them only with "kernel_models": "platform";
+ * a trace of another GPU is refused. */
+static void test_kernel_models_from(void)
+{
+    const char *dir = rv_test_shared_traces("param/dlrm-8rank/worker0.et.json.gz");
+    if (!dir) {
+        printf("(RV_SHARED_TRACES absent: not checked) ");
+        return;
+    }
+    char e0[1024], k1[1024], r0[1024], r4[1024];
+    snprintf(e0, sizeof(e0), "%s/param/dlrm-8rank/worker0.et.json.gz", dir);
+    snprintf(k1, sizeof(k1), "%s/param/dlrm-8rank/worker1.kineto.json.gz", dir);
+    snprintf(r0, sizeof(r0), "%s/kineto/resnet50-v100-workers0.pt.trace.json.gz", dir);
+    snprintf(r4, sizeof(r4), "%s/kineto/resnet50-v100-workers4.pt.trace.json.gz", dir);
+    run_result a, b;
+    run(&a, (const char *const[]){"simulate", e0, "--gpu", "V100-SXM2", "--compact", NULL});
+    run(&b, (const char *const[]){"simulate", e0, "--gpu", "V100-SXM2", "--compact",
+                                  "--kernel-models-from", k1, NULL});
+    CU_ASSERT_EQUAL(a.status, 0);
+    CU_ASSERT_EQUAL(b.status, 0);
+    double da = compute_us(a.out), db = compute_us(b.out);
+    printf("(DLRM rank 0 ET alone: kernels %.0f -> %.0f us) ", da, db);
+    CU_ASSERT(db > 1.2 * da && db < 1053 * 1.3);
+    CU_ASSERT_PTR_NOT_NULL(b.out && strstr(b.out, "fitted on measured traces"));
+    run_free(&a);
+    run_free(&b);
+    run(&a, (const char *const[]){"simulate", r0, "--compact", "--whatif",
+                                  "{\"kernel_models\":\"platform\",\"gpu\":\"V100-DGXS\"}",
+                                  "--kernel-models-from", r4, NULL});
+    CU_ASSERT_EQUAL(a.status, 0);
+    CU_ASSERT_PTR_NOT_NULL(a.out && strstr(a.out, "\"kernels_from_target_platform\""));
+    CU_ASSERT_PTR_NULL(a.out ? strstr(a.out, "\"kernels_from_target_platform\": 0") : NULL);
+    run_free(&a);
+    expect_failure((const char *const[]){"simulate", r0, "--kernel-models-from", r4, NULL},
+                   "kernel_models");
+    expect_failure((const char *const[]){"simulate", e0, "--gpu", "V100-SXM2",
+                                         "--kernel-models-from", r4, NULL},
+                   "neither");
+}
+
 int main(void)
 {
     const char *bin = getenv("RV_BIN_DIR");
@@ -549,6 +602,7 @@ int main(void)
     CU_add_test(s, "overheads --help lists predict", test_overheads_help);
     CU_add_test(s, "simulate RANK0 RANK1 ... answers one job", test_simulate_job);
     CU_add_test(s, "simulate ET --gpu: an execution trace alone", test_simulate_et_alone);
+    CU_add_test(s, "simulate --kernel-models-from", test_kernel_models_from);
     CU_add_test(s, "kernels --fit another trace", test_kernels_fit);
     return rv_test_run() ? 1 : 0;
 }

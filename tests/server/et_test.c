@@ -142,6 +142,39 @@ static void test_et_alone(void)
     CU_ASSERT(flops(j) > 63.6e6 && flops(j) < 63.9e6);
     CU_ASSERT(has_warning(j, "et_only_modelled"));
     json_decref(j);
+    /* The platform's kernel models: none stored of a V100 yet, refused;
+     * once rank 1's Kineto trace (V100, op shapes) is stored, rank 0's ET
+     * alone on a V100 takes the efficiencies its kernels measured. */
+    const char *fit = "{\"gpu\": \"V100-SXM2\", \"kernel_models\": \"platform\"}";
+    CU_ASSERT_EQUAL(whatif(dlrm, fit, &j), 400);
+    CU_ASSERT_STRING_EQUAL(error_field(j), "kernel_models");
+    json_decref(j);
+    CU_ASSERT_EQUAL(whatif(dlrm, "{\"gpu\": \"V100-SXM2\"}", &j), 200);
+    double dflt = json_number_value(json_object_get(
+        json_object_get(json_object_get(json_object_get(j, "breakdown"), "baseline"), "gpu"),
+        "compute_us"));
+    json_decref(j);
+    CU_ASSERT_EQUAL_FATAL(req("POST", "/v1/traces?job=dlrm-fit", NULL,
+                              shared("param/dlrm-8rank/worker1.kineto.json.gz"), &j),
+                          201);
+    json_decref(j);
+    CU_ASSERT_EQUAL(whatif(dlrm, fit, &j), 200);
+    double fitted = json_number_value(json_object_get(
+        json_object_get(json_object_get(json_object_get(j, "breakdown"), "baseline"), "gpu"),
+        "compute_us"));
+    const char *msg = "";
+    size_t wi;
+    json_t *wv;
+    json_array_foreach(
+        json_object_get(j, "warnings"), wi,
+        wv) if (!strcmp(json_string_value(json_object_get(wv, "code")), "et_only_modelled")) msg =
+        json_string_value(json_object_get(wv, "message"));
+    printf("\n    DLRM worker0 ET alone on V100: kernels %.0f us at 50%% of the roofline, %.0f us "
+           "at rank 1's fitted efficiencies (measured 1,053 us)",
+           dflt, fitted);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "fitted on measured traces"));
+    CU_ASSERT(fitted > dflt * 1.2);
+    json_decref(j);
     /* A broken ET: the reader's reason and place. */
     CU_ASSERT_EQUAL(
         req("POST", "/v1/traces?kind=et", "{\"schema\": \"1.0.1\", \"nodes\": [{}]}", NULL, &j),

@@ -96,13 +96,13 @@ static void test_merge_and_delete(void)
     rv_kmodel_acc *sum = calloc(1, sizeof(*sum)), *got = calloc(1, sizeof(*got));
     rv_error e;
     int64_t pa, pb, pz, ntr = -1;
-    char v0[128] = "", v1[128] = "";
+    char v0[128] = "", v1[128] = "", gname[64] = "";
     CU_ASSERT_FATAL(sum && got);
     CU_ASSERT_EQUAL_FATAL(load_own(g_a, gpu, &a), 0);
     CU_ASSERT_EQUAL_FATAL(load_own(g_b, gpu, &b), 0);
     CU_ASSERT_TRUE_FATAL(rv_kmodel_acc_count(&a.acc) > 100);
     int64_t ta = ingest(&a, gpu, &pa);
-    CU_ASSERT_EQUAL(rv_db_trace_kmodel(g_db, ta, NULL, v0, sizeof(v0), got, &e), 0);
+    CU_ASSERT_EQUAL(rv_db_trace_kmodel(g_db, ta, NULL, NULL, 0, v0, sizeof(v0), got, &e), 0);
     CU_ASSERT_EQUAL(differences(got, &a.acc), 0);
     int64_t tb = ingest(&b, gpu, &pb);
     CU_ASSERT_EQUAL(pa, pb);
@@ -111,7 +111,7 @@ static void test_merge_and_delete(void)
     CU_ASSERT_EQUAL(rv_db_platform_kmodel(g_db, pa, got, &ntr, &e), 0);
     CU_ASSERT_EQUAL(ntr, 2);
     CU_ASSERT_EQUAL(differences(got, sum), 0);
-    CU_ASSERT_EQUAL(rv_db_trace_kmodel(g_db, ta, NULL, v1, sizeof(v1), got, &e), 0);
+    CU_ASSERT_EQUAL(rv_db_trace_kmodel(g_db, ta, NULL, NULL, 0, v1, sizeof(v1), got, &e), 0);
     CU_ASSERT_STRING_NOT_EQUAL(v0, v1);
     printf("\n    platform: %.0f kernels from 2 traces; versions '%s' -> '%s'\n",
            rv_kmodel_acc_count(sum), v0, v1);
@@ -125,10 +125,17 @@ static void test_merge_and_delete(void)
     CU_ASSERT_EQUAL(rv_kmodel_acc_count(&z.acc), 0);
     int64_t tz = ingest(&z, "A100-SXM4-80GB", &pz);
     CU_ASSERT_NOT_EQUAL(pz, pa);
-    CU_ASSERT_EQUAL(rv_db_trace_kmodel(g_db, tz, NULL, NULL, 0, got, &e), 0);
+    CU_ASSERT_EQUAL(rv_db_trace_kmodel(g_db, tz, NULL, gname, sizeof(gname), NULL, 0, got, &e), 0);
+    CU_ASSERT_EQUAL(rv_kmodel_acc_count(got), 0);
+    CU_ASSERT_STRING_EQUAL(gname, "A100-SXM4-80GB");
+    /* The V100 platform's sums are the GPU's too; the A100 has none. */
+    CU_ASSERT_EQUAL(rv_db_gpu_kmodel(g_db, "V100-SXM2", got, NULL, 0, &e), 0);
+    CU_ASSERT_EQUAL(differences(got, &a.acc), 0);
+    CU_ASSERT_EQUAL(rv_db_gpu_kmodel(g_db, "A100-SXM4-80GB", got, NULL, 0, &e), 0);
     CU_ASSERT_EQUAL(rv_kmodel_acc_count(got), 0);
     CU_ASSERT_EQUAL(rv_db_platform_kmodel(g_db, 987654321, got, NULL, &e), RV_ERR_NOTFOUND);
-    CU_ASSERT_EQUAL(rv_db_trace_kmodel(g_db, 987654321, NULL, NULL, 0, got, &e), RV_ERR_NOTFOUND);
+    CU_ASSERT_EQUAL(rv_db_trace_kmodel(g_db, 987654321, NULL, NULL, 0, NULL, 0, got, &e),
+                    RV_ERR_NOTFOUND);
     free_own(&a);
     free_own(&b);
     free_own(&z);
