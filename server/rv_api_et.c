@@ -75,7 +75,6 @@ int rv_api_trace_upload_et(rv_req *r, rv_app *a, rv_db_ingest_meta *meta)
     rv_et *et = NULL;
     rv_trace *t = NULL;
     rv_db_ingest_result res = {0};
-    json_t *out = NULL;
     rv_error e;
     int rc = -1;
 
@@ -108,16 +107,7 @@ int rv_api_trace_upload_et(rv_req *r, rv_app *a, rv_db_ingest_meta *meta)
         rv_req_error_rv(r, &e);
         goto out;
     }
-    rv_metrics_add(a->metrics, RV_M_INGEST_BYTES, len);
-    rv_metrics_add(a->metrics, res.duplicate ? RV_M_UPLOAD_DUPLICATES : RV_M_UPLOADS, 1);
-    if (rv_db_trace_get(a->db, res.trace_id, &out, &e) != 0 || !out)
-        out = json_object();
-    json_object_set_new(out, "id", json_integer(res.trace_id));
-    json_object_set_new(out, "duplicate", json_boolean(res.duplicate));
-    char loc[64];
-    snprintf(loc, sizeof(loc), "/v1/traces/%lld", (long long)res.trace_id);
-    rv_req_add_header(r, "Location", loc);
-    rv_req_respond_json(r, res.duplicate ? 200 : 201, out);
+    rv_api_upload_answer(r, a, &res, len);
     rc = 0;
 out:
     rv_trace_free(t);

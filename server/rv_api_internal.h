@@ -25,6 +25,11 @@ void rv_api_fleet_whatif(rv_req *r, void *app);
 void rv_api_job_get(rv_req *r, void *app);
 void rv_api_job_cancel(rv_req *r, void *app);
 void rv_api_platform_list(rv_req *r, void *app);
+/* Answers an accepted upload: 201 (200 for a duplicate) with the stored
+ * trace's row, "id", "duplicate" and a Location header; counts it. */
+struct rv_db_ingest_result;
+void rv_api_upload_answer(rv_req *r, rv_app *a, const struct rv_db_ingest_result *res,
+                          size_t bytes);
 void rv_api_platform_overheads(rv_req *r, void *app);
 void rv_api_platform_kmodels(rv_req *r, void *app);
 void rv_api_whatif_kinds(rv_req *r, void *app);

@@ -71,7 +71,6 @@ void rv_api_trace_upload(rv_req *r, void *app)
     rv_db_ingest_result res = {0};
     const char *tags[MAX_TAGS];
     char tagbuf[1024];
-    json_t *t = NULL;
     rv_error e;
 
     rv_error_clear(&e);
@@ -150,16 +149,7 @@ void rv_api_trace_upload(rv_req *r, void *app)
         rv_req_error_rv(r, &e);
         goto rejected;
     }
-    rv_metrics_add(a->metrics, RV_M_INGEST_BYTES, size);
-    rv_metrics_add(a->metrics, res.duplicate ? RV_M_UPLOAD_DUPLICATES : RV_M_UPLOADS, 1);
-    if (rv_db_trace_get(a->db, res.trace_id, &t, &e) != 0 || !t)
-        t = json_object();
-    json_object_set_new(t, "id", json_integer(res.trace_id));
-    json_object_set_new(t, "duplicate", json_boolean(res.duplicate));
-    char loc[64];
-    snprintf(loc, sizeof(loc), "/v1/traces/%lld", (long long)res.trace_id);
-    rv_req_add_header(r, "Location", loc);
-    rv_req_respond_json(r, res.duplicate ? 200 : 201, t);
+    rv_api_upload_answer(r, a, &res, size);
     return;
 rejected:
     rv_metrics_add(a->metrics, RV_M_UPLOAD_REJECTED, 1);
@@ -432,6 +422,23 @@ static int platform_exists(rv_app *a, int64_t id, rv_error *err)
     }
     json_decref(arr);
     return found;
+}
+
+void rv_api_upload_answer(rv_req *r, rv_app *a, const rv_db_ingest_result *res, size_t bytes)
+{
+    json_t *t = NULL;
+    rv_error e;
+    rv_error_clear(&e);
+    rv_metrics_add(a->metrics, RV_M_INGEST_BYTES, bytes);
+    rv_metrics_add(a->metrics, res->duplicate ? RV_M_UPLOAD_DUPLICATES : RV_M_UPLOADS, 1);
+    if (rv_db_trace_get(a->db, res->trace_id, &t, &e) != 0 || !t)
+        t = json_object();
+    json_object_set_new(t, "id", json_integer(res->trace_id));
+    json_object_set_new(t, "duplicate", json_boolean(res->duplicate));
+    char loc[64];
+    snprintf(loc, sizeof(loc), "/v1/traces/%lld", (long long)res->trace_id);
+    rv_req_add_header(r, "Location", loc);
+    rv_req_respond_json(r, res->duplicate ? 200 : 201, t);
 }
 
 void rv_api_platform_overheads(rv_req *r, void *app)
