@@ -14,6 +14,7 @@
 
 #include "rv_et.h"
 #include "rv_map.h"
+#include "rv_memory.h"
 #include "rv_shapes.h"
 #include "rv_sort.h"
 
@@ -340,25 +341,17 @@ static int64_t param_bytes(const rv_et *et)
     return total;
 }
 
-/* The optimizer a node names ("Optimizer.step#Adam.step") and the state it
- * keeps per parameter element: Adam(W) two moments, SGD (momentum assumed),
- * Adagrad and RMSprop one buffer. */
-static const char *optimizer_of(const rv_et *et, double *per_param)
+/* The optimizer a node names and the state it keeps per parameter
+ * element (rv_memory_optimizer_named); the name's length in *len. */
+static const char *optimizer_of(const rv_et *et, int *len, double *per_param)
 {
-    static const struct {
-        const char *key;
-        double state;
-    } tab[] = {{"#AdamW.", 2},    {"#Adam.", 2},    {"#LAMB.", 2},    {"#Lamb.", 2},
-               {"#Adadelta.", 2}, {"#Adagrad.", 1}, {"#RMSprop.", 1}, {"#SGD.", 1}};
     for (size_t i = 0; i < et->nnodes; i++) {
         const char *name = rv_et_str(et, et->nodes[i].name);
         if (strncmp(name, "Optimizer.step#", 15) != 0)
             continue;
-        for (size_t k = 0; k < sizeof(tab) / sizeof(tab[0]); k++)
-            if (strstr(name + 14, tab[k].key)) {
-                *per_param = tab[k].state;
-                return tab[k].key + 1;
-            }
+        const char *n = rv_memory_optimizer_named(name, len, per_param);
+        if (n)
+            return n;
     }
     return NULL;
 }
@@ -369,15 +362,15 @@ static void memory_model(const rv_et *et, rv_trace *t)
     for (size_t i = 0; i < et->nnodes && !backward; i++)
         backward = strstr(rv_et_str(et, et->nodes[i].name), "Backward") != NULL;
     double per = 0;
-    const char *opt = optimizer_of(et, &per);
+    int olen = 0;
+    const char *opt = optimizer_of(et, &olen, &per);
     t->mem_model = 1;
     t->mem_weights = param_bytes(et);
     t->mem_gradients = backward ? t->mem_weights : 0;
     t->mem_optimizer_state = opt ? (int64_t)(per * (double)t->mem_weights) : RV_NONE;
     t->mem_optimizer = 0;
     if (opt) {
-        size_t n = strcspn(opt, ".");
-        uint32_t id = rv_strtab_intern(&t->strings, opt, n);
+        uint32_t id = rv_strtab_intern(&t->strings, opt, (size_t)olen);
         t->mem_optimizer = id == UINT32_MAX ? 0 : id;
     }
 }

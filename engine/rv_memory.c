@@ -404,3 +404,21 @@ void rv_memory_predict(json_t *mem, const json_t *applied)
     json_object_set_new(mem, "predicted_peak_bytes", json_integer(peak));
     json_object_set_new(mem, "predicted_breakdown", pb);
 }
+
+const char *rv_memory_optimizer_named(const char *op, int *len, double *state)
+{
+    static const struct {
+        const char *key;
+        double state;
+    } tab[] = {{"#AdamW.", 2},    {"#Adam.", 2},    {"#LAMB.", 2},    {"#Lamb.", 2},
+               {"#Adadelta.", 2}, {"#Adagrad.", 1}, {"#RMSprop.", 1}, {"#SGD.", 1}};
+    if (strncmp(op, "Optimizer.", 10) != 0 || !strchr(op, '#'))
+        return NULL;
+    for (size_t k = 0; k < sizeof(tab) / sizeof(tab[0]); k++)
+        if (strstr(op, tab[k].key)) {
+            *state = tab[k].state;
+            *len = (int)strcspn(tab[k].key + 1, ".");
+            return tab[k].key + 1;
+        }
+    return NULL;
+}

@@ -27,6 +27,13 @@ typedef struct rv_memory_shapes {
  * RV_ERR_NOMEM. t is borrowed. */
 int rv_memory_from_shapes(const rv_trace *t, int64_t t0, int64_t t1, rv_memory_shapes *b);
 
+/* The optimizer an op's name says it steps ("Optimizer.step#Adam.step",
+ * "Optimizer.zero_grad#SGD.zero_grad"): its name (static; *len bytes) and
+ * the state it keeps per parameter element in *state (Adam(W), LAMB and
+ * Adadelta two buffers; SGD (momentum assumed), Adagrad and RMSprop one).
+ * NULL when the name names none. */
+const char *rv_memory_optimizer_named(const char *op, int *len, double *state);
+
 /* Sets predicted_peak_bytes and predicted_breakdown (or null with a
  * reason) on the answer's memory object when one of the applied entries
  * (borrowed) is a memory what-if: vdnn, gist, recompute,

@@ -169,25 +169,14 @@ static void mem_window(const rv_run_result *r, int64_t *t0, int64_t *t1)
  * (momentum assumed), Adagrad and RMSprop one buffer. NULL when none. */
 static const char *optimizer_named(const rv_trace *t, int64_t t0, int64_t t1, int *len, double *per)
 {
-    static const struct {
-        const char *key;
-        double state;
-    } tab[] = {{"#AdamW.", 2},    {"#Adam.", 2},    {"#LAMB.", 2},    {"#Lamb.", 2},
-               {"#Adadelta.", 2}, {"#Adagrad.", 1}, {"#RMSprop.", 1}, {"#SGD.", 1}};
     for (size_t i = 0; i < t->nevents; i++) {
         const rv_event *e = &t->events[i];
         if ((e->cat != RV_CAT_CPU_OP && e->cat != RV_CAT_USER_ANNOTATION) || e->ts_ns < t0 ||
             e->ts_ns >= t1)
             continue;
-        const char *n = rv_trace_str(t, e->name);
-        if (strncmp(n, "Optimizer.", 10) != 0 || !strchr(n, '#'))
-            continue;
-        for (size_t k = 0; k < sizeof(tab) / sizeof(tab[0]); k++)
-            if (strstr(n, tab[k].key)) {
-                *per = tab[k].state;
-                *len = (int)strcspn(tab[k].key + 1, ".");
-                return tab[k].key + 1;
-            }
+        const char *n = rv_memory_optimizer_named(rv_trace_str(t, e->name), len, per);
+        if (n)
+            return n;
     }
     return NULL;
 }
