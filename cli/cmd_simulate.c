@@ -423,6 +423,9 @@ int rv_cmd_simulate(int argc, char **argv)
             goto out;
         if (load_et_alone(path, on, km, &tr) != 0)
             goto out;
+        /* Modelled on the what-if's GPU: nothing is left to rescale (the
+         * service drops it the same way, server/rv_api_et.c). */
+        rv_whatif_drop_gpu(w);
         et_alone = 1;
     } else if (gpu) {
         fprintf(stderr, "reverie: --gpu is for an execution trace alone; a Kineto trace "

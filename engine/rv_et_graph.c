@@ -294,7 +294,10 @@ static double gpu_seconds(ctx *c, int32_t i, int k)
         s = rv_kmodel_roofline_s(hw, rv_kmodel_dtype(hw, ptype, cls, 1), flops, bytes) / e;
         c->info->fitted++;
     } else {
-        s = rv_kmodel_roofline_s(hw, rv_kmodel_dtype(hw, ptype, cls, 0), flops, bytes) /
+        /* fp32 convolutions as TF32 where the GPU has it (cuDNN's default),
+         * as the `gpu` what-if assumes; fp32 matmuls stay fp32. */
+        int tf32 = rv_kmodel_tf32_default(cls, 0);
+        s = rv_kmodel_roofline_s(hw, rv_kmodel_dtype(hw, ptype, cls, tf32), flops, bytes) /
             RV_ET_EFFICIENCY;
     }
     return s > RV_ET_MIN_KERNEL_US * 1e-6 ? s : RV_ET_MIN_KERNEL_US * 1e-6;

@@ -241,6 +241,12 @@ int rv_whatif_uses_platform_overheads(const rv_whatif *w)
     return w && w->platform_overheads;
 }
 
+void rv_whatif_drop_gpu(rv_whatif *w)
+{
+    if (w)
+        w->gpu[0] = '\0';
+}
+
 void rv_whatif_set_kmodel(rv_whatif *w, const struct rv_kmodel *m, const struct rv_kmodel *target)
 {
     if (w) {

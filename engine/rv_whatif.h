@@ -59,6 +59,10 @@ void rv_whatif_set_overheads(rv_whatif *w, const struct rv_oh_table *tab);
 /* True when the document asks for the platform's overheads. */
 int rv_whatif_uses_platform_overheads(const rv_whatif *w);
 
+/* Forgets the document's "gpu": for a trace already modelled on that GPU
+ * (an execution trace alone), nothing is left to rescale. */
+void rv_whatif_drop_gpu(rv_whatif *w);
+
 /* Kernel models of the trace's platform and, with "gpu", of the stored
  * platforms of that GPU (both borrowed, may be NULL; must outlive
  * rv_whatif_apply), used when the document says "kernel_models":

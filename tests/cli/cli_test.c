@@ -424,6 +424,18 @@ static void test_simulate_et_alone(void)
     CU_ASSERT_EQUAL(r.status, 0);
     CU_ASSERT_PTR_NOT_NULL(r.out && strstr(r.out, "et_only_modelled"));
     run_free(&r);
+    /* Modelled on the what-if's GPU, the what-if's "gpu" changes nothing
+     * (ResNet-50's fp32 convolutions were TF32 under it, fp32 without). */
+    char rn[1024];
+    snprintf(rn, sizeof(rn), "%s/param/resnet-2080ti.et.json.gz", dir);
+    run(&r, (const char *const[]){"simulate", rn, "--compact", "--whatif",
+                                  "{\"gpu\":\"A100-SXM4-80GB\"}", NULL});
+    CU_ASSERT_EQUAL(r.status, 0);
+    o = json_loads(r.out ? r.out : "", 0, NULL);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(o, "predicted_us")),
+                           json_number_value(json_object_get(o, "baseline_us")), 1e-6);
+    json_decref(o);
+    run_free(&r);
     expect_failure((const char *const[]){"simulate", et, NULL}, "\"gpu\"");
     expect_failure((const char *const[]){"simulate", et, "--gpu", "Z80", NULL},
                    "not in the hardware table");
