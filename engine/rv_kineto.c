@@ -16,6 +16,7 @@
 #include "rv_buf.h"
 #include "rv_jscan.h"
 #include "rv_jsonw.h"
+#include "rv_map.h"
 #include "rv_precision.h"
 #include "rv_shapes.h"
 
@@ -768,6 +769,44 @@ int rv_kineto_error_is_et(const rv_error *err)
     return err && err->code == RV_ERR_UNSUPPORTED && strstr(err->message, ET_MESSAGE) != NULL;
 }
 
+static int is_collective_kernel(const rv_trace *t, const rv_event *e)
+{
+    const char *n = rv_trace_str(t, e->name);
+    return e->cat == RV_CAT_KERNEL && (strstr(n, "nccl") || strstr(n, "Nccl") || strstr(n, "rccl"));
+}
+
+/* Collective kernels that record no group, sequence number or peer take
+ * them from the CPU op of the same External id that does (some PyTorch
+ * versions put them on record_param_comms only), so the job model can
+ * match them by group rather than by order. */
+static int groups_from_ops(reader *r)
+{
+    rv_trace *t = r->t;
+    rv_map by_ext;
+    int rc = 0;
+    rv_map_init(&by_ext, t->nevents + 1);
+    for (size_t i = 0; i < t->nevents && rc >= 0; i++) {
+        const rv_event *e = &t->events[i];
+        if (e->cat == RV_CAT_CPU_OP && e->external_id >= 0 &&
+            (e->pg || e->seq != RV_NONE || e->peer != RV_NONE))
+            rc = rv_map_put(&by_ext, (uint64_t)e->external_id, (uint32_t)i);
+    }
+    for (size_t i = 0; by_ext.n && i < t->nevents && rc >= 0; i++) {
+        rv_event *e = &t->events[i];
+        uint32_t j;
+        if (e->external_id < 0 || e->pg || e->seq != RV_NONE || e->peer != RV_NONE ||
+            !is_collective_kernel(t, e) || !rv_map_get(&by_ext, (uint64_t)e->external_id, &j))
+            continue;
+        const rv_event *op = &t->events[j];
+        e->pg = op->pg;
+        e->pg_ranks = op->pg_ranks;
+        e->seq = op->seq;
+        e->peer = op->peer;
+    }
+    rv_map_free(&by_ext);
+    return rc < 0 ? FAIL_AT(r, rc, 0, "out of memory linking collectives to their groups") : 0;
+}
+
 static int finish(reader *r)
 {
     rv_trace *t = r->t;
@@ -790,7 +829,7 @@ static int finish(reader *r)
                        "complete (ph \"X\") CPU op, annotation, runtime or GPU event",
                        r->total_events);
     }
-    if ((rc = fill_from_flows(r)) < 0)
+    if ((rc = fill_from_flows(r)) < 0 || (rc = groups_from_ops(r)) < 0)
         return rc;
     /* Collectives naming their group but not its members: pg_config's. */
     for (size_t i = 0; r->npgc && i < t->nevents; i++) {

@@ -364,6 +364,55 @@ static void test_reader_groups(void)
     rv_trace_free(t);
 }
 
+/* A collective kernel without its group (as some PyTorch versions write
+ * them) takes the group, members, sequence number and peer of the CPU op
+ * of the same External id that has them (record_param_comms); a kernel
+ * with its own keeps them, and one without a matching op stays without. */
+static void test_reader_groups_from_ops(void)
+{
+    static const char doc[] =
+        "{\"traceEvents\": ["
+        "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"record_param_comms\", \"pid\": 1, "
+        "\"tid\": 1, \"ts\": 1, \"dur\": 8, \"args\": {\"External id\": 5, "
+        "\"Process Group Name\": \"3\", \"Process Group Ranks\": \"[0, 1]\", \"Seq\": 9}},"
+        "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"record_param_comms\", \"pid\": 1, "
+        "\"tid\": 1, \"ts\": 20, \"dur\": 8, \"args\": {\"External id\": 6, "
+        "\"Process Group Name\": \"3\", \"Process Group Ranks\": \"[0, 1]\", \"Dst Rank\": 1}},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclKernel_AllReduce\", \"pid\": 0, "
+        "\"tid\": 7, \"ts\": 10, \"dur\": 5, \"args\": {\"stream\": 7, \"device\": 0, "
+        "\"External id\": 5}},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclKernel_SendRecv\", \"pid\": 0, "
+        "\"tid\": 7, \"ts\": 30, \"dur\": 5, \"args\": {\"stream\": 7, \"device\": 0, "
+        "\"External id\": 6}},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclKernel_AllReduce\", \"pid\": 0, "
+        "\"tid\": 7, \"ts\": 40, \"dur\": 5, \"args\": {\"stream\": 7, \"device\": 0, "
+        "\"External id\": 5, \"Process Group Name\": \"4\", \"Seq\": 2}},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclKernel_AllReduce\", \"pid\": 0, "
+        "\"tid\": 7, \"ts\": 50, \"dur\": 5, \"args\": {\"stream\": 7, \"device\": 0, "
+        "\"External id\": 77}}]}";
+    FILE *f = fmemopen((void *)doc, sizeof(doc) - 1, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    rv_trace *t = NULL;
+    rv_error err;
+    rv_error_clear(&err);
+    int rc = rv_kineto_read_stream(f, NULL, &t, &err);
+    fclose(f);
+    if (rc != 0)
+        fprintf(stderr, "\n  %s\n", err.message);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT_EQUAL_FATAL(t->nevents, 6);
+    const rv_event *e = t->events;
+    CU_ASSERT_STRING_EQUAL(rv_trace_str(t, e[2].pg), "3");
+    CU_ASSERT_STRING_EQUAL(rv_trace_str(t, e[2].pg_ranks), "[0, 1]");
+    CU_ASSERT_EQUAL(e[2].seq, 9);
+    CU_ASSERT_EQUAL(e[3].peer, 1);
+    CU_ASSERT_STRING_EQUAL(rv_trace_str(t, e[4].pg), "4");
+    CU_ASSERT_EQUAL(e[4].seq, 2);
+    CU_ASSERT_EQUAL(e[5].pg, 0);
+    CU_ASSERT_EQUAL(e[5].seq, RV_NONE);
+    rv_trace_free(t);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -377,6 +426,8 @@ int main(void)
         !CU_add_test(s, "one rank's kernels x1.5 make it the straggler; removing it undoes that",
                      test_kernel_straggler) ||
         !CU_add_test(s, "snapshots keep the process groups", test_snapshot_keeps_groups) ||
+        !CU_add_test(s, "collective kernels take their group from their record_param_comms op",
+                     test_reader_groups_from_ops) ||
         !CU_add_test(s, "the reader keeps groups, members, sequence numbers and peers",
                      test_reader_groups)) {
         CU_cleanup_registry();
