@@ -68,6 +68,9 @@ static const struct {
                              "Fleet threads' time merging shards into answers."},
     [RV_M_FLEET_WORKERS] = {"reveried_fleet_workers",
                             "Fleet threads of this replica (--fleet-workers, default the CPUs)."},
+    [RV_M_FLEET_NOTIFIED] = {"reveried_fleet_notified_total",
+                             "Fleet threads woken by a job's notification (queued or expanded by "
+                             "any replica)."},
 };
 
 rv_metrics *rv_metrics_new(void)

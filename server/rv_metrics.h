@@ -29,6 +29,7 @@ typedef enum rv_counter {
     RV_M_FLEET_STORE_US,    /* answer rendered and stored in the what-if cache */
     RV_M_FLEET_MERGE_US,    /* aggregates and the job's answer written */
     RV_M_FLEET_WORKERS,     /* gauge: fleet threads of this replica */
+    RV_M_FLEET_NOTIFIED,    /* wake-ups by a job's NOTIFY (any replica's) */
     RV_M_COUNT
 } rv_counter;
 

@@ -22,6 +22,7 @@
 #include "rv_api_internal.h"
 #include "rv_auth.h"
 #include "rv_db.h"
+#include "rv_db_listen.h"
 #include "rv_gcache.h"
 #include "rv_http.h"
 #include "rv_metrics.h"
@@ -30,6 +31,7 @@
 
 #define TOKEN_REFRESH_MS  1000
 #define FLEET_POLL_MS     500
+#define LISTEN_WAIT_MS    250 /* the listener checks for stop this often */
 #define SHUTDOWN_GRACE_MS 20000
 #define PG_WATCH_MS       1000
 #define PG_BACKOFF_MAX_MS 16000
@@ -135,6 +137,37 @@ static int fleet_wait(bg *b, unsigned ms, unsigned *seen)
     int stop = b->stop;
     pthread_mutex_unlock(&b->mu);
     return stop;
+}
+
+/* Jobs queued or expanded by other replicas: their NOTIFY (rv_db_jobs.c)
+ * wakes the fleet threads at once instead of at their next poll. */
+static void *listen_thread(void *p)
+{
+    bg *b = p;
+    rv_db_listener *l = NULL;
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (rv_db_listener_open(b->app->db, "rv_jobs", &l, &e) != 0) {
+        fprintf(stderr,
+                "reveried: listening for other replicas' jobs: %s (they wait for the "
+                "poll)\n",
+                e.message);
+        return NULL;
+    }
+    for (;;) {
+        pthread_mutex_lock(&b->mu);
+        int stop = b->stop;
+        pthread_mutex_unlock(&b->mu);
+        if (stop)
+            break;
+        if (rv_db_listener_wait(l, LISTEN_WAIT_MS) > 0) {
+            rv_metrics_add(b->app->metrics, RV_M_FLEET_NOTIFIED, 1);
+            fleet_wake(b);
+        }
+    }
+    rv_db_listener_close(l);
+    return NULL;
 }
 
 static void *fleet_thread(void *p)
@@ -287,8 +320,8 @@ int rv_server_main(const rv_server_config *c)
     rv_http *http = NULL;
     rv_app app;
     bg b;
-    pthread_t tok_tid, fleet_tids[64], pg_tid;
-    int tok_started = 0, pg_started = 0, home_lock = -1;
+    pthread_t tok_tid, fleet_tids[64], pg_tid, listen_tid;
+    int tok_started = 0, pg_started = 0, listen_started = 0, home_lock = -1;
     unsigned nfleet = 0;
 
     rv_error_clear(&e);
@@ -373,6 +406,8 @@ int rv_server_main(const rv_server_config *c)
     for (unsigned i = 0; i < c->fleet_workers && i < 64; i++)
         if (pthread_create(&fleet_tids[nfleet], NULL, fleet_thread, &b) == 0)
             nfleet++;
+    if (nfleet && pthread_create(&listen_tid, NULL, listen_thread, &b) == 0)
+        listen_started = 1;
     b.pg = pg;
     if (pg && pthread_create(&pg_tid, NULL, pg_thread, &b) == 0)
         pg_started = 1;
@@ -430,6 +465,8 @@ out:
         pthread_join(tok_tid, NULL);
     for (unsigned i = 0; i < nfleet; i++)
         pthread_join(fleet_tids[i], NULL);
+    if (listen_started)
+        pthread_join(listen_tid, NULL);
     if (pg_started)
         pthread_join(pg_tid, NULL);
     rv_workers_free(workers);

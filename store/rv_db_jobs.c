@@ -235,10 +235,13 @@ int rv_db_job_expand(rv_db *db, int64_t parent, const char *kind, const json_t *
     }
     PQclear(r);
     const char *v3[] = {id_s, n_s, inf};
+    /* The shards are work for every replica: the NOTIFY goes out with the
+     * COMMIT (rv_db_listen.h). */
     r = rv_db__q(pc, "expand: mark parent",
-                 "UPDATE jobs SET expanded_at = now(), shards = $2::int, expansion = $3::jsonb, "
-                 "heartbeat_at = now(), progress = 0 WHERE id = $1",
-                 3, v3, PGRES_COMMAND_OK, err);
+                 "WITH u AS (UPDATE jobs SET expanded_at = now(), shards = $2::int, expansion = "
+                 "$3::jsonb, heartbeat_at = now(), progress = 0 WHERE id = $1 RETURNING id) "
+                 "SELECT pg_notify('rv_jobs', id::text) FROM u",
+                 3, v3, PGRES_TUPLES_OK, err);
     if (!r) {
         rc = RV_ERR_IO;
         goto out;

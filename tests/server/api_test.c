@@ -852,6 +852,14 @@ static void test_two_replicas(void)
     fprintf(stderr, "\n    fleet job %lld worked by %zu replica(s)\n", (long long)job, nw);
     CU_ASSERT_TRUE(nw >= 1);
     json_decref(j);
+    /* Replica A queued the job and expanded it: B heard of it by the
+     * job's NOTIFY, not only at its next poll. */
+    CU_ASSERT_EQUAL(req(port_b, NULL, "/metrics", NULL, NULL, NULL, NULL, &r), 200);
+    const char *m = r.body ? strstr(r.body, "\nreveried_fleet_notified_total ") : NULL;
+    long long notified = m ? strtoll(m + 31, NULL, 10) : -1;
+    fprintf(stderr, "    replica B woken by notifications %lld time(s)\n", notified);
+    CU_ASSERT_TRUE(notified >= 1);
+    tc_resp_free(&r);
 }
 
 static void test_delete_and_sigterm(void)
