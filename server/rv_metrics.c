@@ -71,6 +71,9 @@ static const struct {
     [RV_M_FLEET_NOTIFIED] = {"reveried_fleet_notified_total",
                              "Fleet threads woken by a job's notification (queued or expanded by "
                              "any replica)."},
+    [RV_M_TRACES_CHANGED] = {"reveried_traces_changed_total",
+                             "Stored traces changed or deleted (by any replica) whose graph this "
+                             "replica dropped from its cache."},
 };
 
 rv_metrics *rv_metrics_new(void)

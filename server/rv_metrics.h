@@ -30,6 +30,7 @@ typedef enum rv_counter {
     RV_M_FLEET_MERGE_US,    /* aggregates and the job's answer written */
     RV_M_FLEET_WORKERS,     /* gauge: fleet threads of this replica */
     RV_M_FLEET_NOTIFIED,    /* wake-ups by a job's NOTIFY (any replica's) */
+    RV_M_TRACES_CHANGED,    /* graph-cache evictions by a trace's NOTIFY (any replica's) */
     RV_M_COUNT
 } rv_counter;
 

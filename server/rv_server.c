@@ -139,19 +139,39 @@ static int fleet_wait(bg *b, unsigned ms, unsigned *seen)
     return stop;
 }
 
-/* Jobs queued or expanded by other replicas: their NOTIFY (rv_db_jobs.c)
- * wakes the fleet threads at once instead of at their next poll. */
+/* A notification: a job queued or expanded (by any replica) wakes the
+ * fleet threads; a stored trace changed or deleted (by any replica) is
+ * dropped from this replica's graph cache. */
+static void on_notify(void *ctx, const char *channel, const char *payload)
+{
+    bg *b = ctx;
+    if (strcmp(channel, "rv_jobs") == 0) {
+        rv_metrics_add(b->app->metrics, RV_M_FLEET_NOTIFIED, 1);
+        fleet_wake(b);
+    } else if (strcmp(channel, "rv_traces") == 0) {
+        char *end;
+        long long id = strtoll(payload, &end, 10);
+        if (end != payload && *end == '\0' && id > 0) {
+            rv_gcache_forget(b->app->gcache, id);
+            rv_metrics_add(b->app->metrics, RV_M_TRACES_CHANGED, 1);
+        }
+    }
+}
+
+/* Other replicas' jobs and trace changes, by their NOTIFY (rv_db_jobs.c,
+ * rv_db_traces.c), at once instead of at the next poll. */
 static void *listen_thread(void *p)
 {
+    static const char *const channels[] = {"rv_jobs", "rv_traces"};
     bg *b = p;
     rv_db_listener *l = NULL;
     rv_error e;
 
     rv_error_clear(&e);
-    if (rv_db_listener_open(b->app->db, "rv_jobs", &l, &e) != 0) {
+    if (rv_db_listener_open(b->app->db, channels, 2, &l, &e) != 0) {
         fprintf(stderr,
-                "reveried: listening for other replicas' jobs: %s (they wait for the "
-                "poll)\n",
+                "reveried: listening to other replicas: %s (their jobs wait for the "
+                "poll, their trace changes for this replica's cache to evict)\n",
                 e.message);
         return NULL;
     }
@@ -161,10 +181,7 @@ static void *listen_thread(void *p)
         pthread_mutex_unlock(&b->mu);
         if (stop)
             break;
-        if (rv_db_listener_wait(l, LISTEN_WAIT_MS) > 0) {
-            rv_metrics_add(b->app->metrics, RV_M_FLEET_NOTIFIED, 1);
-            fleet_wake(b);
-        }
+        rv_db_listener_wait(l, LISTEN_WAIT_MS, on_notify, b);
     }
     rv_db_listener_close(l);
     return NULL;
@@ -406,7 +423,7 @@ int rv_server_main(const rv_server_config *c)
     for (unsigned i = 0; i < c->fleet_workers && i < 64; i++)
         if (pthread_create(&fleet_tids[nfleet], NULL, fleet_thread, &b) == 0)
             nfleet++;
-    if (nfleet && pthread_create(&listen_tid, NULL, listen_thread, &b) == 0)
+    if (pthread_create(&listen_tid, NULL, listen_thread, &b) == 0)
         listen_started = 1;
     b.pg = pg;
     if (pg && pthread_create(&pg_tid, NULL, pg_thread, &b) == 0)

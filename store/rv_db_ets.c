@@ -114,6 +114,8 @@ int rv_db_et_attach(rv_db *db, int64_t id, const void *et, size_t et_len, const 
         PQclear(d);
     }
     if (!rc)
+        rc = rv_db__trace_changed(pc, id_s, err);
+    if (!rc)
         rc = rv_db__exec(pc, "commit", "COMMIT", err);
 out:
     PQclear(r);

@@ -149,6 +149,10 @@ int rv_db__platform_upsert(rv_db__conn *pc, const rv_db_platform *p, const char 
  * transaction (rv_db_kmodels.c). */
 int rv_db__kmodels_merge_trace(rv_db__conn *pc, const char *platform_id, const char *trace_id,
                                const char *const *keff, rv_error *err);
+/* Tells every replica, with the caller's COMMIT, that trace_id's stored
+ * graph changed or went (NOTIFY rv_traces; rv_db_listen.h), so that they
+ * drop what they cached of it (rv_db_traces.c). */
+int rv_db__trace_changed(rv_db__conn *pc, const char *trace_id, rv_error *err);
 /* Recomputes a platform's kernel-model sums from its traces'; inside the
  * caller's transaction (rv_db_kmodels.c). */
 int rv_db__kmodels_rebuild(rv_db__conn *pc, const char *platform_id, rv_error *err);

@@ -11,7 +11,8 @@
 
 struct rv_db_listener {
     char *conninfo;
-    char channel[64];
+    char channel[RV_DB_LISTEN_MAX][64];
+    size_t nchannels;
     PGconn *c; /* NULL while the connection is lost */
 };
 
@@ -38,13 +39,16 @@ static int connect_listen(rv_db_listener *l, rv_error *err)
         l->c = NULL;
         return RV_ERR_IO;
     }
-    /* The channel was checked to be a plain identifier. */
-    snprintf(sql, sizeof(sql), "LISTEN %s", l->channel);
-    PGresult *r = PQexec(l->c, sql);
-    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    if (!ok && err)
-        rv_error_set(err, RV_ERR_IO, -1, -1, "listen: %s", PQerrorMessage(l->c));
-    PQclear(r);
+    /* The channels were checked to be plain identifiers. */
+    int ok = 1;
+    for (size_t i = 0; ok && i < l->nchannels; i++) {
+        snprintf(sql, sizeof(sql), "LISTEN %s", l->channel[i]);
+        PGresult *r = PQexec(l->c, sql);
+        ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+        if (!ok && err)
+            rv_error_set(err, RV_ERR_IO, -1, -1, "listen: %s", PQerrorMessage(l->c));
+        PQclear(r);
+    }
     if (!ok) {
         PQfinish(l->c);
         l->c = NULL;
@@ -53,19 +57,26 @@ static int connect_listen(rv_db_listener *l, rv_error *err)
     return 0;
 }
 
-int rv_db_listener_open(rv_db *db, const char *channel, rv_db_listener **out, rv_error *err)
+int rv_db_listener_open(rv_db *db, const char *const *channels, size_t n, rv_db_listener **out,
+                        rv_error *err)
 {
     *out = NULL;
-    if (!channel_ok(channel))
-        return rv_error_set(err, RV_ERR_INVALID, -1, -1,
-                            "listen: channel '%.64s' is not a plain lower-case identifier",
-                            channel);
+    if (n == 0 || n > RV_DB_LISTEN_MAX)
+        return rv_error_set(err, RV_ERR_INVALID, -1, -1, "listen: 1 to %d channels",
+                            RV_DB_LISTEN_MAX);
+    for (size_t i = 0; i < n; i++)
+        if (!channel_ok(channels[i]))
+            return rv_error_set(err, RV_ERR_INVALID, -1, -1,
+                                "listen: channel '%.64s' is not a plain lower-case identifier",
+                                channels[i]);
     rv_db_listener *l = calloc(1, sizeof(*l));
     if (!l || !(l->conninfo = strdup(db->conninfo))) {
         free(l);
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
     }
-    snprintf(l->channel, sizeof(l->channel), "%s", channel);
+    for (size_t i = 0; i < n; i++)
+        snprintf(l->channel[i], sizeof(l->channel[i]), "%s", channels[i]);
+    l->nchannels = n;
     int rc = connect_listen(l, err);
     if (rc) {
         rv_db_listener_close(l);
@@ -82,19 +93,21 @@ static void sleep_ms(int ms)
         ;
 }
 
-/* Notifications already read from the socket. */
-static int drain(PGconn *c)
+/* Hands the notifications already read from the socket to fn. */
+static int drain(PGconn *c, rv_db_notify_fn fn, void *ctx)
 {
     int n = 0;
     PGnotify *nt;
     while ((nt = PQnotifies(c)) != NULL) {
+        if (fn)
+            fn(ctx, nt->relname, nt->extra ? nt->extra : "");
         PQfreemem(nt);
         n++;
     }
     return n;
 }
 
-int rv_db_listener_wait(rv_db_listener *l, int timeout_ms)
+int rv_db_listener_wait(rv_db_listener *l, int timeout_ms, rv_db_notify_fn fn, void *ctx)
 {
     if (!l)
         return 0;
@@ -102,20 +115,18 @@ int rv_db_listener_wait(rv_db_listener *l, int timeout_ms)
         sleep_ms(timeout_ms);
         return 0;
     }
-    int n = drain(l->c);
+    int n = drain(l->c, fn, ctx);
     if (n)
         return n;
     struct pollfd p = {.fd = PQsocket(l->c), .events = POLLIN};
     if (p.fd < 0)
         goto lost;
     int got = poll(&p, 1, timeout_ms);
-    if (got < 0)
-        return 0; /* interrupted: the caller comes back */
-    if (got == 0)
-        return 0;
+    if (got <= 0)
+        return 0; /* timeout, or interrupted: the caller comes back */
     if (!PQconsumeInput(l->c) || PQstatus(l->c) != CONNECTION_OK)
         goto lost;
-    return drain(l->c);
+    return drain(l->c, fn, ctx);
 lost:
     PQfinish(l->c);
     l->c = NULL;

@@ -252,6 +252,16 @@ int rv_db_trace_ids(rv_db *db, const rv_db_trace_filter *f, int64_t **ids, size_
     return rc;
 }
 
+int rv_db__trace_changed(rv_db__conn *pc, const char *trace_id, rv_error *err)
+{
+    const char *v[] = {trace_id};
+    PGresult *r = rv_db__q(pc, "notify trace change", "SELECT pg_notify('rv_traces', $1)", 1, v,
+                           PGRES_TUPLES_OK, err);
+    int ok = r != NULL;
+    PQclear(r);
+    return ok ? 0 : RV_ERR_IO;
+}
+
 int rv_db_trace_delete(rv_db *db, int64_t id, rv_error *err)
 {
     char id_s[24], pid_s[24];
@@ -282,6 +292,8 @@ int rv_db_trace_delete(rv_db *db, int64_t id, rv_error *err)
     rc = rv_db__overheads_rebuild(pc, pid_s, NULL, err);
     if (!rc)
         rc = rv_db__kmodels_rebuild(pc, pid_s, err);
+    if (!rc)
+        rc = rv_db__trace_changed(pc, id_s, err);
     if (!rc)
         rc = rv_db__exec(pc, "COMMIT", "COMMIT", err);
 out:

@@ -860,6 +860,38 @@ static void test_two_replicas(void)
     fprintf(stderr, "    replica B woken by notifications %lld time(s)\n", notified);
     CU_ASSERT_TRUE(notified >= 1);
     tc_resp_free(&r);
+
+    /* A trace B has loaded, deleted through A: B drops its cached graph on
+     * A's notification and answers 404, not a what-if on a trace that is
+     * gone. */
+    char extra[1100], p[96];
+    snprintf(extra, sizeof(extra), "%s", t_small);
+    char *slash = strrchr(extra, '/');
+    CU_ASSERT_PTR_NOT_NULL_FATAL(slash);
+    snprintf(slash + 1, sizeof(extra) - (size_t)(slash + 1 - extra), "cuda-event-sync.json.gz");
+    int64_t gone = upload(extra, "?job=replicas", "application/gzip", tok_ingest, 201, NULL);
+    CU_ASSERT_TRUE_FATAL(gone > 0);
+    snprintf(p, sizeof(p), "/v1/traces/%lld/whatif", (long long)gone);
+    const char *doc = "{\"optimizations\":[{\"kind\":\"cpu_speed\",\"factor\":1.5}]}";
+    CU_ASSERT_EQUAL(req(port_b, "POST", p, tok_read, "application/json", doc, NULL, &r), 200);
+    tc_resp_free(&r);
+    snprintf(p, sizeof(p), "/v1/traces/%lld", (long long)gone);
+    CU_ASSERT_EQUAL(req(port_a, "DELETE", p, tok_admin, NULL, NULL, NULL, &r), 200);
+    tc_resp_free(&r);
+    /* Another document, so no cached answer can stand in. */
+    snprintf(p, sizeof(p), "/v1/traces/%lld/whatif", (long long)gone);
+    long st = 0;
+    for (int i = 0; i < 50 && st != 404; i++) {
+        st = req(port_b, "POST", p, tok_read, "application/json",
+                 "{\"optimizations\":[{\"kind\":\"cpu_speed\",\"factor\":2}]}", NULL, &r);
+        tc_resp_free(&r);
+        if (st != 404)
+            usleep(100 * 1000);
+    }
+    CU_ASSERT_EQUAL(st, 404);
+    CU_ASSERT_EQUAL(req(port_b, NULL, "/metrics", NULL, NULL, NULL, NULL, &r), 200);
+    CU_ASSERT_PTR_NOT_NULL(r.body && strstr(r.body, "\nreveried_traces_changed_total "));
+    tc_resp_free(&r);
 }
 
 static void test_delete_and_sigterm(void)
