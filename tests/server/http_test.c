@@ -329,8 +329,12 @@ static void test_upload_spool(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(r.body, hex));
     tc_resp_free(&r);
 
+    /* Refused before the body: the client waits for 100-continue, as
+     * curl does for large bodies, so the answer cannot be lost to a reset
+     * of a connection closed with 700 KiB unread (seen under TSan). */
     q.ctype = "application/x-www-form-urlencoded";
     q.chunked = 0;
+    q.expect_continue = 1;
     CU_ASSERT_EQUAL(tc_do(&q, &r), 0);
     CU_ASSERT_EQUAL(r.status, 415);
     tc_resp_free(&r);
@@ -340,6 +344,7 @@ static void test_upload_spool(void)
     CU_ASSERT_EQUAL(r.status, 415);
     tc_resp_free(&r);
     q.headers[0] = NULL;
+    q.expect_continue = 0;
 
     /* Over the 1 MiB cap: refused before the body by Content-Length, and
      * by counting when chunked. No spool file may be left behind. */
