@@ -222,6 +222,13 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
         json_object_set_new(o, "kernels_from_target_platform", json_integer((json_int_t)n_target));
         json_object_set_new(o, "kernel_time_share_from_target_platform",
                             json_real(k_before > 0 ? k_target / k_before : 0));
+        if (n_target > 0)
+            rv_models__warn(o, "gpu_platform_efficiencies",
+                            "%zu kernels (%.1f%% of kernel time) take the efficiencies stored "
+                            "traces of %s measured for their class and size; these carry "
+                            "poorly to another model (ViT on BERT's: GEMMs 275%% off, "
+                            "docs/ACCURACY.md): trust them where the stored traces run this model",
+                            n_target, k_before > 0 ? k_target / k_before * 100 : 0, to->name);
         if (!w->kmodel_target)
             rv_models__warn(o, "gpu_no_target_platform",
                             "no stored trace of %s has kernels with op shapes: every kernel "

@@ -704,6 +704,9 @@ static void test_platform_kernel_models(void)
         json_number_value(json_object_get(ab, "kernel_time_share_from_target_platform")) > 0.5);
     CU_ASSERT_TRUE(after > 0.7 * before && after < 1.3 * before);
     CU_ASSERT_TRUE(fabs(after - before) > 1e-3 * before);
+    char *ws0 = json_dumps(json_object_get(ab, "warnings"), 0);
+    CU_ASSERT_PTR_NOT_NULL(ws0 && strstr(ws0, "gpu_platform_efficiencies"));
+    free(ws0);
     json_decref(a);
     a = whatif_json(id_resnet, "{\"kernel_models\":\"platform\",\"gpu\":\"H100-SXM\"}", 200);
     ab = json_array_get(json_object_get(a, "applied"), 0);
