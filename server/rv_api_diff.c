@@ -100,6 +100,7 @@ static void diff(rv_req *r, rv_app *a, int post)
     json_t *doc = NULL;
     rv_oh_table *oh = NULL;
     rv_run_result *res = NULL;
+    rv_api_et_model etm = {0};
     rv_diff *d = NULL;
     rv_diff_side sa, sb;
     rv_error e;
@@ -152,7 +153,7 @@ static void diff(rv_req *r, rv_app *a, int post)
             rv_req_error_rv(r, &e);
             goto out;
         }
-        if (rv_api_whatif_run_req(a, r, &la, doc, oh, 1, &res, &e) != 0) {
+        if (rv_api_whatif_run_req(a, r, &la, doc, oh, 1, &etm, &res, &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;
         }
@@ -178,6 +179,7 @@ static void diff(rv_req *r, rv_app *a, int post)
 out:
     rv_diff_free(d);
     rv_run_result_free(res);
+    rv_api_et_model_free(&etm);
     rv_oh_table_free(oh);
     rv_api_loaded_free(&lb);
     rv_api_loaded_free(&la);

@@ -44,10 +44,21 @@ void rv_api_trace_export(rv_req *r, void *app)
                      "endpoint for its figures");
         goto out;
     }
-    if (rv_api_load(a, id, &l, &e) != 0 ||
-        rv_api_whatif_run_req(a, r, &l, doc, NULL, 1, &res, &e) != 0) {
+    if (rv_api_load(a, id, &l, &e) != 0) {
         if (e.code == RV_ERR_NOTFOUND && !e.field[0])
             rv_error_field(&e, RV_ERR_NOTFOUND, "id", "trace %lld does not exist", (long long)id);
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    /* The export rewrites the original Kineto JSON; an ET alone has none. */
+    if (strcmp(rv_trace_str(l.trace, l.trace->source_format), "et") == 0) {
+        rv_req_error(r, 409, "conflict", "id",
+                     "trace %lld is an execution trace alone: there is no Kineto trace to "
+                     "rewrite; ask the what-if endpoint, or upload the run's Kineto trace",
+                     (long long)id);
+        goto out;
+    }
+    if (rv_api_whatif_run_req(a, r, &l, doc, NULL, 1, NULL, &res, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
     }

@@ -420,10 +420,12 @@ static int fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *
     }
     rv_error_clear(e);
     double t0 = mono_s();
-    int rc = rv_api_whatif_run(a, &ft->l, doc, ft->oh, RV_API_RUN_SUMMARY, &res, e);
+    rv_api_et_model etm = {0};
+    int rc = rv_api_whatif_run(a, &ft->l, doc, ft->oh, RV_API_RUN_SUMMARY, &etm, &res, e);
     rv_metrics_add(a->metrics, RV_M_FLEET_RUN_US, us_since(t0));
     t0 = mono_s();
     if (rc != 0) {
+        rv_api_et_model_free(&etm);
         if (error_is_stable(rc) && !uncached)
             put_error(a, ft->id, hash, e);
         rv_metrics_add(a->metrics, RV_M_FLEET_STORE_US, us_since(t0));
@@ -431,6 +433,7 @@ static int fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *
     }
     *sum = res->sum;
     rv_run_result_free(res);
+    rv_api_et_model_free(&etm);
     /* The figures only: a single-trace what-if computes its full answer. */
     char rh[RV_SHA256_HEX_LEN + 1];
     rv_error e2;

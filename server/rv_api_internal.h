@@ -106,14 +106,17 @@ struct rv_run_result;
  * RV_API_RUN_SUMMARY computes only the figures of a fleet row (no reports,
  * not renderable). */
 #define RV_API_RUN_SUMMARY 2
+/* etm (zeroed by the caller, freed with rv_api_et_model_free after *out):
+ * for an execution trace alone, the graph modelled on the document's GPU
+ * (rv_api_et_resolve); NULL runs the stored graph. */
 int rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc,
-                      const struct rv_oh_table *oh, int keep_predicted, struct rv_run_result **out,
-                      rv_error *err);
+                      const struct rv_oh_table *oh, int keep_predicted, rv_api_et_model *etm,
+                      struct rv_run_result **out, rv_error *err);
 /* rv_api_whatif_run for request r (borrowed, may be NULL): the run also
  * stops, with RV_ERR_BUDGET, when r's client goes away or the server
  * drains (rv_run_opts.cancel, cancel_fn). */
 int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l, const json_t *doc,
-                          const struct rv_oh_table *oh, int keep_predicted,
+                          const struct rv_oh_table *oh, int keep_predicted, rv_api_et_model *etm,
                           struct rv_run_result **out, rv_error *err);
 
 /* 1 when the document (borrowed) asks for "host_overheads": "platform". */

@@ -215,17 +215,21 @@ static int client_gone(void *r)
 }
 
 int rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc, const rv_oh_table *oh,
-                      int keep_predicted, rv_run_result **out, rv_error *err)
+                      int keep_predicted, rv_api_et_model *etm, rv_run_result **out, rv_error *err)
 {
-    return rv_api_whatif_run_req(a, NULL, l, doc, oh, keep_predicted, out, err);
+    return rv_api_whatif_run_req(a, NULL, l, doc, oh, keep_predicted, etm, out, err);
 }
 
-int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l, const json_t *doc,
-                          const rv_oh_table *oh, int keep_predicted, rv_run_result **out,
-                          rv_error *err)
+int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l0, const json_t *doc0,
+                          const rv_oh_table *oh, int keep_predicted, rv_api_et_model *etm,
+                          rv_run_result **out, rv_error *err)
 {
     rv_whatif *w = NULL;
     rv_kmodel *km = NULL, *km_gpu = NULL;
+    rv_loaded lo = *l0;
+    const rv_loaded *l = &lo;
+    const json_t *doc = doc0;
+    json_t *et_doc = NULL;
     /* The budget always; for a request also its client and the server's
      * drain (a fleet job is neither: it is requeued if the server dies). */
     rv_run_opts opts = {.iteration = RV_ITER_MEDIAN,
@@ -238,6 +242,17 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l, const json_t
     int rc;
 
     *out = NULL;
+    /* An execution trace alone is modelled on the document's GPU, on every
+     * route (the model lives in *etm, which must outlive *out). */
+    if (etm && strcmp(rv_trace_str(l0->trace, l0->trace->source_format), "et") == 0) {
+        if ((et_doc = json_deep_copy(doc0)) == NULL) {
+            rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+            goto out;
+        }
+        if ((rc = rv_api_et_resolve(a, &lo, et_doc, etm, err)) != 0)
+            goto out;
+        doc = et_doc;
+    }
     if ((rc = rv_whatif_parse(doc, &w, err)) != 0)
         goto out;
     /* Read with the run, by every route: what a cached answer was keyed by
@@ -263,6 +278,7 @@ out:
     rv_whatif_free(w);
     free(km);
     free(km_gpu);
+    json_decref(et_doc);
     return rc;
 }
 
@@ -394,8 +410,7 @@ void rv_api_trace_whatif(rv_req *r, void *app)
         /* The statistics may have changed since the lookup: key by those used. */
         rv_api_request_hash(doc, version, hash);
     }
-    if (rv_api_et_resolve(a, &l, doc, &etm, &e) != 0 ||
-        rv_api_whatif_run_req(a, r, &l, doc, oh, with_tl, &res, &e) != 0) {
+    if (rv_api_whatif_run_req(a, r, &l, doc, oh, with_tl, &etm, &res, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
     }
@@ -609,6 +624,7 @@ void rv_api_trace_timeline(rv_req *r, void *app)
     rv_run_result *res = NULL;
     rv_whatif *w = NULL;
     rv_oh_table *oh = NULL;
+    rv_api_et_model etm = {0};
     json_t *doc = NULL;
     rv_error e;
 
@@ -665,7 +681,7 @@ void rv_api_trace_timeline(rv_req *r, void *app)
     const rv_graph *g = l.graph;
     const rv_sim *s = l.base;
     if (doc) {
-        if (rv_api_whatif_run_req(a, r, &l, doc, oh, 1, &res, &e) != 0) {
+        if (rv_api_whatif_run_req(a, r, &l, doc, oh, 1, &etm, &res, &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;
         }
@@ -708,6 +724,7 @@ out:
     rv_whatif_free(w);
     rv_oh_table_free(oh);
     rv_run_result_free(res);
+    rv_api_et_model_free(&etm);
     rv_api_loaded_free(&l);
 }
 
