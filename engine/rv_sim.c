@@ -120,7 +120,20 @@ typedef struct sim_ctx {
     heap h;
     size_t ftail, done;
     int64_t first, last;
+    int over; /* a time passed RV_SIM_MAX_NS */
 } sim_ctx;
+
+/* a + b held within +-RV_SIM_MAX_NS; past it *over is set (the run is
+ * refused: hostile times must not overflow the clock). */
+static int64_t clock_add(int64_t a, int64_t b, int *over)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r) || r > RV_SIM_MAX_NS || r < -RV_SIM_MAX_NS) {
+        *over = 1;
+        return (b > 0 || (b == 0 && a > 0)) ? RV_SIM_MAX_NS : -RV_SIM_MAX_NS;
+    }
+    return r;
+}
 
 /* Starts u at start: its end, its thread's progress, its children. */
 static int finish(sim_ctx *c, int32_t u, int64_t start)
@@ -130,8 +143,8 @@ static int finish(sim_ctx *c, int32_t u, int64_t start)
     const rv_task *t = &g->tasks[u];
     int32_t th = t->thread;
     s->start_ns[u] = start;
-    s->end_ns[u] = start + t->dur_ns;
-    c->progress[th] = s->end_ns[u] + t->gap_ns;
+    s->end_ns[u] = clock_add(start, t->dur_ns, &c->over);
+    c->progress[th] = clock_add(s->end_ns[u], t->gap_ns, &c->over);
     c->last_on[th] = u;
     if (start < c->first)
         c->first = start;
@@ -140,9 +153,9 @@ static int finish(sim_ctx *c, int32_t u, int64_t start)
     c->done++;
     for (int32_t e = c->head[u]; e >= 0; e = c->next[e]) {
         const rv_edge *ed = &g->edges[e];
-        int64_t v_at = (ed->from_start ? start : s->end_ns[u]) + ed->delay_ns;
+        int64_t v_at = clock_add(ed->from_start ? start : s->end_ns[u], ed->delay_ns, &c->over);
         if (ed->kind == RV_EDGE_THREAD)
-            v_at += t->gap_ns;
+            v_at = clock_add(v_at, t->gap_ns, &c->over);
         int32_t v = ed->dst;
         if (v_at > c->ready[v]) {
             c->ready[v] = v_at;
@@ -303,6 +316,13 @@ int rv_sim_run_opts(const rv_graph *g, const rv_sim_opts *o, rv_sim **out, rv_er
         rc = rv_error_set(err, RV_ERR_INVALID, -1, -1,
                           "the dependency graph has a cycle: %zu of %zu tasks never became ready",
                           n - c.done, n);
+        goto out;
+    }
+    if (c.over) {
+        rc = rv_error_set(err, RV_ERR_INVALID, -1, -1,
+                          "the simulated run passes %.0f years: the trace's times or durations "
+                          "(or a what-if's) are out of range",
+                          (double)RV_SIM_MAX_NS / 1e9 / 86400 / 365.25);
         goto out;
     }
     s->first_start_ns = n ? c.first : 0;

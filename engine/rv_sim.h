@@ -12,6 +12,10 @@
 #include "rv_graph.h"
 #include "rv_stop.h"
 
+/* The simulated clock stays within +-2^61 ns (73 years), so that a span
+ * (last - first) cannot overflow; a run that would pass it is refused. */
+#define RV_SIM_MAX_NS ((int64_t)1 << 61)
+
 typedef enum rv_schedule {
     RV_SCHED_EARLIEST_START = 0, /* the ready task that can start first */
     RV_SCHED_FIFO,               /* in the order tasks became ready */
