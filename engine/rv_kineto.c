@@ -404,20 +404,14 @@ static int parse_events(reader *r, int depth)
         eat(r);
         return 0;
     }
-    for (;;) {
+    do {
         r->js.item = (int64_t)r->total_events;
         if ((rc = parse_event(r, depth + 1)) < 0)
             return rc;
         r->total_events++;
-        c = ws(r);
-        if (c == ']') {
-            eat(r);
-            break;
-        }
-        if (c != ',')
-            return fail_char(r, c, "',' or ']' after an event");
-        eat(r);
-    }
+    } while ((rc = array_next(r, "',' or ']' after an event")) > 0);
+    if (rc < 0)
+        return rc;
     r->js.item = -1;
     return 0;
 }
@@ -473,27 +467,13 @@ static int parse_device(reader *r, int depth, size_t index)
 
 static int parse_devices(reader *r, int depth)
 {
-    int c, rc;
-    if (ws(r) != '[')
-        return skip_value(r, depth);
-    eat(r);
-    c = ws(r);
-    if (c == ']') {
-        eat(r);
-        return 0;
-    }
-    for (size_t i = 0;; i++) {
+    int rc = array_open(r, depth);
+    for (size_t i = 0; rc > 0; i++) {
         if ((rc = parse_device(r, depth + 1, i)) < 0)
             return rc;
-        c = ws(r);
-        if (c == ']') {
-            eat(r);
-            return 0;
-        }
-        if (c != ',')
-            return fail_char(r, c, "',' or ']' in deviceProperties");
-        eat(r);
+        rc = array_next(r, "',' or ']' in deviceProperties");
     }
+    return rc;
 }
 
 /* One pg_config entry: {pg_name, ranks: [0, 1, ...], ...}. The ranks are
@@ -555,26 +535,13 @@ static int parse_pg_entry(reader *r, int depth)
 
 static int parse_pg_config(reader *r, int depth)
 {
-    int c, rc;
-    if (ws(r) != '[')
-        return skip_value(r, depth);
-    eat(r);
-    if (ws(r) == ']') {
-        eat(r);
-        return 0;
-    }
-    for (;;) {
+    int rc = array_open(r, depth);
+    while (rc > 0) {
         if ((rc = parse_pg_entry(r, depth + 1)) < 0)
             return rc;
-        c = ws(r);
-        if (c == ']') {
-            eat(r);
-            return 0;
-        }
-        if (c != ',')
-            return fail_char(r, c, "',' or ']' in pg_config");
-        eat(r);
+        rc = array_next(r, "',' or ']' in pg_config");
     }
+    return rc;
 }
 
 /* distributedInfo and the collector's reverie object share a parser: both

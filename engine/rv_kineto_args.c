@@ -18,16 +18,8 @@ typedef rv_kineto__reader reader;
 /* Reads [x, y, z] into g (up to 3 integers); other shapes are skipped. */
 static int read_dim3(reader *r, int depth, int32_t g[3])
 {
-    int c = ws(r), rc;
-    if (c != '[')
-        return skip_value(r, depth);
-    eat(r);
-    c = ws(r);
-    if (c == ']') {
-        eat(r);
-        return 0;
-    }
-    for (int i = 0;; i++) {
+    int rc = array_open(r, depth);
+    for (int i = 0; rc > 0; i++) {
         int64_t v = RV_NONE;
         if (i < 3) {
             if ((rc = rv_kineto__int_arg(r, depth + 1, 0, &v)) < 0)
@@ -36,15 +28,9 @@ static int read_dim3(reader *r, int depth, int32_t g[3])
         } else if ((rc = skip_value(r, depth + 1)) < 0) {
             return rc;
         }
-        c = ws(r);
-        if (c == ']') {
-            eat(r);
-            return 0;
-        }
-        if (c != ',')
-            return fail_char(r, c, "',' or ']'");
-        eat(r);
+        rc = array_next(r, "',' or ']'");
     }
+    return rc;
 }
 
 /* Bytes per element of a C++ type name as "Input type" writes it
@@ -133,16 +119,9 @@ static int dtype_bytes(const char *s, size_t n)
  * as it was when the first entry is not a list of counts. */
 static int read_first_dims(reader *r, int depth, int64_t *n)
 {
-    int c = ws(r), rc;
-    if (c != '[')
-        return skip_value(r, depth);
-    eat(r);
-    for (int i = 0;; i++) {
+    int c, rc = array_open(r, depth);
+    for (int i = 0; rc > 0; i++) {
         c = ws(r);
-        if (c == ']' && i == 0) {
-            eat(r);
-            return 0;
-        }
         if (i == 0 && c == '[') {
             int64_t prod = 1;
             int any = 0;
@@ -168,15 +147,9 @@ static int read_first_dims(reader *r, int depth, int64_t *n)
         } else if ((rc = skip_value(r, depth + 1)) < 0) {
             return rc;
         }
-        c = ws(r);
-        if (c == ']') {
-            eat(r);
-            return 0;
-        }
-        if (c != ',')
-            return fail_char(r, c, "',' or ']'");
-        eat(r);
+        rc = array_next(r, "',' or ']'");
     }
+    return rc;
 }
 
 int rv_kineto__parse_args(reader *r, int depth, rv_event *ev)

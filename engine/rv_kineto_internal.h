@@ -116,6 +116,38 @@ static inline int object_next(rv_kineto__reader *r)
     return rv_jscan_object_next(&r->js);
 }
 
+/* At a value that should be an array: 1 after its '[' when elements
+ * follow, 0 when it was empty (eaten) or not an array (skipped), or the
+ * error. */
+static inline int array_open(rv_kineto__reader *r, int depth)
+{
+    if (ws(r) != '[') {
+        int rc = skip_value(r, depth);
+        return rc < 0 ? rc : 0;
+    }
+    eat(r);
+    if (ws(r) == ']') {
+        eat(r);
+        return 0;
+    }
+    return 1;
+}
+
+/* After an array element: 1 past a ',' (another follows), 0 past the
+ * closing ']', or the error naming what was expected. */
+static inline int array_next(rv_kineto__reader *r, const char *expected)
+{
+    int c = ws(r);
+    if (c == ']') {
+        eat(r);
+        return 0;
+    }
+    if (c != ',')
+        return fail_char(r, c, expected);
+    eat(r);
+    return 1;
+}
+
 static inline int key_is(const rv_kineto__reader *r, const char *k)
 {
     return rv_jscan_key_is(&r->js, k);
