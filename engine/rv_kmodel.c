@@ -222,18 +222,12 @@ double rv_kmodel_predict_s(const rv_kmodel *m, const rv_hw *hw, int cls, int pty
     return roof / eff;
 }
 
-double rv_kmodel_bucket_eff(const rv_kmodel *m, int cls, double flops, double bytes)
-{
-    if (cls <= RV_FC_NONE || cls >= RV_FC_COUNT)
-        return 0;
-    return m->eff[cls][bucket(cls, flops, bytes)];
-}
-
 double rv_kmodel_near_eff(const rv_kmodel *m, int cls, double flops, double bytes, int reach)
 {
     if (cls <= RV_FC_NONE || cls >= RV_FC_COUNT)
         return 0;
     int b = bucket(cls, flops, bytes);
+    /* Outward from the size's bucket, the larger first on a tie. */
     for (int d = 0; d <= reach && d < RV_KMODEL_BUCKETS; d++) {
         if (b + d < RV_KMODEL_BUCKETS && m->eff[cls][b + d] > 0)
             return m->eff[cls][b + d];
@@ -243,22 +237,17 @@ double rv_kmodel_near_eff(const rv_kmodel *m, int cls, double flops, double byte
     return 0;
 }
 
+double rv_kmodel_bucket_eff(const rv_kmodel *m, int cls, double flops, double bytes)
+{
+    return rv_kmodel_near_eff(m, cls, flops, bytes, 0);
+}
+
 double rv_kmodel_nearest_eff(const rv_kmodel *m, int cls, double flops, double bytes)
 {
-    if (cls <= RV_FC_NONE || cls >= RV_FC_COUNT)
-        return 0;
-    int b = bucket(cls, flops, bytes);
-    /* The nearest fitted bucket (the larger on a tie): past the largest
-     * kernels measured, efficiency stays at theirs rather than falling back
-     * to the kernel's own, which would make a larger size less efficient
-     * than a smaller one. */
-    for (int d = 0; d < RV_KMODEL_BUCKETS; d++) {
-        if (b + d < RV_KMODEL_BUCKETS && m->eff[cls][b + d] > 0)
-            return m->eff[cls][b + d];
-        if (b - d >= 0 && m->eff[cls][b - d] > 0)
-            return m->eff[cls][b - d];
-    }
-    return 0;
+    /* Past the largest kernels measured, efficiency stays at theirs rather
+     * than falling back to the kernel's own, which would make a larger size
+     * less efficient than a smaller one. */
+    return rv_kmodel_near_eff(m, cls, flops, bytes, RV_KMODEL_BUCKETS);
 }
 
 void rv_kmodel_error(const rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, size_t mod,

@@ -79,6 +79,22 @@ static int class_of_name(const char *name)
     return RV_FC_NONE;
 }
 
+int rv_kmodel_acc_add_bucket(rv_kmodel_acc *a, const char *cls, long long bucket, double n,
+                             double slog, rv_error *err)
+{
+    int c = class_of_name(cls);
+    if (c == RV_FC_NONE)
+        return rv_error_set(err, RV_ERR_INVALID, -1, -1,
+                            "kernel model: \"%.64s\" is not a kernel class", cls);
+    if (bucket < 0 || bucket >= RV_KMODEL_BUCKETS || !(n >= 0 && n < 1e15) || !isfinite(slog))
+        return rv_error_set(err, RV_ERR_INVALID, -1, -1,
+                            "kernel model: %s bucket %lld is not [bucket 0-%d, count, sum]", cls,
+                            bucket, RV_KMODEL_BUCKETS - 1);
+    a->n[c][bucket] += n;
+    a->slog[c][bucket] += slog;
+    return 0;
+}
+
 int rv_kmodel_acc_from_json(rv_kmodel_acc *a, const json_t *j, rv_error *err)
 {
     const char *key;
@@ -88,24 +104,20 @@ int rv_kmodel_acc_from_json(rv_kmodel_acc *a, const json_t *j, rv_error *err)
         return rv_error_set(err, RV_ERR_INVALID, -1, -1, "kernel model: not an object");
     json_object_foreach((json_t *)j, key, rows)
     {
-        int c = class_of_name(key);
         size_t i;
         json_t *r;
-        if (c == RV_FC_NONE || !json_is_array(rows))
+        if (class_of_name(key) == RV_FC_NONE || !json_is_array(rows))
             return rv_error_set(err, RV_ERR_INVALID, -1, -1,
                                 "kernel model: \"%s\" is not a kernel class with a list", key);
         json_array_foreach(rows, i, r)
         {
             json_t *b = json_array_get(r, 0), *n = json_array_get(r, 1), *s = json_array_get(r, 2);
-            double nv = json_number_value(n), sv = json_number_value(s);
             if (!json_is_integer(b) || !json_is_number(n) || !json_is_number(s) ||
-                json_integer_value(b) < 0 || json_integer_value(b) >= RV_KMODEL_BUCKETS ||
-                !(nv >= 0 && nv < 1e15) || !isfinite(sv))
+                rv_kmodel_acc_add_bucket(a, key, json_integer_value(b), json_number_value(n),
+                                         json_number_value(s), NULL) != 0)
                 return rv_error_set(err, RV_ERR_INVALID, -1, (int64_t)i,
                                     "kernel model: %s[%zu] is not [bucket 0-%d, count, sum]", key,
                                     i, RV_KMODEL_BUCKETS - 1);
-            a->n[c][json_integer_value(b)] += nv;
-            a->slog[c][json_integer_value(b)] += sv;
         }
     }
     return 0;

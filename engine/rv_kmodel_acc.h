@@ -32,6 +32,13 @@ double rv_kmodel_acc_count(const rv_kmodel_acc *a);
  * reference, NULL on OOM. */
 json_t *rv_kmodel_acc_to_json(const rv_kmodel_acc *a);
 
+/* Adds n kernels of class cls (its name, rv_flops_class_name) with slog
+ * the sum of their log efficiency to bucket. A name that is no class, a
+ * bucket out of range, a negative or huge count or a non-finite sum gives
+ * RV_ERR_INVALID (err may be NULL) and changes nothing. */
+int rv_kmodel_acc_add_bucket(rv_kmodel_acc *a, const char *cls, long long bucket, double n,
+                             double slog, rv_error *err);
+
 /* Reads rv_kmodel_acc_to_json's form into *a (zeroed first). A malformed
  * document gives RV_ERR_INVALID naming what is wrong. */
 int rv_kmodel_acc_from_json(rv_kmodel_acc *a, const json_t *j, rv_error *err);

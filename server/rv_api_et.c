@@ -8,11 +8,10 @@
 
 #include "rv_api_internal.h"
 #include "rv_db.h"
-#include "rv_db_kmodels.h"
 #include "rv_et.h"
 #include "rv_gcache.h"
 #include "rv_hw.h"
-#include "rv_kmodel_acc.h"
+#include "rv_kmodel.h"
 #include "rv_metrics.h"
 #include "rv_snapshot.h"
 
@@ -214,21 +213,13 @@ void rv_api_et_model_free(rv_api_et_model *m)
  * refused when none of them has a costed kernel. */
 static int gpu_kmodel(rv_app *a, const rv_hw *hw, rv_kmodel **out, rv_error *err)
 {
-    rv_kmodel_acc *acc = malloc(sizeof(*acc));
-    int rc = acc ? rv_db_gpu_kmodel(a->db, hw->name, acc, NULL, 0, err)
-                 : rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-    *out = NULL;
-    if (!rc && rv_kmodel_acc_count(acc) <= 0)
+    int rc = rv_api_gpu_kmodel(a, hw->name, out, NULL, 0, err);
+    if (!rc && !*out)
         rc = rv_error_field(err, RV_ERR_UNSUPPORTED, "kernel_models",
                             "kernel_models is platform but no stored trace of %s has kernels "
                             "with op shapes to fit them on; ask with \"kernel_models\": "
                             "\"trace\"",
                             hw->name);
-    if (!rc && (*out = malloc(sizeof(**out))) == NULL)
-        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-    if (!rc)
-        rv_kmodel_from_acc(*out, acc, hw);
-    free(acc);
     return rc;
 }
 

@@ -121,6 +121,13 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l, const json_t
 
 /* 1 when the document (borrowed) asks for "host_overheads": "platform". */
 int rv_api_doc_uses_platform(const json_t *doc);
+/* The kernel models summed over the stored platforms of GPU gpu (a
+ * hardware-table name): *out new (free()), NULL when they have none;
+ * version (may be NULL) receives what they were read at. */
+struct rv_kmodel;
+int rv_api_gpu_kmodel(rv_app *a, const char *gpu, struct rv_kmodel **out, char *version, size_t cap,
+                      rv_error *err);
+
 /* 1 when the document (borrowed) asks for "kernel_models": "platform". */
 int rv_api_doc_uses_platform_kmodels(const json_t *doc);
 /* 1 when the answer to the document follows the platform's statistics or

@@ -77,38 +77,58 @@ int rv_api_doc_platform_dependent(const json_t *doc)
     return rv_api_doc_uses_platform(doc) || rv_api_doc_uses_platform_kmodels(doc);
 }
 
+/* The model of acc on hw (*out new, free(); NULL when acc is empty). */
+static int model_of(const rv_kmodel_acc *acc, const rv_hw *hw, rv_kmodel **out, rv_error *err)
+{
+    *out = NULL;
+    if (rv_kmodel_acc_count(acc) <= 0)
+        return 0;
+    if ((*out = malloc(sizeof(**out))) == NULL)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    rv_kmodel_from_acc(*out, acc, hw);
+    return 0;
+}
+
+int rv_api_gpu_kmodel(rv_app *a, const char *gpu, rv_kmodel **out, char *version, size_t cap,
+                      rv_error *err)
+{
+    rv_kmodel_acc *acc = malloc(sizeof(*acc));
+    *out = NULL;
+    if (!acc)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    int rc = rv_db_gpu_kmodel(a->db, gpu, acc, version, cap, err);
+    if (!rc)
+        rc = model_of(acc, rv_hw_lookup(gpu), out, err);
+    free(acc);
+    return rc;
+}
+
 /* The kernel models a "kernel_models": "platform" document (borrowed)
- * asks for: of trace_id's platform, and with "gpu" of the stored platforms
- * of that GPU. With src and dst non-NULL they are built (*src and *dst new,
- * free(); *dst NULL when the GPU has none) on t's GPU; version (may be
- * NULL) receives what they were read at. Refused when neither has any. */
+ * asks for: of trace_id's platform, and of the stored platforms of the
+ * document's "gpu" (else of the trace's own GPU: an execution trace alone
+ * has no measured kernels of its own). With src non-NULL they are built
+ * (*src and *dst new, free(); NULL where there are none) on t's GPU;
+ * version (may be NULL) receives what they were read at. Refused when
+ * neither has any. */
 static int platform_kmodels(rv_app *a, int64_t trace_id, const rv_trace *t, const json_t *doc,
                             rv_kmodel **src, rv_kmodel **dst, char *version, size_t cap,
                             rv_error *err)
 {
-    rv_kmodel_acc *acc = malloc(sizeof(*acc)), *tacc = malloc(sizeof(*tacc));
+    rv_kmodel_acc *acc = malloc(sizeof(*acc));
+    rv_kmodel *tgt = NULL;
     const char *gpu = json_string_value(json_object_get(doc, "gpu"));
     char v1[128] = "", v2[128] = "", own_gpu[128] = "";
     int64_t pid = 0;
     int rc = 0;
-    if (src)
-        *src = NULL;
-    if (dst)
-        *dst = NULL;
-    if (!acc || !tacc) {
-        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-        goto out;
-    }
+    if (!acc)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
     rc = rv_db_trace_kmodel(a->db, trace_id, &pid, own_gpu, sizeof(own_gpu), v1, sizeof(v1), acc,
                             err);
-    memset(tacc, 0, sizeof(*tacc));
-    /* The target's: the requested GPU's, else the trace's own GPU's (an
-     * execution trace alone has no measured kernels of its own). */
     if (!rc)
-        rc = rv_db_gpu_kmodel(a->db, gpu && *gpu ? gpu : own_gpu, tacc, v2, sizeof(v2), err);
+        rc = rv_api_gpu_kmodel(a, gpu && *gpu ? gpu : own_gpu, &tgt, v2, sizeof(v2), err);
     if (rc)
         goto out;
-    if (rv_kmodel_acc_count(acc) <= 0 && rv_kmodel_acc_count(tacc) <= 0) {
+    if (rv_kmodel_acc_count(acc) <= 0 && !tgt) {
         rc = rv_error_field(err, RV_ERR_UNSUPPORTED, "kernel_models",
                             "kernel_models is platform but platform %lld (of trace %lld) has no "
                             "kernel models yet%s (they come from stored traces with op shapes, "
@@ -120,22 +140,14 @@ static int platform_kmodels(rv_app *a, int64_t trace_id, const rv_trace *t, cons
     }
     if (version && cap)
         snprintf(version, cap, "%s; %s", v1, v2);
-    if (!src)
-        goto out;
-    const rv_hw *own = rv_hw_lookup(rv_trace_str(t, t->platform_gpu));
-    if (rv_kmodel_acc_count(acc) > 0 && (*src = malloc(sizeof(**src))) != NULL)
-        rv_kmodel_from_acc(*src, acc, own);
-    if (rv_kmodel_acc_count(tacc) > 0 && (*dst = malloc(sizeof(**dst))) != NULL)
-        rv_kmodel_from_acc(*dst, tacc, rv_hw_lookup(gpu && *gpu ? gpu : own_gpu));
-    if ((rv_kmodel_acc_count(acc) > 0 && !*src) || (rv_kmodel_acc_count(tacc) > 0 && !*dst)) {
-        free(*src);
-        free(*dst);
-        *src = *dst = NULL;
-        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    if (src &&
+        (rc = model_of(acc, rv_hw_lookup(rv_trace_str(t, t->platform_gpu)), src, err)) == 0) {
+        *dst = tgt;
+        tgt = NULL;
     }
 out:
     free(acc);
-    free(tacc);
+    free(tgt);
     return rc;
 }
 

@@ -62,33 +62,14 @@ int rv_db__kmodels_rebuild(rv_db__conn *pc, const char *platform_id, rv_error *e
  * those whose GPU (column c0 - 1) is another row of the hardware table. */
 static int read_rows(PGresult *r, int c0, const rv_hw *hw, rv_kmodel_acc *out, rv_error *err)
 {
-    json_t *doc = json_object();
     int rc = 0;
-    if (!doc)
-        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
     for (int i = 0; i < PQntuples(r) && !rc; i++) {
-        if (PQgetisnull(r, i, c0))
+        if (PQgetisnull(r, i, c0) || (hw && rv_hw_lookup(PQgetvalue(r, i, c0 - 1)) != hw))
             continue;
-        if (hw && rv_hw_lookup(PQgetvalue(r, i, c0 - 1)) != hw)
-            continue;
-        const char *cls = PQgetvalue(r, i, c0);
-        json_t *rows = json_object_get(doc, cls);
-        if (!rows) {
-            rows = json_array();
-            if (json_object_set_new(doc, cls, rows))
-                rc = RV_ERR_NOMEM;
-        }
-        if (!rc && json_array_append_new(
-                       rows, json_pack("[I,f,f]", strtoll(PQgetvalue(r, i, c0 + 1), NULL, 10),
-                                       strtod(PQgetvalue(r, i, c0 + 2), NULL),
-                                       strtod(PQgetvalue(r, i, c0 + 3), NULL))))
-            rc = RV_ERR_NOMEM;
+        rc = rv_kmodel_acc_add_bucket(
+            out, PQgetvalue(r, i, c0), strtoll(PQgetvalue(r, i, c0 + 1), NULL, 10),
+            strtod(PQgetvalue(r, i, c0 + 2), NULL), strtod(PQgetvalue(r, i, c0 + 3), NULL), err);
     }
-    if (rc)
-        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-    else
-        rc = rv_kmodel_acc_from_json(out, doc, err);
-    json_decref(doc);
     return rc;
 }
 
