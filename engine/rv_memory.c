@@ -325,14 +325,14 @@ static void set_null(json_t *mem, const char *reason)
     json_object_set_new(mem, "predicted_reason", json_string(reason));
 }
 
-void rv_memory_predict(json_t *mem, const json_t *applied)
+int rv_memory_predict(json_t *mem, const json_t *applied)
 {
     double scale = 1, offload = 0, encoded = 0, share = 0;
     int any = 0, savers = 0;
     size_t i;
     json_t *a;
     if (!json_is_object(mem))
-        return;
+        return 0;
     json_array_foreach(applied, i, a)
     {
         const char *m = json_string_value(json_object_get(a, "model"));
@@ -359,7 +359,7 @@ void rv_memory_predict(json_t *mem, const json_t *applied)
         }
     }
     if (!any)
-        return;
+        return 0;
     json_t *b = json_object_get(mem, "breakdown");
     const json_t *ao = json_object_get(b, "activations_and_other");
     double base = getnum(mem, "peak_bytes", -1);
@@ -370,7 +370,7 @@ void rv_memory_predict(json_t *mem, const json_t *applied)
     if (!json_is_object(b) || base <= 0 || !json_is_integer(ao)) {
         set_null(mem, "the prediction needs the breakdown of the peak into weights, gradients, "
                       "optimizer state and activations");
-        return;
+        return 0;
     }
     /* Activations and the rest scale with the (micro-)batch; the savers
      * free part of the saved activations, never more than there are. */
@@ -403,6 +403,7 @@ void rv_memory_predict(json_t *mem, const json_t *applied)
     json_object_set_new(pb, "activation_scale", json_real(scale));
     json_object_set_new(mem, "predicted_peak_bytes", json_integer(peak));
     json_object_set_new(mem, "predicted_breakdown", pb);
+    return savers;
 }
 
 const char *rv_memory_optimizer_named(const char *op, int *len, double *state)

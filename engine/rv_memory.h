@@ -38,8 +38,10 @@ const char *rv_memory_optimizer_named(const char *op, int *len, double *state);
  * reason) on the answer's memory object when one of the applied entries
  * (borrowed) is a memory what-if: vdnn, gist, recompute,
  * gradient_accumulation or batch_size. mem is borrowed and updated; it
- * must carry "breakdown" and the peak the prediction starts from. */
-void rv_memory_predict(json_t *mem, const json_t *applied);
+ * must carry "breakdown" and the peak the prediction starts from. Returns
+ * 1 when a memory saver's defaults (RV_GIST_ENCODING, the recompute
+ * checkpoints, vDNN's sizes and prefetch) shaped the prediction, else 0. */
+int rv_memory_predict(json_t *mem, const json_t *applied);
 
 /* Gist's stash shrink when the request gives none: encoded bytes are
  * 1/RV_GIST_ENCODING of the raw ones. */

@@ -455,6 +455,12 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
     }
     json_object_set_new(o, "utilization", utilization_json(r));
     json_object_set_new(o, "memory", memory_json(r));
-    rv_memory_predict(json_object_get(o, "memory"), r->applied);
+    if (rv_memory_predict(json_object_get(o, "memory"), r->applied))
+        rv_run_warn(r, "memory_savers_assumed",
+                    "predicted_peak_bytes of the memory savers rests on defaults, nothing here "
+                    "measured them: vDNN offloads what each consumer kernel streams in its time "
+                    "and keeps %d layers prefetched, Gist encodes %.0fx, recompute keeps "
+                    "2/sqrt(L) of the activations (docs/models/memory.md)",
+                    RV_VDNN_PREFETCH_LAYERS, RV_GIST_ENCODING);
     return o;
 }

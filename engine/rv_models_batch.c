@@ -20,7 +20,9 @@ int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *
     const char *from = "the request";
     int64_t b0 = w->batch_size > 0 ? w->batch_size : 0;
     const rv_flops_trace *f = NULL;
+    rv_kmodel *own = NULL;
     json_t *out = NULL;
+    int rc = 0;
 
     if ((o->factor > 0) == (o->batch_to > 0))
         return rv_error_field(err, RV_ERR_INVALID, "factor",
@@ -46,11 +48,18 @@ int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *
     if (t && t->nop_shapes > 0 && hw && g->flops) {
         f = g->flops;
         rv_kmodel_fit(&m, t, f, hw, 1, 0);
-        if (w->kmodel_platform)
+        if (w->kmodel_platform) {
+            /* The trace's own fit, to tell the sizes the platform lent. */
+            if ((own = malloc(sizeof(*own))) == NULL) {
+                rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+                goto out;
+            }
+            *own = m;
             json_object_set_new(out, "platform_buckets_filled",
                                 json_integer((json_int_t)rv_kmodel_fill(&m, w->kmodel_platform)));
+        }
     }
-    double before = 0, after = 0, k_model = 0, k_lin = 0, k_kept = 0;
+    double before = 0, after = 0, k_model = 0, k_lin = 0, k_kept = 0, k_extra = 0, k_plat = 0;
     for (size_t i = 0; i < g->ntasks; i++) {
         rv_task *k = &g->tasks[i];
         if (k->kind == RV_TASK_DATA || (k->kind == RV_TASK_CPU && k->gap_dl_ns > 0)) {
@@ -87,6 +96,11 @@ int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *
                 double lo = F < 1 ? F : 1, hi = F < 1 ? 1 : F;
                 mult = mult < lo ? lo : mult > hi ? hi : mult;
                 k_model += s;
+                double nf = f->flops[e] * F, nb = f->bytes[e] * F;
+                if (rv_kmodel_bucket_eff(&m, cls, nf, nb) <= 0)
+                    k_extra += s; /* no kernel of the class measured at that size */
+                else if (own && rv_kmodel_bucket_eff(own, cls, nf, nb) <= 0)
+                    k_plat += s;
             } else if (kc == RV_KC_OPTIMIZER || kc == RV_KC_COMM || cls == RV_FC_OPTIM) {
                 k_kept += s; /* parameters and gradients do not grow with the batch */
             } else {
@@ -105,6 +119,20 @@ int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *
     json_object_set_new(out, "kernel_time_share_linear",
                         json_real(before > 0 ? k_lin / before : 0));
     json_object_set_new(out, "kernel_time_share_kept", json_real(before > 0 ? k_kept / before : 0));
+    json_object_set_new(out, "kernel_time_share_extrapolated",
+                        json_real(before > 0 ? k_extra / before : 0));
+    if (k_extra > 0)
+        rv_models__warn(out, "batch_extrapolated",
+                        "%.1f%% of kernel time moves to sizes no measured kernel of its class ran "
+                        "at: it takes the nearest measured size's efficiency (held at the "
+                        "largest's past them)",
+                        before > 0 ? k_extra / before * 100 : 0);
+    if (k_plat > 0)
+        rv_models__warn(out, "batch_platform_efficiencies",
+                        "%.1f%% of kernel time moves to sizes only the platform's stored traces "
+                        "ran at: it takes their efficiency, which carries poorly from another "
+                        "model (docs/ACCURACY.md)",
+                        before > 0 ? k_plat / before * 100 : 0);
     if (k_lin > 0)
         rv_models__warn(out, "batch_linear",
                         "%.1f%% of kernel time has no cost from op shapes and scales linearly "
@@ -115,5 +143,9 @@ int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *
                         "the trace's batch size is unknown: throughput cannot be given for the "
                         "new batch");
     json_array_append_new(applied, out);
-    return 0;
+    out = NULL;
+out:
+    json_decref(out);
+    free(own);
+    return rc;
 }

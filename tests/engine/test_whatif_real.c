@@ -592,6 +592,11 @@ static void test_batch_size(void)
     CU_ASSERT_EQUAL_FATAL(predict(&r50w4, doc, &r256), 0);
     printf("    per sample at 128: %.3f ms, at 256: %.3f ms; mfu at 32: %.3f, 256: %.3f\n",
            r128.us / 128e3, r256.us / 256e3, base.mfu, r256.mfu);
+    /* Most of batch 256's kernels run at sizes the trace never measured:
+     * the answer says their efficiency is borrowed. */
+    char *w256 = json_dumps(r256.applied, 0);
+    CU_ASSERT_PTR_NOT_NULL(w256 && strstr(w256, "batch_extrapolated"));
+    free(w256);
     CU_ASSERT(r256.us / 256 <= r128.us / 128 * 1.01);
     CU_ASSERT(r256.us / 256 < base.us / 32);
     CU_ASSERT(r256.mfu > base.mfu && r256.mfu < 1);
