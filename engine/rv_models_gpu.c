@@ -226,8 +226,9 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
             rv_models__warn(o, "gpu_platform_efficiencies",
                             "%zu kernels (%.1f%% of kernel time) take the efficiencies stored "
                             "traces of %s measured for their class and size; these carry "
-                            "poorly to another model (ViT on BERT's: GEMMs 275%% off, "
-                            "docs/ACCURACY.md): trust them where the stored traces run this model",
+                            "poorly to another model (several times off between the shared H100 "
+                            "models, docs/ACCURACY.md): trust them where the stored traces run "
+                            "this model",
                             n_target, k_before > 0 ? k_target / k_before * 100 : 0, to->name);
         if (!w->kmodel_target)
             rv_models__warn(o, "gpu_no_target_platform",
@@ -262,8 +263,9 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
         rv_models__warn(o, "tf32_optimistic",
                         "%zu fp32 kernels (%.1f%% of kernel time) move to TF32 on %s at the "
                         "efficiency they had at the fp32 peak: likely too fast (ResNet-50 "
-                        "V100 -> A100 this way predicts 3.90x against NVIDIA's measured 2.59x, "
-                        "docs/ACCURACY.md); \"kernel_models\": \"platform\" with stored "
+                        "V100 -> A100 this way is half again too fast against NVIDIA's "
+                        "measured speedup, docs/ACCURACY.md); \"kernel_models\": \"platform\" "
+                        "with stored "
                         "traces of %s uses the efficiencies they measured",
                         n_tf32_kept, k_before > 0 ? k_tf32_kept / k_before * 100 : 0, to->name,
                         to->name);
