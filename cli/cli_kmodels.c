@@ -9,20 +9,32 @@
 #include "rv_cli.h"
 #include "rv_flops.h"
 
+int rv_cli_load_costed(const char *path, const char *et, rv_trace **t, rv_et_join *join,
+                       rv_flops_trace *f)
+{
+    rv_error err;
+    memset(f, 0, sizeof(*f));
+    if (rv_cli_load_trace(path, t, &err) != 0) {
+        fprintf(stderr, "reverie: %s: %s\n", path, err.message);
+        return -1;
+    }
+    if (et && rv_cli_attach_et(et, *t, join) != 0)
+        return -1;
+    if (rv_flops_of_trace(*t, f) != 0) {
+        fprintf(stderr, "reverie: out of memory\n");
+        return -1;
+    }
+    return 0;
+}
+
 static int fit_one(const char *path, const char *et, const rv_hw *own, const rv_hw *target,
                    rv_kmodel_acc *a_own, rv_kmodel_acc *a_target)
 {
     rv_trace *t = NULL;
     rv_et_join join = {0};
     rv_flops_trace f;
-    rv_error err;
     int rc = -1;
-    memset(&f, 0, sizeof(f));
-    if (rv_cli_load_trace(path, &t, &err) != 0) {
-        fprintf(stderr, "reverie: %s: %s\n", path, err.message);
-        return -1;
-    }
-    if (et && rv_cli_attach_et(et, t, &join) != 0)
+    if (rv_cli_load_costed(path, et, &t, &join, &f) != 0)
         goto out;
     const char *gpu = rv_trace_str(t, t->platform_gpu);
     const rv_hw *hw = rv_hw_lookup(gpu);
@@ -32,10 +44,6 @@ static int fit_one(const char *path, const char *et, const rv_hw *own, const rv_
                 "reverie: --kernel-models-from %s ran on %s, which is neither the simulated "
                 "trace's GPU nor the what-if's gpu\n",
                 path, gpu[0] ? gpu : "an unknown GPU");
-        goto out;
-    }
-    if (rv_flops_of_trace(t, &f) != 0) {
-        fprintf(stderr, "reverie: out of memory\n");
         goto out;
     }
     if (rv_kmodel_acc_add_trace(into, t, &f, hw) == 0) {

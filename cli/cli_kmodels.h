@@ -2,8 +2,17 @@
 #ifndef RV_CLI_KMODELS_H
 #define RV_CLI_KMODELS_H
 
+#include "rv_et.h"
+#include "rv_flops.h"
 #include "rv_hw.h"
 #include "rv_kmodel_acc.h"
+
+/* Loads the trace at path (*t new, rv_trace_free), joins the execution
+ * trace et to it when given (*join, rv_et_join_free) and costs its ops (*f,
+ * zeroed first; rv_flops_trace_free). 0, or -1 with the reason printed;
+ * what was made is the caller's to free either way. */
+int rv_cli_load_costed(const char *path, const char *et, rv_trace **t, rv_et_join *join,
+                       rv_flops_trace *f);
 
 /* The kernel-model sums of the traces paths[0..n) (ets[i], may be NULL:
  * the execution trace joined to paths[i] for its shapes), each fitted on

@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "cli_kmodels.h"
 #include "rv_cli.h"
 #include "rv_flops.h"
 #include "rv_hw.h"
@@ -89,11 +90,7 @@ int rv_cmd_kernels(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (rv_cli_load_trace(path, &t, &err) != 0) {
-        fprintf(stderr, "reverie: %s: %s\n", path, err.message);
-        goto out;
-    }
-    if (et_path && rv_cli_attach_et(et_path, t, &join) != 0)
+    if (rv_cli_load_costed(path, et_path, &t, &join, &f) != 0)
         goto out;
     const char *gpu = rv_trace_str(t, t->platform_gpu);
     const rv_hw *hw = rv_hw_lookup(gpu);
@@ -109,26 +106,14 @@ int rv_cmd_kernels(int argc, char **argv)
                 path);
         goto out;
     }
-    if (rv_flops_of_trace(t, &f) != 0) {
-        fprintf(stderr, "reverie: out of memory\n");
-        goto out;
-    }
     rv_kmodel m, roof;
     size_t mod = 2, rem = 1; /* held out: every other kernel */
     if (fit_path) {
-        if (rv_cli_load_trace(fit_path, &t2, &err) != 0) {
-            fprintf(stderr, "reverie: %s: %s\n", fit_path, err.message);
-            goto out;
-        }
-        if (fit_et && rv_cli_attach_et(fit_et, t2, &join2) != 0)
+        if (rv_cli_load_costed(fit_path, fit_et, &t2, &join2, &f2) != 0)
             goto out;
         if (rv_hw_lookup(rv_trace_str(t2, t2->platform_gpu)) != hw) {
             fprintf(stderr, "reverie: %s: --fit wants a trace of the same GPU (%s)\n", fit_path,
                     hw->name);
-            goto out;
-        }
-        if (rv_flops_of_trace(t2, &f2) != 0) {
-            fprintf(stderr, "reverie: out of memory\n");
             goto out;
         }
         rv_kmodel_fit(&m, t2, &f2, hw, 1, 0);
