@@ -82,10 +82,12 @@ int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *
             int32_t e = k->event;
             int kc = rv_kclass_of_task(g, i);
             int cls = f && e >= 0 ? f->cls[e] : RV_FC_NONE;
-            double e0 = 0, e1 = 0;
-            if (cls != RV_FC_NONE && cls != RV_FC_OPTIM) {
+            double e0 = 0, e1 = 0, nf = 0, nb = 0; /* nf, nb: the new size */
+            if (f && cls != RV_FC_NONE && cls != RV_FC_OPTIM) {
+                nf = f->flops[e] * F;
+                nb = f->bytes[e] * F;
                 e0 = rv_kmodel_nearest_eff(&m, cls, f->flops[e], f->bytes[e]);
-                e1 = rv_kmodel_nearest_eff(&m, cls, f->flops[e] * F, f->bytes[e] * F);
+                e1 = rv_kmodel_nearest_eff(&m, cls, nf, nb);
             }
             if (e0 > 0) {
                 /* The roofline grows by F; the efficiency moves to the new
@@ -96,7 +98,6 @@ int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *
                 double lo = F < 1 ? F : 1, hi = F < 1 ? 1 : F;
                 mult = mult < lo ? lo : mult > hi ? hi : mult;
                 k_model += s;
-                double nf = f->flops[e] * F, nb = f->bytes[e] * F;
                 if (rv_kmodel_bucket_eff(&m, cls, nf, nb) <= 0)
                     k_extra += s; /* no kernel of the class measured at that size */
                 else if (own && rv_kmodel_bucket_eff(own, cls, nf, nb) <= 0)
