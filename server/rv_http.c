@@ -402,11 +402,6 @@ int rv_http_start(const rv_http_config *cfg, rv_http **out, rv_error *err)
         h->cfg.header_timeout_s = 10;
     if (!h->cfg.min_body_rate)
         h->cfg.min_body_rate = 1024;
-    if (rv_http__resp_init() != 0) {
-        free(h);
-        return rv_error_set(err, RV_ERR_INTERNAL, -1, -1,
-                            "libmicrohttpd's MHD_queue_response cannot be found (dlsym)");
-    }
     if (!h->cfg.threads) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         h->cfg.threads = n > 0 ? (unsigned)n : 2;

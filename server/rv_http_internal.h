@@ -6,7 +6,7 @@
  *                    deadline watchdog, the connection limit, the query and
  *                    header caps, Host, CORS, Content-Length and -Type
  *   rv_http_resp.c   answers: JSON, buffers, fds, the error shape, gzip,
- *                    queueing, and the MHD_queue_response override
+ *                    queueing
  *   rv_http_route.c  what a path maps to: route matching, static files
  * rv_http__ names cross these files and nothing else calls them. */
 #ifndef RV_HTTP_INTERNAL_H
@@ -164,9 +164,6 @@ void rv_http__check_body(rv_req *r);
 
 /* ---- rv_http_resp.c: answers ---- */
 
-/* Finds libmicrohttpd's own MHD_queue_response behind the override; -1
- * when it cannot be found (then no answer could be queued). */
-int rv_http__resp_init(void);
 /* Writes a whole JSON error answer straight to fd, on which nothing of the
  * current request's answer has been written (best effort, never blocks).
  * The texts must need no JSON escaping; extra_headers ("Name: v\r\n") may

@@ -2,10 +2,12 @@
  * ({"error":{"code","message","field"}}, including the mapping of an
  * rv_error to a status), gzip of large text answers, queueing an answer on
  * its connection with the headers every answer carries (nosniff, CORS),
- * and raw JSON errors written straight to a socket: for refused and timed
- * out connections, and in place of libmicrohttpd's own HTML error pages
- * (the MHD_queue_response override below). */
-#include <dlfcn.h>
+ * and raw JSON errors written straight to a socket for refused and timed
+ * out connections. libmicrohttpd's own early refusals (a malformed
+ * request line, Content-Length or chunk size, a header block past the
+ * connection's memory) keep its status and plain body: it has no
+ * supported way to replace them, and they are answered before any
+ * handler of ours runs. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,24 +21,6 @@
 #define MAX_JSON_ANSWER ((size_t)1 << 30) /* a JSON answer past this is a 503 */
 
 /* ------------------------------------------------------- raw answers */
-
-/* Set while this thread queues one of our own answers (rv_http__queue). */
-static __thread int own_queue;
-
-typedef enum MHD_Result (*queue_fn)(struct MHD_Connection *, unsigned int, struct MHD_Response *);
-static queue_fn real_queue_response;
-static pthread_once_t real_queue_once = PTHREAD_ONCE_INIT;
-
-static void find_real_queue(void)
-{
-    real_queue_response = (queue_fn)dlsym(RTLD_NEXT, "MHD_queue_response");
-}
-
-int rv_http__resp_init(void)
-{
-    pthread_once(&real_queue_once, find_real_queue);
-    return real_queue_response ? 0 : -1;
-}
 
 /* A fresh socket's buffer takes a few hundred bytes, so the one
  * non-blocking send writes all of it in practice. */
@@ -57,58 +41,6 @@ void rv_http__raw_error(int fd, unsigned status, const char *code, const char *f
                      extra_headers ? extra_headers : "", body);
     if (n > 0 && (size_t)n < sizeof(buf))
         (void)send(fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
-/* libmicrohttpd 0.9.75 answers some malformed requests itself, before the
- * access handler sees them, with built-in HTML pages (for a bad
- * Content-Length even with the header block written twice: its state
- * machine builds it again after the error), and has no option to change
- * them. Its internal calls go through the PLT, so this definition in the
- * program receives them; a call not made by rv_http__queue is one of those
- * pages. The JSON error goes straight to the socket (nothing was written on
- * it yet) and MHD_NO makes libmicrohttpd close the connection, as it would
- * have after its page. Our own answers pass through unchanged. */
-enum MHD_Result MHD_queue_response(struct MHD_Connection *connection, unsigned int status_code,
-                                   struct MHD_Response *response)
-{
-    pthread_once(&real_queue_once, find_real_queue);
-    if (own_queue)
-        return real_queue_response ? real_queue_response(connection, status_code, response)
-                                   : MHD_NO;
-    const char *code = "internal", *field = NULL;
-    const char *msg = "the HTTP layer could not handle this request";
-    switch (status_code) {
-    case 400:
-        code = "bad_request";
-        msg = "the request is malformed (request line, headers, Content-Length or chunked "
-              "encoding)";
-        break;
-    case 413:
-        code = "payload_too_large";
-        field = "Content-Length";
-        msg = "Content-Length or a chunk size is too large";
-        break;
-    case 414:
-        code = "uri_too_long";
-        msg = "the request line is too long";
-        break;
-    case 431:
-        code = "header_fields_too_large";
-        msg = "the request headers are too large";
-        break;
-    case 505:
-        code = "http_version_not_supported";
-        msg = "only HTTP/1.0 and HTTP/1.1 are supported";
-        break;
-    default: break;
-    }
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (ci)
-        rv_http__raw_error(ci->connect_fd,
-                           status_code >= 400 && status_code < 600 ? status_code : 500, code, field,
-                           msg, NULL);
-    return MHD_NO;
 }
 
 /* ------------------------------------------------------ queueing */
@@ -151,9 +83,7 @@ enum MHD_Result rv_http__queue(rv_req *r)
                                 "Location, Retry-After, Content-Disposition, WWW-Authenticate");
         MHD_add_response_header(resp, "Vary", "Origin");
     }
-    own_queue = 1;
     enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)r->status, resp);
-    own_queue = 0;
     MHD_destroy_response(resp);
     return ret;
 }
