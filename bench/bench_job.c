@@ -14,10 +14,10 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "rv_graph.h"
-#include "rv_job.h"
-#include "rv_kineto.h"
-#include "rv_sim.h"
+#include "graph/rv_graph.h"
+#include "job/rv_job.h"
+#include "reader/rv_kineto.h"
+#include "simulate/rv_sim.h"
 
 #define NREAL 8
 

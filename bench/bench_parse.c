@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "rv_kineto.h"
+#include "reader/rv_kineto.h"
 
 static double clock_s(clockid_t id)
 {

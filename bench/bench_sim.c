@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "rv_graph.h"
-#include "rv_kineto.h"
-#include "rv_report.h"
-#include "rv_sim.h"
-#include "rv_run.h"
-#include "rv_whatif.h"
+#include "graph/rv_graph.h"
+#include "reader/rv_kineto.h"
+#include "simulate/rv_report.h"
+#include "simulate/rv_sim.h"
+#include "run/rv_run.h"
+#include "whatif/rv_whatif.h"
 
 static double now_s(void)
 {

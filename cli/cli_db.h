@@ -6,7 +6,7 @@
 #define RV_CLI_DB_H
 
 #include "rv_db.h"
-#include "rv_error.h"
+#include "util/rv_error.h"
 #include "rv_pgembed.h"
 
 typedef struct rv_cli_db {

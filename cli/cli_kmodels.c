@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "rv_cli.h"
-#include "rv_flops.h"
+#include "cost/rv_flops.h"
 
 int rv_cli_load_costed(const char *path, const char *et, rv_trace **t, rv_et_join *join,
                        rv_flops_trace *f)

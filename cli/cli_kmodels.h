@@ -2,10 +2,10 @@
 #ifndef RV_CLI_KMODELS_H
 #define RV_CLI_KMODELS_H
 
-#include "rv_et.h"
-#include "rv_flops.h"
-#include "rv_hw.h"
-#include "rv_kmodel_acc.h"
+#include "reader/rv_et.h"
+#include "cost/rv_flops.h"
+#include "hw/rv_hw.h"
+#include "cost/rv_kmodel_acc.h"
 
 /* Loads the trace at path (*t new, rv_trace_free), joins the execution
  * trace et to it when given (*join, rv_et_join_free) and costs its ops (*f,

@@ -10,12 +10,12 @@
 #include <string.h>
 
 #include "rv_cli.h"
-#include "rv_diff.h"
-#include "rv_graph.h"
-#include "rv_report.h"
-#include "rv_run.h"
-#include "rv_sim.h"
-#include "rv_whatif.h"
+#include "export/rv_diff.h"
+#include "graph/rv_graph.h"
+#include "simulate/rv_report.h"
+#include "run/rv_run.h"
+#include "simulate/rv_sim.h"
+#include "whatif/rv_whatif.h"
 
 static void usage(FILE *f)
 {

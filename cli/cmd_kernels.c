@@ -14,9 +14,9 @@
 
 #include "cli_kmodels.h"
 #include "rv_cli.h"
-#include "rv_flops.h"
-#include "rv_hw.h"
-#include "rv_kmodel.h"
+#include "cost/rv_flops.h"
+#include "hw/rv_hw.h"
+#include "cost/rv_kmodel.h"
 
 enum { MAX_TO = 16 };
 

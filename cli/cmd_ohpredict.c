@@ -8,13 +8,13 @@
 #include <string.h>
 
 #include "rv_cli.h"
-#include "rv_graph.h"
-#include "rv_kineto.h"
-#include "rv_report.h"
-#include "rv_retime.h"
-#include "rv_run.h"
-#include "rv_sim.h"
-#include "rv_whatif.h"
+#include "graph/rv_graph.h"
+#include "reader/rv_kineto.h"
+#include "simulate/rv_report.h"
+#include "graph/rv_retime.h"
+#include "run/rv_run.h"
+#include "simulate/rv_sim.h"
+#include "whatif/rv_whatif.h"
 
 typedef struct item {
     const char *path;

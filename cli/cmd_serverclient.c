@@ -19,7 +19,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "rv_buf.h"
+#include "util/rv_buf.h"
 
 #define MAX_BODY (256u << 20)
 

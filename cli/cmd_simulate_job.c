@@ -7,10 +7,10 @@
 #include <string.h>
 
 #include "rv_cli.h"
-#include "rv_graph.h"
-#include "rv_job.h"
-#include "rv_sim.h"
-#include "rv_whatif.h"
+#include "graph/rv_graph.h"
+#include "job/rv_job.h"
+#include "simulate/rv_sim.h"
+#include "whatif/rv_whatif.h"
 
 /* A job answer (borrowed) as a table for people. */
 static void print_job_table(const json_t *out)

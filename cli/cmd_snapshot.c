@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "rv_cli.h"
-#include "rv_kineto.h"
-#include "rv_snapshot.h"
+#include "reader/rv_kineto.h"
+#include "reader/rv_snapshot.h"
 
 /* Snapshots above this are refused: the store's own cap on a trace. */
 #define SNAPSHOT_FILE_CAP ((size_t)1 << 32)

@@ -21,12 +21,12 @@
 
 #include "cli_args.h"
 #include "rv_cli.h"
-#include "rv_graph.h"
-#include "rv_kineto.h"
-#include "rv_report.h"
-#include "rv_sim.h"
-#include "rv_run.h"
-#include "rv_whatif.h"
+#include "graph/rv_graph.h"
+#include "reader/rv_kineto.h"
+#include "simulate/rv_report.h"
+#include "simulate/rv_sim.h"
+#include "run/rv_run.h"
+#include "whatif/rv_whatif.h"
 
 int rv_cmd_sweep(int argc, char **argv);
 

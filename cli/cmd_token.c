@@ -17,7 +17,7 @@
 
 #ifdef RV_HAVE_STORE
 #include "cli_db.h"
-#include "rv_sha256.h"
+#include "util/rv_sha256.h"
 #endif
 
 static void usage(FILE *out)

@@ -29,9 +29,9 @@ int rv_cmd_snapshot(int argc, char **argv);
 /* `reverie kernels TRACE [--et ET] [--to GPU]...` (cmd_kernels.c). */
 int rv_cmd_kernels(int argc, char **argv);
 
-#include "rv_error.h"
-#include "rv_et.h"
-#include "rv_trace.h"
+#include "util/rv_error.h"
+#include "reader/rv_et.h"
+#include "trace/rv_trace.h"
 
 /* Loads a Kineto trace (plain or gzip) or a binary snapshot, by its first
  * bytes. *out is new (rv_trace_free). */

@@ -7,8 +7,8 @@
 
 #include <zlib.h>
 
-#include "rv_buf.h"
-#include "rv_jsonw.h"
+#include "util/rv_buf.h"
+#include "util/rv_jsonw.h"
 #include "rv_ktrace.h"
 
 /* --- output: JSON text -> (gzip) -> growable buffer with a cap ------------ */

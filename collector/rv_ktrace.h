@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rv_error.h"
+#include "util/rv_error.h"
 #include "rv_meta.h"
 #include "rv_records.h"
 

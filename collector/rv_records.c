@@ -5,7 +5,7 @@
 
 #include <cupti.h>
 
-#include "rv_error.h"
+#include "util/rv_error.h"
 #include "rv_records.h"
 
 /* Written against CUDA 13.0 (CUPTI 13.0.1): Kernel10, Memcpy6, Memset4,

@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#include "rv_error.h"
+#include "util/rv_error.h"
 #include "rv_upload.h"
 
 /* Default directory when REVERIE_SPOOL_DIR is unset. */

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "rv_error.h"
+#include "util/rv_error.h"
 
 typedef struct rv_upload_opts {
     const char *server;     /* base URL, e.g. "http://127.0.0.1:8080" (borrowed) */

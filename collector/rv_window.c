@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_error.h"
+#include "util/rv_error.h"
 #include "rv_window.h"
 
 void rv_window_cfg_defaults(rv_window_cfg *cfg)

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_et.h"
-#include "rv_graph.h"
-#include "rv_kineto.h"
+#include "reader/rv_et.h"
+#include "graph/rv_graph.h"
+#include "reader/rv_kineto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_graph.h"
-#include "rv_kexport.h"
-#include "rv_kineto.h"
-#include "rv_sim.h"
+#include "graph/rv_graph.h"
+#include "export/rv_kexport.h"
+#include "reader/rv_kineto.h"
+#include "simulate/rv_sim.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

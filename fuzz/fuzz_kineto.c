@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_kineto.h"
+#include "reader/rv_kineto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_tar.h"
+#include "util/rv_tar.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

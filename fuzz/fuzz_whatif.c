@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_graph.h"
-#include "rv_sim.h"
-#include "rv_run.h"
-#include "rv_whatif.h"
+#include "graph/rv_graph.h"
+#include "simulate/rv_sim.h"
+#include "run/rv_run.h"
+#include "whatif/rv_whatif.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,8 +1,8 @@
 /* Prometheus metrics of reveried: request counts and latency histograms per
  * route, plus plain counters (ingest bytes, simulations, cache hits, ...).
  * Thread-safe; rendered in the Prometheus text exposition format 0.0.4. */
-#ifndef RV_METRICS_H
-#define RV_METRICS_H
+#ifndef RV_SERVER_METRICS_H
+#define RV_SERVER_METRICS_H
 
 #include <stddef.h>
 #include <stdint.h>

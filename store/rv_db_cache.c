@@ -4,7 +4,7 @@
  * (rv_run_summary) for fleet rows (rv_db_cache.h). */
 #include "rv_db_cache.h"
 #include "rv_db_internal.h"
-#include "rv_buf.h"
+#include "util/rv_buf.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rv_error.h"
-#include "rv_run.h"
+#include "util/rv_error.h"
+#include "run/rv_run.h"
 
 typedef struct rv_db rv_db;
 

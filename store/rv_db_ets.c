@@ -8,7 +8,7 @@
 
 #include "rv_db.h"
 #include "rv_db_internal.h"
-#include "rv_snapshot.h"
+#include "reader/rv_snapshot.h"
 
 static int gz_magic(const void *p, size_t n)
 {

@@ -14,9 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rv_kineto.h"
-#include "rv_sha256.h"
-#include "rv_snapshot.h"
+#include "reader/rv_kineto.h"
+#include "util/rv_sha256.h"
+#include "reader/rv_snapshot.h"
 
 #define COPY_CHUNK (1u << 20)
 

@@ -18,8 +18,8 @@
 #include <stdint.h>
 
 #include "rv_db_platforms.h"
-#include "rv_error.h"
-#include "rv_trace.h"
+#include "util/rv_error.h"
+#include "trace/rv_trace.h"
 
 typedef struct rv_db rv_db;
 

@@ -11,14 +11,14 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "rv_flops.h"
-#include "rv_hw.h"
-#include "rv_jsonw.h"
-#include "rv_kmodel_acc.h"
-#include "rv_overhead.h"
-#include "rv_report.h"
-#include "rv_snapshot.h"
-#include "rv_sha256.h"
+#include "cost/rv_flops.h"
+#include "hw/rv_hw.h"
+#include "util/rv_jsonw.h"
+#include "cost/rv_kmodel_acc.h"
+#include "graph/rv_overhead.h"
+#include "simulate/rv_report.h"
+#include "reader/rv_snapshot.h"
+#include "util/rv_sha256.h"
 
 #define SNAPSHOT_LEVEL 1
 #define TAGS_MAX       (1u << 20)

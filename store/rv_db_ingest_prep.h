@@ -8,8 +8,8 @@
 #include <stddef.h>
 
 #include "rv_db_ingest.h"
-#include "rv_error.h"
-#include "rv_trace.h"
+#include "util/rv_error.h"
+#include "trace/rv_trace.h"
 
 typedef struct rv_db_ingest_prep rv_db_ingest_prep;
 

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "rv_db.h"
-#include "rv_overhead.h"
+#include "graph/rv_overhead.h"
 
 #define RV_DB__MAX_CONNS 64
 /* bytea values cannot exceed 1 GiB; stay clear of it. */

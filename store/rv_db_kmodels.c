@@ -2,7 +2,7 @@
 #include "rv_db_kmodels.h"
 #include "rv_db_internal.h"
 
-#include "rv_hw.h"
+#include "hw/rv_hw.h"
 
 #include <stdio.h>
 #include <stdlib.h>

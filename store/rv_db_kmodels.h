@@ -8,8 +8,8 @@
 #include <stdint.h>
 
 #include "rv_db.h"
-#include "rv_error.h"
-#include "rv_kmodel_acc.h"
+#include "util/rv_error.h"
+#include "cost/rv_kmodel_acc.h"
 
 /* The platform of trace_id (*platform_id, may be NULL) and its GPU's name
  * (text into gpu, gpu_cap bytes; NULL = not wanted), that platform's sums

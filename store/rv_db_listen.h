@@ -6,7 +6,7 @@
 #define RV_DB_LISTEN_H
 
 #include "rv_db.h"
-#include "rv_error.h"
+#include "util/rv_error.h"
 
 typedef struct rv_db_listener rv_db_listener;
 

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "rv_error.h"
+#include "util/rv_error.h"
 
 typedef struct rv_db rv_db;
 

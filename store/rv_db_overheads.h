@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rv_error.h"
-#include "rv_overhead.h"
+#include "util/rv_error.h"
+#include "graph/rv_overhead.h"
 
 typedef struct rv_db rv_db;
 

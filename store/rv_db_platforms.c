@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_sha256.h"
+#include "util/rv_sha256.h"
 
 static void trim_into(char *out, size_t cap, const char *s)
 {

@@ -4,7 +4,7 @@
 
 #include <jansson.h>
 
-#include "rv_error.h"
+#include "util/rv_error.h"
 
 typedef struct rv_db rv_db;
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_snapshot.h"
+#include "reader/rv_snapshot.h"
 
 int rv_db__trace_id_by_sha(rv_db__conn *pc, const char *sha, int64_t *id, rv_error *err)
 {

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rv_error.h"
-#include "rv_trace.h"
+#include "util/rv_error.h"
+#include "trace/rv_trace.h"
 
 typedef struct rv_db rv_db;
 

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rv_error.h"
+#include "util/rv_error.h"
 
 typedef struct rv_db rv_db;
 

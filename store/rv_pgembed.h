@@ -23,7 +23,7 @@
 
 #include <stddef.h>
 
-#include "rv_error.h"
+#include "util/rv_error.h"
 
 typedef struct rv_pgembed rv_pgembed;
 

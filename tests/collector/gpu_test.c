@@ -11,7 +11,7 @@
 
 #include <CUnit/Basic.h>
 
-#include "rv_kineto.h"
+#include "reader/rv_kineto.h"
 #include "common/rv_test_util.h"
 
 #define N 5

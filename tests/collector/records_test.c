@@ -9,7 +9,7 @@
 #include <CUnit/Basic.h>
 #include <cupti.h>
 
-#include "rv_kineto.h"
+#include "reader/rv_kineto.h"
 #include "rv_ktrace.h"
 #include "rv_records.h"
 #include "rv_window.h"

@@ -15,7 +15,7 @@
 #include "rv_auth.h"
 #include "rv_db.h"
 #include "rv_pgembed.h"
-#include "rv_sha256.h"
+#include "util/rv_sha256.h"
 
 int rv_testsrv_free_port(void)
 {

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rv_kineto.h"
+#include "reader/rv_kineto.h"
 
 int rv_test_load(const char *dir, const char *rel, rv_test_loaded *l)
 {

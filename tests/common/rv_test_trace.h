@@ -4,9 +4,9 @@
 #ifndef RV_TEST_TRACE_H
 #define RV_TEST_TRACE_H
 
-#include "rv_graph.h"
-#include "rv_sim.h"
-#include "rv_trace.h"
+#include "graph/rv_graph.h"
+#include "simulate/rv_sim.h"
+#include "trace/rv_trace.h"
 
 typedef struct rv_test_loaded {
     rv_trace *tr;

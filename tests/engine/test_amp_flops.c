@@ -18,13 +18,13 @@
 
 #include <jansson.h>
 
-#include "rv_flops.h"
-#include "rv_graph.h"
-#include "rv_hw.h"
-#include "rv_kmodel.h"
-#include "rv_precision.h"
-#include "rv_run.h"
-#include "rv_whatif.h"
+#include "cost/rv_flops.h"
+#include "graph/rv_graph.h"
+#include "hw/rv_hw.h"
+#include "cost/rv_kmodel.h"
+#include "graph/rv_precision.h"
+#include "run/rv_run.h"
+#include "whatif/rv_whatif.h"
 #include "common/rv_test_trace.h"
 #include "common/rv_test_util.h"
 

@@ -5,8 +5,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "rv_coll.h"
-#include "rv_whatif.h"
+#include "trace/rv_coll.h"
+#include "whatif/rv_whatif.h"
 #include "common/rv_test_util.h"
 
 static void test_interpolation(void)

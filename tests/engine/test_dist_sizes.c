@@ -21,11 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_graph.h"
-#include "rv_kineto.h"
-#include "rv_run.h"
-#include "rv_sim.h"
-#include "rv_whatif.h"
+#include "graph/rv_graph.h"
+#include "reader/rv_kineto.h"
+#include "run/rv_run.h"
+#include "simulate/rv_sim.h"
+#include "whatif/rv_whatif.h"
 #include "common/rv_test_util.h"
 
 #define FIXTURE "tests/data/collectives/a100-2rank-nccl-no-sizes.json.gz"

@@ -13,8 +13,8 @@
 
 #include <jansson.h>
 
-#include "rv_et.h"
-#include "rv_kineto.h"
+#include "reader/rv_et.h"
+#include "reader/rv_kineto.h"
 #include "common/rv_test_util.h"
 
 static const char *g_traces;

@@ -13,11 +13,11 @@
 
 #include <jansson.h>
 
-#include "rv_et.h"
-#include "rv_graph.h"
-#include "rv_kineto.h"
-#include "rv_run.h"
-#include "rv_sim.h"
+#include "reader/rv_et.h"
+#include "graph/rv_graph.h"
+#include "reader/rv_kineto.h"
+#include "run/rv_run.h"
+#include "simulate/rv_sim.h"
 #include "common/rv_test_util.h"
 
 static const char *g_traces;

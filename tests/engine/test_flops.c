@@ -11,13 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_et.h"
-#include "rv_flops.h"
-#include "rv_hw.h"
-#include "rv_kineto.h"
-#include "rv_precision.h"
-#include "rv_shapes.h"
-#include "rv_snapshot.h"
+#include "reader/rv_et.h"
+#include "cost/rv_flops.h"
+#include "hw/rv_hw.h"
+#include "reader/rv_kineto.h"
+#include "graph/rv_precision.h"
+#include "trace/rv_shapes.h"
+#include "reader/rv_snapshot.h"
 #include "common/rv_test_util.h"
 
 static const char *g_traces;

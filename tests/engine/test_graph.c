@@ -4,8 +4,8 @@
 #include <CUnit/Basic.h>
 #include <string.h>
 
-#include "rv_graph.h"
-#include "rv_sim.h"
+#include "graph/rv_graph.h"
+#include "simulate/rv_sim.h"
 #include "common/rv_test_util.h"
 
 static uint32_t S(rv_trace *t, const char *s)

@@ -13,10 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "rv_graph.h"
-#include "rv_kineto.h"
-#include "rv_report.h"
-#include "rv_sim.h"
+#include "graph/rv_graph.h"
+#include "reader/rv_kineto.h"
+#include "simulate/rv_report.h"
+#include "simulate/rv_sim.h"
 #include "common/rv_test_util.h"
 
 #define FIVE_STREAMS "hta/a100-rank0-of-16-five-streams.json.gz"

@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_graph.h"
-#include "rv_kineto.h"
-#include "rv_report.h"
-#include "rv_sim.h"
+#include "graph/rv_graph.h"
+#include "reader/rv_kineto.h"
+#include "simulate/rv_report.h"
+#include "simulate/rv_sim.h"
 #include "common/rv_test_util.h"
 
 static const char *g_shared;

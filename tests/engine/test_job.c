@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_graph.h"
-#include "rv_job.h"
-#include "rv_job_int.h"
-#include "rv_run.h"
-#include "rv_sim.h"
-#include "rv_whatif.h"
+#include "graph/rv_graph.h"
+#include "job/rv_job.h"
+#include "job/rv_job_int.h"
+#include "run/rv_run.h"
+#include "simulate/rv_sim.h"
+#include "whatif/rv_whatif.h"
 #include "common/rv_test_trace.h"
 #include "common/rv_test_util.h"
 

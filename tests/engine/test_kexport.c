@@ -11,13 +11,13 @@
 
 #include <CUnit/Basic.h>
 
-#include "rv_graph.h"
-#include "rv_kexport.h"
-#include "rv_kineto.h"
-#include "rv_report.h"
-#include "rv_run.h"
-#include "rv_sim.h"
-#include "rv_whatif.h"
+#include "graph/rv_graph.h"
+#include "export/rv_kexport.h"
+#include "reader/rv_kineto.h"
+#include "simulate/rv_report.h"
+#include "run/rv_run.h"
+#include "simulate/rv_sim.h"
+#include "whatif/rv_whatif.h"
 #include "common/rv_test_trace.h"
 #include "common/rv_test_util.h"
 

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_jsonw.h"
-#include "rv_kineto.h"
+#include "util/rv_jsonw.h"
+#include "reader/rv_kineto.h"
 #include "common/rv_test_util.h"
 
 static const char *g_shared; /* NULL when the public traces are absent */

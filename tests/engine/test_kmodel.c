@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_et.h"
-#include "rv_flops.h"
-#include "rv_hw.h"
-#include "rv_kineto.h"
-#include "rv_kmodel.h"
+#include "reader/rv_et.h"
+#include "cost/rv_flops.h"
+#include "hw/rv_hw.h"
+#include "reader/rv_kineto.h"
+#include "cost/rv_kmodel.h"
 #include "common/rv_test_util.h"
 
 static const char *g_traces;

@@ -12,10 +12,10 @@
 #include <string.h>
 
 #include "common/rv_test_util.h"
-#include "rv_flops.h"
-#include "rv_hw.h"
-#include "rv_kineto.h"
-#include "rv_kmodel_acc.h"
+#include "cost/rv_flops.h"
+#include "hw/rv_hw.h"
+#include "reader/rv_kineto.h"
+#include "cost/rv_kmodel_acc.h"
 
 static rv_trace *g_t;
 static rv_flops_trace g_f;

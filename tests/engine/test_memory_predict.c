@@ -19,8 +19,8 @@
 
 #include <jansson.h>
 
-#include "rv_run.h"
-#include "rv_whatif.h"
+#include "run/rv_run.h"
+#include "whatif/rv_whatif.h"
 #include "common/rv_test_trace.h"
 #include "common/rv_test_util.h"
 

@@ -19,10 +19,10 @@
 
 #include <jansson.h>
 
-#include "rv_et.h"
-#include "rv_kineto.h"
-#include "rv_run.h"
-#include "rv_whatif.h"
+#include "reader/rv_et.h"
+#include "reader/rv_kineto.h"
+#include "run/rv_run.h"
+#include "whatif/rv_whatif.h"
 #include "common/rv_test_trace.h"
 #include "common/rv_test_util.h"
 

@@ -64,8 +64,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_kineto.h"
-#include "rv_overhead.h"
+#include "reader/rv_kineto.h"
+#include "graph/rv_overhead.h"
 #include "common/rv_test_util.h"
 
 typedef struct expect {

@@ -21,17 +21,17 @@
 
 #include <jansson.h>
 
-#include "rv_graph.h"
-#include "rv_hw.h"
-#include "rv_kineto.h"
-#include "rv_run.h"
-#include "rv_sim.h"
-#include "rv_whatif.h"
+#include "graph/rv_graph.h"
+#include "hw/rv_hw.h"
+#include "reader/rv_kineto.h"
+#include "run/rv_run.h"
+#include "simulate/rv_sim.h"
+#include "whatif/rv_whatif.h"
 #include "common/rv_test_trace.h"
 #include "common/rv_test_util.h"
 #ifndef RV_PREC_RUN_ONLY
-#include "rv_precision.h"
-#include "rv_snapshot.h"
+#include "graph/rv_precision.h"
+#include "reader/rv_snapshot.h"
 #endif
 
 static const char *traces;

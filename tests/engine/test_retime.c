@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_graph.h"
-#include "rv_kineto.h"
-#include "rv_report.h"
-#include "rv_retime.h"
-#include "rv_sim.h"
-#include "rv_whatif.h"
+#include "graph/rv_graph.h"
+#include "reader/rv_kineto.h"
+#include "simulate/rv_report.h"
+#include "graph/rv_retime.h"
+#include "simulate/rv_sim.h"
+#include "whatif/rv_whatif.h"
 #include "common/rv_test_util.h"
 
 static const char *g_shared;

@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "common/rv_test_util.h"
-#include "rv_graph.h"
-#include "rv_run.h"
-#include "rv_sim.h"
-#include "rv_whatif.h"
+#include "graph/rv_graph.h"
+#include "run/rv_run.h"
+#include "simulate/rv_sim.h"
+#include "whatif/rv_whatif.h"
 
 #define NTASKS 100000
 

@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rv_graph.h"
-#include "rv_select.h"
+#include "graph/rv_graph.h"
+#include "graph/rv_select.h"
 #include "common/rv_test_util.h"
 
 static rv_trace *g_trace;

@@ -18,9 +18,9 @@
 #include <unistd.h>
 
 #include "common/rv_test_util.h"
-#include "rv_graph.h"
-#include "rv_select.h"
-#include "rv_whatif.h"
+#include "graph/rv_graph.h"
+#include "graph/rv_select.h"
+#include "whatif/rv_whatif.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define RV_SANITIZED 1

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_overhead.h"
-#include "rv_sketch.h"
+#include "graph/rv_overhead.h"
+#include "util/rv_sketch.h"
 #include "common/rv_test_trace.h"
 #include "common/rv_test_util.h"
 

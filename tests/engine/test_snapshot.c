@@ -12,10 +12,10 @@
 #include <time.h>
 #include <zlib.h>
 
-#include "rv_et.h"
-#include "rv_kineto.h"
-#include "rv_sha256.h"
-#include "rv_snapshot.h"
+#include "reader/rv_et.h"
+#include "reader/rv_kineto.h"
+#include "util/rv_sha256.h"
+#include "reader/rv_snapshot.h"
 #include "common/rv_test_util.h"
 
 static const char *g_shared;

@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_buf.h"
-#include "rv_error.h"
-#include "rv_jsonw.h"
-#include "rv_map.h"
-#include "rv_sort.h"
+#include "util/rv_buf.h"
+#include "util/rv_error.h"
+#include "util/rv_jsonw.h"
+#include "util/rv_map.h"
+#include "util/rv_sort.h"
 #include "common/rv_test_util.h"
 
 /* ---------------------------------------------------------------- rv_buf */

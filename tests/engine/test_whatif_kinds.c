@@ -9,11 +9,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rv_graph.h"
-#include "rv_kineto.h"
-#include "rv_run.h"
-#include "rv_sim.h"
-#include "rv_whatif.h"
+#include "graph/rv_graph.h"
+#include "reader/rv_kineto.h"
+#include "run/rv_run.h"
+#include "simulate/rv_sim.h"
+#include "whatif/rv_whatif.h"
 #include "common/rv_test_util.h"
 
 static int parse(json_t *doc, rv_error *err)

@@ -4,10 +4,10 @@
 
 #include <CUnit/Basic.h>
 
-#include "rv_coll.h"
-#include "rv_hw.h"
-#include "rv_power.h"
-#include "rv_whatif.h"
+#include "trace/rv_coll.h"
+#include "hw/rv_hw.h"
+#include "simulate/rv_power.h"
+#include "whatif/rv_whatif.h"
 #include "common/rv_test_util.h"
 
 /* Parses text and expects failure naming field. */

@@ -17,10 +17,10 @@
 #include <jansson.h>
 #include <zlib.h>
 
-#include "rv_graph.h"
-#include "rv_kineto.h"
-#include "rv_run.h"
-#include "rv_sim.h"
+#include "graph/rv_graph.h"
+#include "reader/rv_kineto.h"
+#include "run/rv_run.h"
+#include "simulate/rv_sim.h"
 #include "common/http_client.h"
 #include "common/rv_test_server.h"
 #include "common/rv_test_util.h"

@@ -19,7 +19,7 @@
 #include "rv_auth.h"
 #include "rv_http.h"
 #include "rv_metrics.h"
-#include "rv_sha256.h"
+#include "util/rv_sha256.h"
 #include "rv_workers.h"
 
 static rv_http *srv;

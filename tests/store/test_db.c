@@ -15,9 +15,9 @@
 
 #include "pg_helper.h"
 #include "rv_db.h"
-#include "rv_kineto.h"
-#include "rv_overhead.h"
-#include "rv_sha256.h"
+#include "reader/rv_kineto.h"
+#include "graph/rv_overhead.h"
+#include "util/rv_sha256.h"
 #include "common/rv_test_util.h"
 
 static rv_testpg g_pg;

@@ -18,10 +18,10 @@
 #include "rv_db_kmodels.h"
 #include "rv_db_migrate.h"
 #include "rv_db_traces.h"
-#include "rv_flops.h"
-#include "rv_hw.h"
-#include "rv_kineto.h"
-#include "rv_kmodel_acc.h"
+#include "cost/rv_flops.h"
+#include "hw/rv_hw.h"
+#include "reader/rv_kineto.h"
+#include "cost/rv_kmodel_acc.h"
 
 static rv_testpg g_pg;
 static rv_db *g_db;

@@ -19,9 +19,9 @@
 #include "rv_db_migrate.h"
 #include "rv_db_overheads.h"
 #include "rv_db_traces.h"
-#include "rv_kineto.h"
-#include "rv_overhead.h"
-#include "rv_sketch.h"
+#include "reader/rv_kineto.h"
+#include "graph/rv_overhead.h"
+#include "util/rv_sketch.h"
 
 static rv_testpg g_pg;
 static rv_db *g_db;

@@ -12,7 +12,7 @@
 #include "pg_helper.h"
 #include "rv_auth.h"
 #include "rv_db.h"
-#include "rv_sha256.h"
+#include "util/rv_sha256.h"
 #include "common/rv_test_util.h"
 
 static rv_testpg g_pg;

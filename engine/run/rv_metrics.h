@@ -1,0 +1,24 @@
+/* TBD's metrics on every answer: FLOPs per step, model FLOP utilization,
+ * batch size and throughput, GPU and CPU utilization, and peak GPU memory
+ * with its breakdown. Each is null with a warning saying why when the
+ * trace cannot give it. Definitions: docs/models/metrics.md. */
+#ifndef RV_METRICS_H
+#define RV_METRICS_H
+
+#include <jansson.h>
+
+#include "run/rv_run.h"
+#include "whatif/rv_whatif.h"
+
+/* Computes r's metrics from its graph, baseline and prediction into a new
+ * JSON object (flops, mfu, batch_size, throughput, utilization, memory),
+ * adding the warnings they rest on to r (rv_run_warn). w (borrowed, may be
+ * NULL) gives a request's batch_size and gpu. Returns the object (new
+ * reference) or NULL on OOM. */
+json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w);
+
+/* The batch size t's op shapes say (0 when none); *from (static) names
+ * where it was read. */
+int64_t rv_metrics_infer_batch(const rv_trace *t, const char **from);
+
+#endif

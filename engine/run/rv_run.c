@@ -1,0 +1,542 @@
+/* One what-if run (apply, simulate, compare, energy, reports) and the one
+ * renderer of its answer. See rv_run.h; docs/internals/request-path.md
+ * follows a request through here. */
+#include "run/rv_run.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "reader/rv_et.h"
+#include "run/rv_metrics.h"
+
+/* Numbers at full precision (jansson's 17 digits), so the CLI, the API
+ * and fleet rows print the very same values. */
+#define RV_RUN_JSON_FLAGS JSON_COMPACT
+
+static double ratio(double num, double den)
+{
+    return den > 0 ? num / den : 0.0;
+}
+
+void rv_run_warn(rv_run_result *r, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (r->nwarnings >= RV_RUN_MAX_WARNINGS) {
+        r->sum.warnings++;
+        return;
+    }
+    rv_warning *w = &r->warnings[r->nwarnings++];
+    snprintf(w->code, sizeof(w->code), "%s", code);
+    va_start(ap, fmt);
+    vsnprintf(w->message, sizeof(w->message), fmt, ap);
+    va_end(ap);
+    r->sum.warnings++;
+}
+
+const rv_graph *rv_run_pred_graph(const rv_run_result *r)
+{
+    return r->pred_graph ? r->pred_graph : r->graph;
+}
+
+const rv_sim *rv_run_pred_sim(const rv_run_result *r)
+{
+    return r->pred_sim ? r->pred_sim : r->base;
+}
+
+void rv_run_result_free(rv_run_result *r)
+{
+    if (!r)
+        return;
+    json_decref(r->applied);
+    json_decref(r->breakdown_base);
+    json_decref(r->breakdown_pred);
+    json_decref(r->top_kernels);
+    json_decref(r->critical_path);
+    json_decref(r->per_iteration);
+    json_decref(r->metrics);
+    rv_sim_free(r->pred_sim);
+    rv_graph_free(r->pred_graph);
+    free(r);
+}
+
+/* The baseline's reports read only the baseline graph and simulation, so
+ * they run on a second thread while the what-if is applied and simulated
+ * (on a 100k-task trace this is a third of the answer's time). */
+typedef struct base_job {
+    rv_run_result *r;
+    int have_energy;
+    int summary_only; /* energy only */
+} base_job;
+
+static void *base_reports(void *arg)
+{
+    base_job *j = arg;
+    rv_run_result *r = j->r;
+    rv_energy_params p;
+
+    rv_whatif_energy_params(NULL, r->graph, &p);
+    j->have_energy = rv_power_energy(r->graph, r->base, &p, r->base_win.t0_ns, r->base_win.t1_ns,
+                                     &r->base_energy) == 0;
+    if (j->summary_only)
+        return NULL;
+    r->breakdown_base = rv_report_breakdown(r->graph, r->base, &r->base_win);
+    r->per_iteration = rv_report_iterations(r->graph, r->base);
+    return NULL;
+}
+
+/* Applies w to a clone of g and simulates it, both stopping when stop
+ * says so. */
+static int predict(rv_run_result *r, const rv_whatif *w, const rv_run_opts *o, const rv_stop *stop,
+                   rv_error *err)
+{
+    r->pred_graph = rv_graph_clone(r->graph);
+    if (!r->pred_graph)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory cloning the graph");
+    json_decref(r->applied);
+    r->applied = NULL;
+    int rc = rv_whatif_apply_stop(w, r->pred_graph, stop, &r->applied, err);
+    if (rc == 0)
+        rc = rv_stop_check(stop, err);
+    if (rc != 0)
+        return rc;
+    rv_sim_opts so = {.policy = rv_whatif_schedule(w), .stop = stop};
+    rc = rv_sim_run_opts(r->pred_graph, &so, &r->pred_sim, err);
+    if (rc == 0)
+        rc = rv_stop_check(stop, err);
+    if (rc != 0)
+        return rc;
+    return rv_report_compare(r->graph, r->base, r->pred_graph, r->pred_sim, o->iteration,
+                             &r->base_fig, &r->pred_fig, err);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The measured steps the median is taken over (all but the first when
+ * there are three or more: the first is warm-up), their spread, and
+ * whether they fall in two groups so far apart that the median matches
+ * no real step. */
+static void step_stats(rv_run_result *r)
+{
+    const rv_graph *g = r->graph;
+    rv_step_stats *st = &r->steps;
+    size_t first = g->niters >= 3 ? 1 : 0, n = g->niters - first;
+
+    memset(st, 0, sizeof(*st));
+    if (g->niters == 0)
+        return;
+    int64_t *d = malloc(n * sizeof(*d));
+    if (!d)
+        return;
+    for (size_t i = 0; i < n; i++)
+        d[i] = g->iters[first + i].end_ns - g->iters[first + i].start_ns;
+    qsort(d, n, sizeof(*d), cmp_i64);
+    size_t mid = n / 2;
+    st->count = n;
+    st->min_us = (double)d[0] / 1e3;
+    st->median_us = (double)d[mid] / 1e3;
+    st->max_us = (double)d[n - 1] / 1e3;
+    /* The widest relative gap between neighbours splits the steps in two;
+     * both groups must hold a real share of the steps. */
+    size_t cut = 0, need = n / 10 > 2 ? n / 10 : 2;
+    double widest = 1;
+    for (size_t i = 0; i + 1 < n; i++) {
+        double ratio = d[i] > 0 ? (double)d[i + 1] / (double)d[i] : 1;
+        if (ratio > widest) {
+            widest = ratio;
+            cut = i + 1;
+        }
+    }
+    if (widest >= 1.5 && cut >= need && n - cut >= need) {
+        st->bimodal = 1;
+        st->low_count = cut;
+        size_t low_mid = cut / 2, high_mid = cut + (n - cut) / 2;
+        st->low_median_us = (double)d[low_mid] / 1e3;
+        st->high_count = n - cut;
+        st->high_median_us = (double)d[high_mid] / 1e3;
+    }
+    free(d);
+}
+
+/* What the numbers rest on, as warnings (docs/whatif.md "Warnings"). */
+static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params *bp)
+{
+    const rv_graph *g = r->graph;
+    const rv_trace *tr = g->trace;
+    const rv_run_summary *s = &r->sum;
+
+    if (s->replay_error > 0.02)
+        rv_run_warn(r, "replay_error",
+                    "the unmodified graph replays the measured step %.1f%% off (%.1f vs %.1f "
+                    "ms): predictions carry at least that error",
+                    s->replay_error * 100, s->baseline_us / 1e3, s->measured_us / 1e3);
+    size_t i;
+    json_t *a;
+    json_array_foreach(r->applied, i, a)
+    {
+        /* A model says what its figures rest on in its applied entry's
+         * "warnings" ([{code, message}]); the answer carries them. */
+        size_t k;
+        json_t *mw;
+        json_array_foreach(json_object_get(a, "warnings"), k, mw)
+        {
+            const char *code = json_string_value(json_object_get(mw, "code"));
+            const char *msg = json_string_value(json_object_get(mw, "message"));
+            if (code && msg)
+                rv_run_warn(r, code, "%s", msg);
+        }
+        if (!json_is_false(json_object_get(a, "changed")))
+            continue;
+        const char *model = json_string_value(json_object_get(a, "model"));
+        const json_t *idx = json_object_get(a, "index");
+        if (json_is_integer(idx))
+            rv_run_warn(r, "no_match",
+                        "optimizations[%lld] (%s) matched no task of this trace: it changed "
+                        "nothing",
+                        (long long)json_integer_value(idx), model ? model : "?");
+        else
+            rv_run_warn(r, "no_effect", "%s changed nothing on this trace", model ? model : "?");
+    }
+    const char *gpu = tr ? rv_trace_str(tr, tr->platform_gpu) : "";
+    if (!bp->hw)
+        rv_run_warn(r, "gpu_unknown",
+                    "the trace's GPU%s%s%s is not in the hardware table: energy and power "
+                    "figures assume a V100-like 300 W board",
+                    gpu[0] ? " (" : "", gpu, gpu[0] ? ")" : "");
+    else if (!tr || tr->power_limit_w <= 0)
+        rv_run_warn(r, "power_cap_assumed",
+                    "the trace does not record its GPU power limit: the %s default of %.0f W "
+                    "is assumed",
+                    bp->hw->name, bp->cap_w);
+    if (rv_whatif_uses_platform_overheads(w) && tr) {
+        const char *missing = !tr->platform_gpu      ? "GPU"
+                              : !tr->platform_cpu    ? "CPU model"
+                              : !tr->platform_driver ? "driver version"
+                              : !tr->platform_cuda   ? "CUDA version"
+                                                     : NULL;
+        if (missing)
+            rv_run_warn(r, "platform_pooled",
+                        "host_overheads platform: the trace does not record its %s, so its "
+                        "platform's statistics may pool traces of different hardware",
+                        missing);
+    }
+    /* "gpu" says itself whether kernel times were rescaled (rv_models_gpu.c). */
+    if (g->inferred_waits || g->inferred_idle || g->inferred_holds || g->prewindow_gpu)
+        rv_run_warn(r, "graph_inferred",
+                    "the trace lacks records the graph needed: %zu cross-stream waits inferred, "
+                    "%zu stream idle gaps kept as measured (a what-if cannot move them), %zu "
+                    "lost launches held by their launcher, %zu GPU tasks queued before "
+                    "profiling (docs/internals/graph.md)",
+                    g->inferred_waits, g->inferred_idle, g->inferred_holds, g->prewindow_gpu);
+    if (g->launch_lat_assumed)
+        rv_run_warn(r, "launch_latency_assumed",
+                    "only %zu launches met an idle stream, too few to measure the launch "
+                    "latency: %.1f us is assumed",
+                    g->launch_lat_samples, (double)g->launch_lat_ns / 1e3);
+    if (tr && strcmp(rv_trace_str(tr, tr->source_format), "et") == 0 && tr->et_kernels_fitted)
+        rv_run_warn(r, "et_only_modelled",
+                    "an execution trace alone: kernel times come from the kernel models on %s "
+                    "(%zu costed kernels at the efficiencies fitted on measured traces of that "
+                    "GPU, the rest at %.0f%% of the roofline), CPU ops take %.0f us each, "
+                    "nothing here was measured and the replay error is not measured",
+                    gpu, tr->et_kernels_fitted, RV_ET_EFFICIENCY * 100, RV_ET_OP_US);
+    else if (tr && strcmp(rv_trace_str(tr, tr->source_format), "et") == 0)
+        rv_run_warn(r, "et_only_modelled",
+                    "an execution trace alone: kernel times come from the kernel models "
+                    "(roofline at %.0f%% efficiency on %s), CPU ops take %.0f us each, "
+                    "nothing here was measured and the replay error is not measured",
+                    RV_ET_EFFICIENCY * 100, gpu, RV_ET_OP_US);
+    if (g->niters == 0)
+        rv_run_warn(r, "no_steps",
+                    "the trace has no step markers (ProfilerStep#N or optimizer steps): the "
+                    "whole trace counts as one iteration");
+    else if (g->niters == 1)
+        rv_run_warn(r, "single_step",
+                    "the trace holds a single step: no steady-state window, warm-up and "
+                    "profiler start-up are in the figures");
+    if (r->steps.bimodal)
+        rv_run_warn(r, "bimodal_steps",
+                    "step times fall in two groups (%zu near %.1f ms, %zu near %.1f ms): the "
+                    "median matches no real step; see steps",
+                    r->steps.low_count, r->steps.low_median_us / 1e3, r->steps.high_count,
+                    r->steps.high_median_us / 1e3);
+}
+
+rv_stop rv_run_stop_of(const rv_run_opts *o)
+{
+    rv_stop stop = {.deadline_ms = o->deadline_ms,
+                    .cancel = o->cancel,
+                    .cancel_fn = o->cancel_fn,
+                    .cancel_arg = o->cancel_arg};
+    /* The budget and the caller's deadline: the earlier one counts. */
+    if (o->budget_ms) {
+        int64_t d = rv_stop_now_ms() + (int64_t)o->budget_ms;
+        if (stop.deadline_ms <= 0 || d < stop.deadline_ms) {
+            stop.deadline_ms = d;
+            stop.budget_ms = o->budget_ms;
+        }
+    }
+    return stop;
+}
+
+int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_run_opts *opts,
+           rv_run_result **out, rv_error *err)
+{
+    rv_run_opts o = opts ? *opts : (rv_run_opts){.iteration = RV_ITER_MEDIAN};
+    rv_run_result *r = calloc(1, sizeof(*r));
+    base_job job = {r, 0, 0};
+    pthread_t th;
+    int threaded = 0, rc;
+    rv_stop stop = rv_run_stop_of(&o);
+
+    *out = NULL;
+    if (!r)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    if (o.top_kernels <= 0)
+        o.top_kernels = RV_RUN_TOP_KERNELS;
+    if (o.critical_max <= 0)
+        o.critical_max = RV_RUN_CRITICAL_MAX;
+    r->graph = g;
+    r->base = base;
+    r->summary_only = job.summary_only = o.summary_only != 0;
+    r->tasks = g->ntasks;
+    r->edges = g->nedges;
+    r->iterations = g->niters;
+    r->launch_latency_us = (double)g->launch_lat_ns / 1000.0;
+    r->gpu_queue_gap_us = (double)g->gpu_gap_ns / 1000.0;
+    r->uncorrelated_gpu = g->uncorrelated_gpu;
+    rc = rv_report_iteration(g, base, o.iteration, &r->base_fig, err);
+    if (rc != 0)
+        goto out;
+    r->pred_fig = r->base_fig;
+    r->base_win = rv_report_window(g, base, r->base_fig.iter);
+    /* jansson seeds its hash once; make sure that happens before two
+     * threads build objects. */
+    json_object_seed(0);
+    threaded = pthread_create(&th, NULL, base_reports, &job) == 0;
+    if (!threaded)
+        base_reports(&job);
+
+    if (w && !rv_whatif_is_empty(w)) {
+        rc = predict(r, w, &o, &stop, err);
+        if (rc != 0)
+            goto out;
+    } else {
+        r->applied = json_array();
+    }
+    const rv_graph *pg = rv_run_pred_graph(r);
+    const rv_sim *ps = rv_run_pred_sim(r);
+    r->pred_win = r->pred_graph ? rv_report_window(pg, ps, r->pred_fig.iter) : r->base_win;
+    rv_energy_params p;
+    rv_whatif_energy_params(w, pg, &p);
+    int pred_energy =
+        rv_power_energy(pg, ps, &p, r->pred_win.t0_ns, r->pred_win.t1_ns, &r->pred_energy) == 0;
+    if (!r->summary_only) {
+        r->top_kernels = rv_report_top_kernels(pg, ps, &r->pred_win, o.top_kernels);
+        if ((rc = rv_stop_check(&stop, err)) != 0)
+            goto out;
+        r->critical_path = rv_report_critical_path(pg, ps, &r->pred_win, o.critical_max);
+        if ((rc = rv_stop_check(&stop, err)) != 0)
+            goto out;
+    }
+    if (threaded) {
+        pthread_join(th, NULL);
+        threaded = 0;
+    }
+    if (!r->summary_only)
+        r->breakdown_pred = r->pred_graph ? rv_report_breakdown(pg, ps, &r->pred_win)
+                                          : json_incref(r->breakdown_base);
+    if (!r->applied ||
+        (!r->summary_only && (!r->breakdown_base || !r->breakdown_pred || !r->top_kernels ||
+                              !r->critical_path || !r->per_iteration))) {
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory writing the reports");
+        goto out;
+    }
+    if ((rc = rv_stop_check(&stop, err)) != 0)
+        goto out;
+
+    rv_run_summary *s = &r->sum;
+    s->measured_us = r->base_fig.measured_us;
+    s->baseline_us = r->base_fig.simulated_us;
+    s->predicted_us = r->pred_fig.simulated_us;
+    s->speedup = ratio(s->baseline_us, s->predicted_us);
+    s->replay_error = ratio(fabs(s->baseline_us - s->measured_us), s->measured_us);
+    s->have_energy = job.have_energy && pred_energy;
+    if (s->have_energy) {
+        s->baseline_energy_j =
+            r->base_energy.energy_j / (r->base_win.per > 0 ? r->base_win.per : 1);
+        s->energy_j = r->pred_energy.energy_j / (r->pred_win.per > 0 ? r->pred_win.per : 1);
+    } else {
+        memset(&r->base_energy, 0, sizeof(r->base_energy));
+        memset(&r->pred_energy, 0, sizeof(r->pred_energy));
+    }
+    rv_energy_params bp;
+    rv_whatif_energy_params(NULL, g, &bp);
+    step_stats(r);
+    assess(r, w, &bp);
+    r->metrics = rv_metrics_compute(r, w);
+    if (!r->metrics) {
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory writing the metrics");
+        goto out;
+    }
+    if (r->base_fig.iter >= 0)
+        r->step = g->iters[r->base_fig.iter].step;
+    else
+        r->step = g->niters ? -1 : -2;
+    if (!o.keep_predicted) {
+        rv_sim_free(r->pred_sim);
+        rv_graph_free(r->pred_graph);
+        r->pred_sim = NULL;
+        r->pred_graph = NULL;
+    }
+    *out = r;
+    r = NULL;
+    rc = 0;
+out:
+    if (threaded)
+        pthread_join(th, NULL); /* it reads g and base: wait before returning */
+    rv_run_result_free(r);
+    return rc;
+}
+
+/* ---- the answer --------------------------------------------------------- */
+
+static json_t *before_after(double before, double after)
+{
+    return json_pack("{s:f,s:f}", "baseline", before, "predicted", after);
+}
+
+json_t *rv_run_warnings_json(const rv_run_result *r)
+{
+    json_t *a = json_array();
+
+    for (size_t i = 0; a && i < r->nwarnings; i++)
+        json_array_append_new(a, json_pack("{s:s,s:s}", "code", r->warnings[i].code, "message",
+                                           r->warnings[i].message));
+    return a;
+}
+
+/* Sets key to v (a new reference, may be NULL after OOM); 1 on failure. */
+static int put(json_t *o, const char *key, json_t *v)
+{
+    return !v || json_object_set_new(o, key, v) != 0;
+}
+
+static json_t *render(const rv_run_result *r, const char *label, int64_t trace_id)
+{
+    const rv_trace *tr = r->graph->trace;
+    const rv_run_summary *s = &r->sum;
+    const rv_energy *be = &r->base_energy, *pe = &r->pred_energy;
+    json_t *o = json_object();
+    int bad = !o;
+
+    if (bad)
+        return NULL;
+    if (trace_id > 0)
+        bad |= put(o, "trace_id", json_integer((json_int_t)trace_id));
+    if (label)
+        bad |= put(o, "trace", json_string(label));
+    bad |= put(o, "platform", json_string(tr ? rv_trace_str(tr, tr->platform_gpu) : ""));
+    bad |= put(o, "tasks", json_integer((json_int_t)r->tasks));
+    bad |= put(o, "edges", json_integer((json_int_t)r->edges));
+    bad |= put(o, "iterations", json_integer((json_int_t)r->iterations));
+    if (r->step >= 0)
+        bad |= put(o, "iteration", json_integer((json_int_t)r->step));
+    else
+        bad |= put(o, "iteration", json_string(r->step == -1 ? "median" : "whole trace"));
+    bad |= put(o, "measured_us", json_real(s->measured_us));
+    bad |= put(o, "baseline_us", json_real(s->baseline_us));
+    bad |= put(o, "replay_error", json_real(s->replay_error));
+    bad |= put(o, "predicted_us", json_real(s->predicted_us));
+    bad |= put(o, "speedup", json_real(s->speedup));
+    bad |= put(o, "energy_j", before_after(s->baseline_energy_j, s->energy_j));
+    bad |= put(o, "avg_power_w", before_after(be->avg_power_w, pe->avg_power_w));
+    bad |= put(o, "power_limit_w", before_after(be->power_limit_w, pe->power_limit_w));
+    /* The GPUs of this trace that ran work; the job's are under "job". */
+    bad |= put(o, "gpus", json_pack("{s:i,s:i}", "baseline", be->ngpus, "predicted", pe->ngpus));
+    bad |= put(o, "avg_power_per_gpu_w",
+               before_after(be->avg_power_per_gpu_w, pe->avg_power_per_gpu_w));
+    double per_b = r->base_win.per > 0 ? r->base_win.per : 1;
+    double per_p = r->pred_win.per > 0 ? r->pred_win.per : 1;
+    bad |= put(o, "job",
+               json_pack("{s:{s:i,s:i},s:{s:i,s:i},s:o,s:o}", "ranks", "baseline", be->ranks,
+                         "predicted", pe->ranks, "gpus", "baseline", be->job_gpus, "predicted",
+                         pe->job_gpus, "energy_j",
+                         before_after(be->job_energy_j / per_b, pe->job_energy_j / per_p),
+                         "avg_power_w", before_after(be->job_avg_power_w, pe->job_avg_power_w)));
+    const rv_step_stats *st = &r->steps;
+    json_t *steps =
+        json_pack("{s:I,s:f,s:f,s:f,s:b}", "count", (json_int_t)st->count, "min_us", st->min_us,
+                  "median_us", st->median_us, "max_us", st->max_us, "bimodal", st->bimodal);
+    if (steps && st->bimodal)
+        json_object_set_new(steps, "modes",
+                            json_pack("[{s:I,s:f},{s:I,s:f}]", "count", (json_int_t)st->low_count,
+                                      "median_us", st->low_median_us, "count",
+                                      (json_int_t)st->high_count, "median_us", st->high_median_us));
+    bad |= put(o, "steps", steps);
+    bad |= put(o, "warnings", rv_run_warnings_json(r));
+    bad |= put(o, "applied", json_incref(r->applied));
+    bad |= put(o, "per_iteration", json_incref(r->per_iteration));
+    bad |=
+        put(o, "breakdown",
+            json_pack("{s:O,s:O}", "baseline", r->breakdown_base, "predicted", r->breakdown_pred));
+    bad |= put(o, "top_kernels", json_incref(r->top_kernels));
+    bad |= put(o, "critical_path", json_incref(r->critical_path));
+    bad |= put(o, "model",
+               json_pack("{s:f,s:f,s:I,s:I,s:I,s:I,s:I}", "launch_latency_us", r->launch_latency_us,
+                         "gpu_queue_gap_us", r->gpu_queue_gap_us, "uncorrelated_gpu_tasks",
+                         (json_int_t)r->uncorrelated_gpu, "inferred_stream_waits",
+                         (json_int_t)r->graph->inferred_waits, "inferred_launch_holds",
+                         (json_int_t)r->graph->inferred_holds, "kept_stream_idle",
+                         (json_int_t)r->graph->inferred_idle, "queued_before_window",
+                         (json_int_t)r->graph->prewindow_gpu));
+    const char *mk;
+    json_t *mv;
+    json_object_foreach(r->metrics, mk, mv) bad |= put(o, mk, json_incref(mv));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+json_t *rv_run_render(const rv_run_result *r, const char *label)
+{
+    return r->summary_only ? NULL : render(r, label, 0);
+}
+
+char *rv_run_render_bytes(const rv_run_result *r, int64_t trace_id, size_t *len)
+{
+    json_t *o = r->summary_only ? NULL : render(r, NULL, trace_id);
+    char *text = o ? json_dumps(o, RV_RUN_JSON_FLAGS) : NULL;
+
+    json_decref(o);
+    if (len)
+        *len = text ? strlen(text) : 0;
+    return text;
+}
+
+json_t *rv_run_summary_render(const rv_run_summary *s)
+{
+    return json_pack("{s:f,s:f,s:f,s:f,s:f,s:{s:f,s:f},s:i}", "measured_us", s->measured_us,
+                     "baseline_us", s->baseline_us, "predicted_us", s->predicted_us, "speedup",
+                     s->speedup, "replay_error", s->replay_error, "energy_j", "baseline",
+                     s->baseline_energy_j, "predicted", s->energy_j, "warning_count", s->warnings);
+}
+
+int rv_run_dump(const json_t *answer, FILE *f, int pretty)
+{
+    size_t flags = pretty ? JSON_INDENT(2) : RV_RUN_JSON_FLAGS;
+    if (json_dumpf(answer, f, flags) != 0)
+        return RV_ERR_IO;
+    return fputc('\n', f) == EOF ? RV_ERR_IO : 0;
+}

@@ -1,0 +1,390 @@
+/* Daydream Algorithm 1 with a pluggable schedule. See rv_sim.h. */
+#include "simulate/rv_sim.h"
+#include "util/rv_mem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct heap_item {
+    int64_t key1; /* priority (or 0) */
+    int64_t key2; /* earliest possible start */
+    int32_t task;
+} heap_item;
+
+typedef struct heap {
+    heap_item *v;
+    size_t n, cap;
+} heap;
+
+static int item_less(const heap_item *a, const heap_item *b)
+{
+    if (a->key1 != b->key1)
+        return a->key1 < b->key1;
+    if (a->key2 != b->key2)
+        return a->key2 < b->key2;
+    return a->task < b->task;
+}
+
+static int heap_push(heap *h, heap_item it)
+{
+    if (h->n == h->cap) {
+        if (h->cap >= RV_GRAPH_MAX_TASKS) /* one entry per ready task at most */
+            return RV_ERR_LIMIT;
+        size_t cap = h->cap ? h->cap * 2 : 1024;
+        heap_item *v = realloc(h->v, cap * sizeof(*v));
+        if (!v)
+            return RV_ERR_NOMEM;
+        h->v = v;
+        h->cap = cap;
+    }
+    size_t i = h->n++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!item_less(&it, &h->v[p]))
+            break;
+        h->v[i] = h->v[p];
+        i = p;
+    }
+    h->v[i] = it;
+    return 0;
+}
+
+static heap_item heap_pop(heap *h)
+{
+    heap_item top = h->v[0];
+    heap_item last = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        const heap_item *best = &last;
+        if (l < h->n && item_less(&h->v[l], best)) {
+            m = l;
+            best = &h->v[l];
+        }
+        if (r < h->n && item_less(&h->v[r], best))
+            m = r;
+        if (m == i)
+            break;
+        h->v[i] = h->v[m];
+        i = m;
+    }
+    if (h->n)
+        h->v[i] = last;
+    return top;
+}
+
+int rv_schedule_parse(const char *s)
+{
+    if (!s || strcmp(s, "earliest_start") == 0)
+        return RV_SCHED_EARLIEST_START;
+    if (strcmp(s, "fifo") == 0)
+        return RV_SCHED_FIFO;
+    if (strcmp(s, "priority") == 0)
+        return RV_SCHED_PRIORITY;
+    return -1;
+}
+
+const char *rv_schedule_name(int policy)
+{
+    switch (policy) {
+    case RV_SCHED_FIFO: return "fifo";
+    case RV_SCHED_PRIORITY: return "priority";
+    default: return "earliest_start";
+    }
+}
+
+void rv_sim_free(rv_sim *s)
+{
+    if (!s)
+        return;
+    free(s->start_ns);
+    free(s->end_ns);
+    free(s->binder);
+    free(s->arrive_ns);
+    free(s);
+}
+
+int rv_sim_run(const rv_graph *g, rv_schedule policy, rv_sim **out, rv_error *err)
+{
+    rv_sim_opts o = {.policy = policy};
+    return rv_sim_run_opts(g, &o, out, err);
+}
+
+/* The state one simulation carries. */
+typedef struct sim_ctx {
+    const rv_graph *g;
+    rv_sim *s;
+    rv_schedule policy;
+    int32_t *head, *next, *indeg, *last_on, *fifo;
+    int64_t *ready, *progress;
+    heap h;
+    size_t ftail, done;
+    int64_t first, last;
+    int over; /* a time passed RV_SIM_MAX_NS */
+} sim_ctx;
+
+/* a + b held within +-RV_SIM_MAX_NS; past it *over is set (the run is
+ * refused: hostile times must not overflow the clock). */
+static int64_t clock_add(int64_t a, int64_t b, int *over)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r) || r > RV_SIM_MAX_NS || r < -RV_SIM_MAX_NS) {
+        *over = 1;
+        return (b > 0 || (b == 0 && a > 0)) ? RV_SIM_MAX_NS : -RV_SIM_MAX_NS;
+    }
+    return r;
+}
+
+/* Starts u at start: its end, its thread's progress, its children. */
+static int finish(sim_ctx *c, int32_t u, int64_t start)
+{
+    const rv_graph *g = c->g;
+    rv_sim *s = c->s;
+    const rv_task *t = &g->tasks[u];
+    int32_t th = t->thread;
+    s->start_ns[u] = start;
+    s->end_ns[u] = clock_add(start, t->dur_ns, &c->over);
+    c->progress[th] = clock_add(s->end_ns[u], t->gap_ns, &c->over);
+    c->last_on[th] = u;
+    if (start < c->first)
+        c->first = start;
+    if (s->end_ns[u] > c->last)
+        c->last = s->end_ns[u];
+    c->done++;
+    for (int32_t e = c->head[u]; e >= 0; e = c->next[e]) {
+        const rv_edge *ed = &g->edges[e];
+        int64_t v_at = clock_add(ed->from_start ? start : s->end_ns[u], ed->delay_ns, &c->over);
+        if (ed->kind == RV_EDGE_THREAD)
+            v_at = clock_add(v_at, t->gap_ns, &c->over);
+        int32_t v = ed->dst;
+        if (v_at > c->ready[v]) {
+            c->ready[v] = v_at;
+            s->binder[v] = u;
+        }
+        if (--c->indeg[v] == 0) {
+            if (c->fifo) {
+                c->fifo[c->ftail++] = v;
+            } else {
+                heap_item it = {c->policy == RV_SCHED_PRIORITY ? g->tasks[v].priority : 0,
+                                c->ready[v], v};
+                int rc = heap_push(&c->h, it);
+                if (rc != 0)
+                    return rc;
+            }
+        }
+    }
+    return 0;
+}
+
+int rv_sim_run_opts(const rv_graph *g, const rv_sim_opts *o, rv_sim **out, rv_error *err)
+{
+    rv_schedule policy = o ? (rv_schedule)o->policy : RV_SCHED_EARLIEST_START;
+    const rv_stop *stop = o ? o->stop : NULL;
+    const int32_t *gang = o && o->gang && o->gang_size ? o->gang : NULL;
+    size_t ngangs = gang ? o->ngangs : 0;
+    size_t n = g->ntasks, steps = 0;
+    int rc = 0;
+    rv_sim *s = calloc(1, sizeof(*s));
+    sim_ctx c = {.g = g, .s = s, .policy = policy, .first = INT64_MAX, .last = INT64_MIN};
+    int32_t *gnext = NULL, *ghead = NULL, *gcount = NULL, *glast = NULL;
+    int64_t *gmax = NULL;
+    *out = NULL;
+    if (!s)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    s->ntasks = n;
+    s->start_ns = malloc((n + 1) * sizeof(int64_t));
+    s->end_ns = malloc((n + 1) * sizeof(int64_t));
+    rv_mem_huge(s->start_ns, (n + 1) * sizeof(int64_t));
+    rv_mem_huge(s->end_ns, (n + 1) * sizeof(int64_t));
+    s->binder = malloc((n + 1) * sizeof(int32_t));
+    c.head = malloc((n + 1) * sizeof(int32_t));
+    c.next = malloc((g->nedges + 1) * sizeof(int32_t));
+    c.indeg = calloc(n + 1, sizeof(int32_t));
+    c.ready = malloc((n + 1) * sizeof(int64_t));
+    c.progress = calloc(g->nthreads + 1, sizeof(int64_t));
+    c.last_on = malloc((g->nthreads + 1) * sizeof(int32_t));
+    if (policy == RV_SCHED_FIFO)
+        c.fifo = malloc((n + 1) * sizeof(int32_t));
+    int gang_nomem = 0;
+    if (gang) {
+        s->arrive_ns = malloc((n + 1) * sizeof(int64_t));
+        gnext = malloc((n + 1) * sizeof(int32_t));
+        ghead = malloc((ngangs + 1) * sizeof(int32_t));
+        gcount = calloc(ngangs + 1, sizeof(int32_t));
+        glast = malloc((ngangs + 1) * sizeof(int32_t));
+        gmax = malloc((ngangs + 1) * sizeof(int64_t));
+        gang_nomem = !s->arrive_ns || !gnext || !ghead || !gcount || !glast || !gmax;
+    }
+    if (!s->start_ns || !s->end_ns || !s->binder || !c.head || !c.next || !c.indeg || !c.ready ||
+        !c.progress || !c.last_on || (policy == RV_SCHED_FIFO && !c.fifo) || gang_nomem) {
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory simulating %zu tasks", n);
+        goto out;
+    }
+    for (size_t k = 0; k < ngangs; k++)
+        ghead[k] = -1;
+    /* Out-edges as linked lists threaded through next[] (no sort needed). */
+    for (size_t i = 0; i < n; i++) {
+        c.head[i] = -1;
+        s->binder[i] = -1;
+        /* Roots start no earlier than they did: whatever held them back
+         * (process start, the profiler's window) is outside the graph. */
+        c.ready[i] = g->tasks[i].meas_start_ns > 0 ? g->tasks[i].meas_start_ns : 0;
+        if (gang && gang[i] >= 0 && (size_t)gang[i] >= ngangs) {
+            rc = rv_error_set(err, RV_ERR_INVALID, -1, -1, "task %zu names gang %d of %zu", i,
+                              gang[i], ngangs);
+            goto out;
+        }
+    }
+    for (size_t e = g->nedges; e-- > 0;) {
+        const rv_edge *ed = &g->edges[e];
+        if (ed->src < 0 || (size_t)ed->src >= n || ed->dst < 0 || (size_t)ed->dst >= n) {
+            rc = rv_error_set(err, RV_ERR_INVALID, -1, -1, "edge %zu points outside the graph", e);
+            goto out;
+        }
+        c.next[e] = c.head[ed->src];
+        c.head[ed->src] = (int32_t)e;
+        if (c.indeg[ed->dst]++ == 0)
+            c.ready[ed->dst] = INT64_MIN; /* set by its parents from now on */
+    }
+    for (size_t t = 0; t < g->nthreads; t++)
+        c.last_on[t] = -1;
+
+    size_t fhead = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (c.indeg[i] != 0)
+            continue;
+        if (c.fifo) {
+            c.fifo[c.ftail++] = (int32_t)i;
+        } else {
+            heap_item it = {policy == RV_SCHED_PRIORITY ? g->tasks[i].priority : 0, c.ready[i],
+                            (int32_t)i};
+            if ((rc = heap_push(&c.h, it)) != 0)
+                goto out;
+        }
+    }
+    while (c.fifo ? fhead < c.ftail : c.h.n > 0) {
+        int32_t u;
+        if (stop && ++steps % RV_STOP_EVERY == 0 && (rc = rv_stop_check(stop, err)) != 0)
+            goto out;
+        if (c.fifo) {
+            u = c.fifo[fhead++];
+        } else {
+            heap_item it = heap_pop(&c.h);
+            u = it.task;
+            /* Thread progress may have moved since the item was queued; a
+             * stale key goes back with its real start (keys only grow). */
+            int32_t th = g->tasks[u].thread;
+            int64_t real = c.ready[u] > c.progress[th] ? c.ready[u] : c.progress[th];
+            if (policy == RV_SCHED_EARLIEST_START && real > it.key2 && c.last_on[th] >= 0) {
+                it.key2 = real;
+                if ((rc = heap_push(&c.h, it)) != 0)
+                    goto out;
+                continue;
+            }
+        }
+        int32_t th = g->tasks[u].thread;
+        int64_t start = c.ready[u];
+        if (c.last_on[th] >= 0 && c.progress[th] > start) {
+            start = c.progress[th];
+            s->binder[u] = c.last_on[th];
+        }
+        if (s->arrive_ns)
+            s->arrive_ns[u] = start;
+        if (gang && gang[u] >= 0) {
+            /* A gang member waits for the last one; then all start. */
+            int32_t k = gang[u];
+            gnext[u] = ghead[k];
+            ghead[k] = u;
+            if (gcount[k] == 0 || start > gmax[k]) {
+                gmax[k] = start;
+                glast[k] = u;
+            }
+            if (++gcount[k] < o->gang_size[k])
+                continue;
+            for (int32_t m = ghead[k]; m >= 0; m = gnext[m]) {
+                if (m != glast[k])
+                    s->binder[m] = glast[k];
+                if ((rc = finish(&c, m, gmax[k])) != 0)
+                    goto out;
+            }
+            continue;
+        }
+        if ((rc = finish(&c, u, start)) != 0)
+            goto out;
+    }
+    if (c.done != n) {
+        rc = rv_error_set(err, RV_ERR_INVALID, -1, -1,
+                          "the dependency graph has a cycle: %zu of %zu tasks never became ready",
+                          n - c.done, n);
+        goto out;
+    }
+    if (c.over) {
+        rc = rv_error_set(err, RV_ERR_INVALID, -1, -1,
+                          "the simulated run passes %.0f years: the trace's times or durations "
+                          "(or a what-if's) are out of range",
+                          (double)RV_SIM_MAX_NS / 1e9 / 86400 / 365.25);
+        goto out;
+    }
+    s->first_start_ns = n ? c.first : 0;
+    s->last_end_ns = n ? c.last : 0;
+    s->makespan_ns = n ? c.last - c.first : 0;
+    *out = s;
+    s = NULL;
+out:
+    rv_sim_free(s);
+    free(c.head);
+    free(c.next);
+    free(c.indeg);
+    free(c.ready);
+    free(c.progress);
+    free(c.last_on);
+    free(c.fifo);
+    free(c.h.v);
+    free(gnext);
+    free(ghead);
+    free(gcount);
+    free(glast);
+    free(gmax);
+    return rc;
+}
+
+int64_t rv_sim_map_time(const rv_graph *g, const rv_sim *s, int32_t thread, int64_t meas)
+{
+    const rv_thread *th = &g->threads[thread];
+    if (th->norig == 0)
+        return meas;
+    int32_t lo = th->first, hi = th->first + th->norig;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (g->tasks[mid].meas_start_ns <= meas)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int32_t p = lo - 1;
+    if (p < th->first) {
+        const rv_task *f = &g->tasks[th->first];
+        return s->start_ns[th->first] - (f->meas_start_ns - meas);
+    }
+    const rv_task *t = &g->tasks[p];
+    int64_t meas_end = t->meas_start_ns + t->meas_dur_ns;
+    if (meas < meas_end) {
+        /* Inside the call: a sync call's wait is before its simulated start. */
+        int64_t into = meas - t->meas_start_ns - (t->meas_dur_ns - t->dur_ns);
+        if (into < 0)
+            into = 0;
+        return s->start_ns[p] + into;
+    }
+    int64_t v = s->end_ns[p] + (meas - meas_end);
+    if (p + 1 < th->first + th->norig && v > s->start_ns[p + 1])
+        v = s->start_ns[p + 1];
+    return v;
+}
+
+int64_t rv_sim_iter_ns(const rv_graph *g, const rv_sim *s, size_t i)
+{
+    const rv_iter *it = &g->iters[i];
+    int64_t a = rv_sim_map_time(g, s, it->thread, it->start_ns);
+    int64_t b = rv_sim_map_time(g, s, it->thread, it->end_ns);
+    return b - a;
+}

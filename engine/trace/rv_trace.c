@@ -1,0 +1,197 @@
+#include "trace/rv_trace.h"
+#include "util/rv_mem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define STRTAB_MAX_COUNT (64u * 1024u * 1024u)
+#define STRTAB_MAX_BYTES ((size_t)2 << 30)
+
+/* The index compares the 64-bit hash first; this confirms the text. The
+ * key holds no NUL, so strncmp stops inside both strings. */
+static int same_text(const void *ctx, uint32_t id, const void *key, size_t len)
+{
+    const rv_strtab *st = ctx;
+    const char *c = st->data + st->offsets[id];
+    return strncmp(c, key, len) == 0 && c[len] == '\0';
+}
+
+static uint32_t find_hashed(const rv_strtab *st, uint64_t h, const char *s, size_t len)
+{
+    uint32_t id;
+    if (!rv_map_find(&st->index, h, same_text, st, s, len, &id))
+        return UINT32_MAX;
+    return id;
+}
+
+uint32_t rv_strtab_find(const rv_strtab *st, const char *s, size_t len)
+{
+    return find_hashed(st, rv_map_hash(s, len), s, len);
+}
+
+uint32_t rv_strtab_intern(rv_strtab *st, const char *s, size_t len)
+{
+    /* An embedded NUL would make the stored string shorter than the key. */
+    const char *nul = memchr(s, '\0', len);
+    if (nul)
+        len = (size_t)(nul - s);
+    uint64_t h = rv_map_hash(s, len);
+    uint32_t id = find_hashed(st, h, s, len);
+    if (id != UINT32_MAX)
+        return id;
+    if (st->count >= STRTAB_MAX_COUNT || st->len + len + 1 > STRTAB_MAX_BYTES)
+        return UINT32_MAX;
+    if (!st->index.max) /* a zeroed table is an empty one */
+        rv_map_init(&st->index, (size_t)STRTAB_MAX_COUNT);
+    if (st->len + len + 1 > st->cap) {
+        size_t cap = st->cap ? st->cap : 4096;
+        while (cap < st->len + len + 1)
+            cap *= 2;
+        char *d = realloc(st->data, cap);
+        if (!d)
+            return UINT32_MAX;
+        st->data = d;
+        st->cap = cap;
+    }
+    if (st->count == st->offsets_cap) {
+        uint32_t cap = st->offsets_cap ? st->offsets_cap * 2 : 256;
+        uint32_t *o = realloc(st->offsets, cap * sizeof(*o));
+        if (!o)
+            return UINT32_MAX;
+        st->offsets = o;
+        st->offsets_cap = cap;
+    }
+    if (rv_map_add(&st->index, h, st->count) != 0)
+        return UINT32_MAX;
+    id = st->count++;
+    st->offsets[id] = (uint32_t)st->len;
+    if (len)
+        memcpy(st->data + st->len, s, len);
+    st->data[st->len + len] = '\0';
+    st->len += len + 1;
+    return id;
+}
+
+const char *rv_strtab_get(const rv_strtab *st, uint32_t id)
+{
+    if (id >= st->count)
+        return "";
+    return st->data + st->offsets[id];
+}
+
+void rv_strtab_free(rv_strtab *st)
+{
+    if (!st)
+        return;
+    free(st->data);
+    free(st->offsets);
+    rv_map_free(&st->index);
+    memset(st, 0, sizeof(*st));
+}
+
+size_t rv_strtab_bytes(const rv_strtab *st)
+{
+    return st->cap + (size_t)st->offsets_cap * sizeof(uint32_t) + rv_map_bytes(&st->index);
+}
+
+rv_trace *rv_trace_new(void)
+{
+    rv_trace *t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    t->rank = RV_NONE;
+    t->world_size = RV_NONE;
+    if (rv_strtab_intern(&t->strings, "", 0) != 0) {
+        rv_trace_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void rv_trace_free(rv_trace *t)
+{
+    if (!t)
+        return;
+    free(t->events);
+    free(t->devices);
+    free(t->op_shapes);
+    free(t->shape_args);
+    free(t->shape_ints);
+    free(t->mem);
+    rv_strtab_free(&t->strings);
+    free(t);
+}
+
+void rv_event_init(rv_event *ev)
+{
+    memset(ev, 0, sizeof(*ev));
+    ev->correlation = RV_NONE;
+    ev->external_id = RV_NONE;
+    ev->bytes = RV_NONE;
+    ev->wait_event_corr = RV_NONE;
+    ev->device = RV_NONE;
+    ev->stream = RV_NONE;
+    ev->wait_stream = RV_NONE;
+    ev->seq = RV_NONE;
+    ev->peer = RV_NONE;
+}
+
+int64_t rv_trace_push(rv_trace *t, const rv_event *ev)
+{
+    if (t->nevents == t->cap_events) {
+        if (t->cap_events >= RV_TRACE_MAX_EVENTS)
+            return RV_ERR_LIMIT;
+        size_t cap = t->cap_events ? t->cap_events * 2 : 4096;
+        if (cap > RV_TRACE_MAX_EVENTS)
+            cap = RV_TRACE_MAX_EVENTS;
+        rv_event *e = realloc(t->events, cap * sizeof(*e));
+        if (!e)
+            return RV_ERR_NOMEM;
+        t->events = e;
+        rv_mem_huge(e, cap * sizeof(*e));
+        t->cap_events = cap;
+    }
+    t->events[t->nevents] = *ev;
+    return (int64_t)t->nevents++;
+}
+
+int rv_trace_add_device(rv_trace *t, const rv_device *d)
+{
+    if (t->ndevices >= RV_TRACE_MAX_DEVICES)
+        return RV_ERR_LIMIT;
+    rv_device *n = realloc(t->devices, (t->ndevices + 1) * sizeof(*n));
+    if (!n)
+        return RV_ERR_NOMEM;
+    t->devices = n;
+    t->devices[t->ndevices++] = *d;
+    return 0;
+}
+
+const char *rv_cat_name(int cat)
+{
+    static const char *const names[RV_CAT_COUNT] = {
+        "cpu_op", "user_annotation", "python_function", "cuda_runtime",        "cuda_driver",
+        "kernel", "gpu_memcpy",      "gpu_memset",      "gpu_user_annotation", "cuda_sync",
+    };
+    if (cat < 0 || cat >= RV_CAT_COUNT)
+        return "unknown";
+    return names[cat];
+}
+
+int rv_trace_add_mem(rv_trace *t, const rv_mem_sample *m)
+{
+    if (t->nmem >= RV_TRACE_MAX_MEM) {
+        t->mem_truncated = 1;
+        return 1;
+    }
+    if (t->nmem == t->cap_mem) {
+        size_t nc = t->cap_mem ? t->cap_mem * 2 : 1024;
+        rv_mem_sample *p = realloc(t->mem, nc * sizeof(*p));
+        if (!p)
+            return RV_ERR_NOMEM;
+        t->mem = p;
+        t->cap_mem = nc;
+    }
+    t->mem[t->nmem++] = *m;
+    return 0;
+}

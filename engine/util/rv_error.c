@@ -1,0 +1,60 @@
+#include "util/rv_error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void rv_error_clear(rv_error *e)
+{
+    if (!e)
+        return;
+    memset(e, 0, sizeof(*e));
+    e->offset = -1;
+    e->event_index = -1;
+}
+
+int rv_error_set(rv_error *e, int code, int64_t offset, int64_t event_index, const char *fmt, ...)
+{
+    if (!e)
+        return code;
+    va_list ap;
+    e->code = code;
+    e->offset = offset;
+    e->event_index = event_index;
+    e->field[0] = '\0';
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int rv_error_field(rv_error *e, int code, const char *field, const char *fmt, ...)
+{
+    if (!e)
+        return code;
+    va_list ap;
+    e->code = code;
+    e->offset = -1;
+    e->event_index = -1;
+    snprintf(e->field, sizeof(e->field), "%s", field ? field : "");
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *rv_err_name(int code)
+{
+    switch (code) {
+    case RV_OK: return "ok";
+    case RV_ERR_NOMEM: return "out_of_memory";
+    case RV_ERR_IO: return "io_error";
+    case RV_ERR_PARSE: return "parse_error";
+    case RV_ERR_INVALID: return "invalid";
+    case RV_ERR_UNSUPPORTED: return "unsupported";
+    case RV_ERR_LIMIT: return "limit_exceeded";
+    case RV_ERR_NOTFOUND: return "not_found";
+    case RV_ERR_BUDGET: return "budget_exceeded";
+    default: return "internal_error";
+    }
+}

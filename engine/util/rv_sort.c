@@ -1,0 +1,196 @@
+/* The LSD radix sort and its in-place fallback. See rv_sort.h. */
+#include "util/rv_sort.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DIGITS 65536 /* 16-bit digits */
+#define SMALL  32    /* below this an insertion sort beats the passes */
+
+#define SIGN_FLIP 0x8000000000000000ULL
+
+/* The key as an unsigned number in sort order: flip is SIGN_FLIP for signed
+ * keys, which maps INT64_MIN..INT64_MAX onto 0..UINT64_MAX. */
+static inline uint64_t key_at(const char *rec, size_t key_off, uint64_t flip)
+{
+    uint64_t k;
+    memcpy(&k, rec + key_off, sizeof(k));
+    return k ^ flip;
+}
+
+static void swap_recs(char *a, char *b, size_t size)
+{
+    char tmp[64];
+    while (size) {
+        size_t k = size < sizeof(tmp) ? size : sizeof(tmp);
+        memcpy(tmp, a, k);
+        memcpy(a, b, k);
+        memcpy(b, tmp, k);
+        a += k;
+        b += k;
+        size -= k;
+    }
+}
+
+static void insertion(char *v, size_t n, size_t size, size_t key_off, uint64_t flip)
+{
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0; j--) {
+            char *a = v + (j - 1) * size, *b = v + j * size;
+            if (key_at(a, key_off, flip) <= key_at(b, key_off, flip))
+                break;
+            swap_recs(a, b, size);
+        }
+}
+
+/* ---- the fallback: stable, in place, O(n log^2 n) ----------------------- */
+
+static void reverse(char *v, size_t n, size_t size)
+{
+    for (size_t i = 0, j = n; i + 1 < j; i++, j--)
+        swap_recs(v + i * size, v + (j - 1) * size, size);
+}
+
+/* [l records][r records] -> [r records][l records]. */
+static void rotate(char *v, size_t l, size_t r, size_t size)
+{
+    reverse(v, l, size);
+    reverse(v + l * size, r, size);
+    reverse(v, l + r, size);
+}
+
+/* First record in v[0..n) whose key is > k (upper) or >= k (lower). */
+static size_t bound(const char *v, size_t n, size_t size, size_t key_off, uint64_t flip, uint64_t k,
+                    int upper)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t x = key_at(v + mid * size, key_off, flip);
+        if (upper ? x <= k : x < k)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Merges the sorted runs v[0..n1) and v[n1..n1+n2) without a buffer: split
+ * the longer run in half, find where its middle goes in the other, rotate,
+ * and merge the two smaller pairs (libstdc++'s __merge_without_buffer). */
+static void merge(char *v, size_t n1, size_t n2, size_t size, size_t key_off, uint64_t flip)
+{
+    if (n1 == 0 || n2 == 0)
+        return;
+    if (n1 + n2 == 2) {
+        if (key_at(v + size, key_off, flip) < key_at(v, key_off, flip))
+            swap_recs(v, v + size, size);
+        return;
+    }
+    size_t cut1, cut2;
+    if (n1 > n2) {
+        cut1 = n1 / 2;
+        cut2 = bound(v + n1 * size, n2, size, key_off, flip, key_at(v + cut1 * size, key_off, flip),
+                     0);
+    } else {
+        cut2 = n2 / 2;
+        cut1 = bound(v, n1, size, key_off, flip, key_at(v + (n1 + cut2) * size, key_off, flip), 1);
+    }
+    rotate(v + cut1 * size, n1 - cut1, cut2, size);
+    merge(v, cut1, cut2, size, key_off, flip);
+    merge(v + (cut1 + cut2) * size, n1 - cut1, n2 - cut2, size, key_off, flip);
+}
+
+static void sort_inplace(char *v, size_t n, size_t size, size_t key_off, uint64_t flip)
+{
+    if (n <= SMALL) {
+        insertion(v, n, size, key_off, flip);
+        return;
+    }
+    size_t mid = n / 2;
+    sort_inplace(v, mid, size, key_off, flip);
+    sort_inplace(v + mid * size, n - mid, size, key_off, flip);
+    merge(v, mid, n - mid, size, key_off, flip);
+}
+
+void rv_sort__inplace(void *base, size_t n, size_t size, size_t key_off, int is_signed)
+{
+    sort_inplace(base, n, size, key_off, is_signed ? SIGN_FLIP : 0);
+}
+
+/* ---- the radix sort ----------------------------------------------------- */
+
+/* One counting pass moving src to dst by digit; the record size is a
+ * constant in the common cases so that the copy compiles to moves. */
+#define SCATTER(SZ)                                                                                \
+    for (size_t i = 0; i < n; i++) {                                                               \
+        const char *r_ = src + i * (SZ);                                                           \
+        size_t d_ = (size_t)(((key_at(r_, key_off, flip) - lo) >> shift) & 0xffff);                \
+        memcpy(dst + count[d_]++ * (SZ), r_, (SZ));                                                \
+    }
+
+static void sort_keyed(void *base, size_t n, size_t size, size_t key_off, uint64_t flip)
+{
+    char *v = base;
+    if (n < 2)
+        return;
+    if (n <= SMALL) {
+        insertion(v, n, size, key_off, flip);
+        return;
+    }
+    uint64_t lo = key_at(v, key_off, flip), hi = lo;
+    for (size_t i = 1; i < n; i++) {
+        uint64_t k = key_at(v + i * size, key_off, flip);
+        if (k < lo)
+            lo = k;
+        if (k > hi)
+            hi = k;
+    }
+    uint64_t range = hi - lo;
+    if (range == 0)
+        return;
+    char *tmp = n <= SIZE_MAX / size ? malloc(n * size) : NULL;
+    size_t *count = malloc((DIGITS + 1) * sizeof(*count)); /* off the stack: worker threads */
+    if (!tmp || !count) {
+        free(tmp);
+        free(count);
+        sort_inplace(v, n, size, key_off, flip);
+        return;
+    }
+    char *src = v, *dst = tmp;
+    for (int shift = 0; shift < 64 && (range >> shift) != 0; shift += 16) {
+        memset(count, 0, (DIGITS + 1) * sizeof(*count));
+        for (size_t i = 0; i < n; i++)
+            count[((key_at(src + i * size, key_off, flip) - lo) >> shift & 0xffff) + 1]++;
+        size_t first = (size_t)((key_at(src, key_off, flip) - lo) >> shift & 0xffff);
+        if (count[first + 1] == n)
+            continue; /* one digit everywhere: the pass would copy in order */
+        for (size_t d = 1; d <= DIGITS; d++)
+            count[d] += count[d - 1];
+        switch (size) {
+        case 8: SCATTER(8); break;
+        case 16: SCATTER(16); break;
+        case 24: SCATTER(24); break;
+        case 32: SCATTER(32); break;
+        default: SCATTER(size); break;
+        }
+        char *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != v)
+        memcpy(v, src, n * size);
+    free(tmp);
+    free(count);
+}
+
+void rv_sort_u64(void *base, size_t n, size_t size, size_t key_off)
+{
+    sort_keyed(base, n, size, key_off, 0);
+}
+
+void rv_sort_i64(void *base, size_t n, size_t size, size_t key_off)
+{
+    sort_keyed(base, n, size, key_off, SIGN_FLIP);
+}
