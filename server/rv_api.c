@@ -10,9 +10,9 @@
 #include "rv_api_internal.h"
 #include "rv_gcache.h"
 #include "rv_auth.h"
-#include "rv_buf.h"
+#include "util/rv_buf.h"
 #include "rv_db.h"
-#include "rv_hw.h"
+#include "hw/rv_hw.h"
 #include "rv_metrics.h"
 
 static void h_healthz(rv_req *r, void *app)

@@ -12,13 +12,13 @@
 #include "rv_api_internal.h"
 #include "rv_db_cache.h"
 #include "rv_db_traces.h"
-#include "rv_diff.h"
+#include "export/rv_diff.h"
 #include "rv_metrics.h"
-#include "rv_retime.h"
-#include "rv_report.h"
-#include "rv_run.h"
-#include "rv_sha256.h"
-#include "rv_whatif.h"
+#include "graph/rv_retime.h"
+#include "simulate/rv_report.h"
+#include "run/rv_run.h"
+#include "util/rv_sha256.h"
+#include "whatif/rv_whatif.h"
 
 /* Renders d with the ids (a side's "trace_id"; b's is 0 for a what-if) and
  * answers 200, or a 500 when out of memory. */

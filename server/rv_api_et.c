@@ -8,12 +8,12 @@
 
 #include "rv_api_internal.h"
 #include "rv_db.h"
-#include "rv_et.h"
+#include "reader/rv_et.h"
 #include "rv_gcache.h"
-#include "rv_hw.h"
-#include "rv_kmodel.h"
+#include "hw/rv_hw.h"
+#include "cost/rv_kmodel.h"
 #include "rv_metrics.h"
-#include "rv_snapshot.h"
+#include "reader/rv_snapshot.h"
 
 /* The GPU an ET uploaded without one is laid out on for its stored
  * snapshot (summary, timeline); its what-ifs must name their own. */

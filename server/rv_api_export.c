@@ -9,8 +9,8 @@
 
 #include "rv_api_internal.h"
 #include "rv_db_traces.h"
-#include "rv_kexport.h"
-#include "rv_run.h"
+#include "export/rv_kexport.h"
+#include "run/rv_run.h"
 
 void rv_api_trace_export(rv_req *r, void *app)
 {

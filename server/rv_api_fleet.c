@@ -22,13 +22,13 @@
 
 #include "rv_api_internal.h"
 #include "rv_auth.h"
-#include "rv_buf.h"
+#include "util/rv_buf.h"
 #include "rv_db.h"
 #include "rv_metrics.h"
-#include "rv_retime.h"
-#include "rv_run.h"
-#include "rv_sha256.h"
-#include "rv_whatif.h"
+#include "graph/rv_retime.h"
+#include "run/rv_run.h"
+#include "util/rv_sha256.h"
+#include "whatif/rv_whatif.h"
 
 #define MAX_SCENARIOS 64
 /* Without shard_size, a job is cut into about SHARDS_TARGET shards of at

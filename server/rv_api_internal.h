@@ -5,10 +5,10 @@
 #include <jansson.h>
 
 #include "rv_api.h"
-#include "rv_graph.h"
+#include "graph/rv_graph.h"
 #include "rv_http.h"
-#include "rv_sim.h"
-#include "rv_trace.h"
+#include "simulate/rv_sim.h"
+#include "trace/rv_trace.h"
 
 /* Handlers (see the route table in rv_api.c). */
 void rv_api_trace_upload(rv_req *r, void *app);

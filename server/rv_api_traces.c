@@ -11,8 +11,8 @@
 #include "rv_gcache.h"
 #include "rv_db.h"
 #include "rv_db_kmodels.h"
-#include "rv_jsonw.h"
-#include "rv_kineto.h"
+#include "util/rv_jsonw.h"
+#include "reader/rv_kineto.h"
 #include "rv_metrics.h"
 
 #define MAX_TAGS      16

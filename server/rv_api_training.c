@@ -11,13 +11,13 @@
 #include <string.h>
 
 #include "rv_api_internal.h"
-#include "rv_buf.h"
+#include "util/rv_buf.h"
 #include "rv_db.h"
-#include "rv_job.h"
+#include "job/rv_job.h"
 #include "rv_metrics.h"
-#include "rv_sha256.h"
-#include "rv_tar.h"
-#include "rv_whatif.h"
+#include "util/rv_sha256.h"
+#include "util/rv_tar.h"
+#include "whatif/rv_whatif.h"
 
 /* A job past this many ranks is refused (413) rather than loaded: every
  * rank's graph is held in memory for the run. */

@@ -13,14 +13,14 @@
 #include "rv_api_internal.h"
 #include "rv_db.h"
 #include "rv_db_kmodels.h"
-#include "rv_hw.h"
-#include "rv_kmodel_acc.h"
+#include "hw/rv_hw.h"
+#include "cost/rv_kmodel_acc.h"
 #include "rv_metrics.h"
-#include "rv_report.h"
-#include "rv_retime.h"
-#include "rv_run.h"
-#include "rv_sha256.h"
-#include "rv_whatif.h"
+#include "simulate/rv_report.h"
+#include "graph/rv_retime.h"
+#include "run/rv_run.h"
+#include "util/rv_sha256.h"
+#include "whatif/rv_whatif.h"
 
 /* Bumped whenever a model changes its answers, so cached results expire.
  * 2: replay_error is |baseline - measured| / measured (was signed).

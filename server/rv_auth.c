@@ -10,7 +10,7 @@
 #include <sys/random.h>
 
 #include "rv_db_tokens.h"
-#include "rv_error.h"
+#include "util/rv_error.h"
 
 /* The store keeps scopes and tokens in the same shape (rv_db_tokens.h). */
 _Static_assert(RV_SCOPE_INGEST == RV_DB_SCOPE_INGEST && RV_SCOPE_READ == RV_DB_SCOPE_READ &&

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rv_sha256.h"
+#include "util/rv_sha256.h"
 
 #define RV_SCOPE_INGEST 1u /* POST /v1/traces */
 #define RV_SCOPE_READ   2u /* GET everything, what-ifs (they only read) */

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rv_flops.h"
+#include "cost/rv_flops.h"
 
 #define FREQ_SLOTS 4096 /* power of two */
 #define AGE_EVERY  8192 /* accesses between halvings */

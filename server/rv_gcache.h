@@ -17,9 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rv_graph.h"
-#include "rv_sim.h"
-#include "rv_trace.h"
+#include "graph/rv_graph.h"
+#include "simulate/rv_sim.h"
+#include "trace/rv_trace.h"
 
 typedef struct rv_gcache rv_gcache;
 

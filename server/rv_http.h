@@ -18,7 +18,7 @@
 
 #include <jansson.h>
 
-#include "rv_error.h"
+#include "util/rv_error.h"
 
 typedef struct rv_http rv_http;
 typedef struct rv_req rv_req;

@@ -21,7 +21,7 @@
 #include <sys/socket.h>
 
 #include "rv_http_internal.h"
-#include "rv_jsonw.h"
+#include "util/rv_jsonw.h"
 #include "rv_metrics.h"
 
 #define WATCH_TICK_MS    100 /* how often the watchdog checks the client deadlines */

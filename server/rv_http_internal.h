@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "rv_auth.h"
-#include "rv_buf.h"
+#include "util/rv_buf.h"
 #include "rv_http.h"
 
 /* Per request: query parameters, and headers, past which it is answered

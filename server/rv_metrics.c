@@ -1,7 +1,7 @@
 /* Metrics registry: a small fixed table of series under one mutex. Requests
  * are rare compared with the work each one does, so a mutex is cheap here. */
 #include "rv_metrics.h"
-#include "rv_buf.h"
+#include "util/rv_buf.h"
 
 #include <pthread.h>
 #include <stdio.h>
