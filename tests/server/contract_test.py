@@ -695,6 +695,16 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
     c.call("POST", dp, 400, params={"id": id_resnet},
            body={"optimizations": [{"kind": "warp-drive"}]}, what="unknown kind")
 
+    # Advise: ranked plans, each a what-if document.
+    ap = "/v1/traces/{id}/advise"
+    st, adv = c.call("POST", ap, 200, params={"id": id_resnet}, body={"budget_s": 30})
+    cands = adv.get("candidates") if isinstance(adv, dict) else None
+    if not cands or "dataloader" not in " ".join(cands[0].get("changes", [])):
+        fail(f"advise workers0: top plan {cands[0].get('changes') if cands else None}")
+    c.call("POST", ap, 200, params={"id": id_resnet}, body={"objective": "energy"}, what="energy")
+    c.call("POST", ap, 400, params={"id": id_resnet}, body={"objective": "fame"}, what="bad objective")
+    c.call("POST", ap, 404, params={"id": 987654321}, body={})
+
     # The prediction as a Kineto trace: the original's metadata, one annotation per model.
     xp = "/v1/traces/{id}/whatif/export"
     st, ex = c.call("POST", xp, 200, params={"id": id_resnet}, body={"power_limit_frac": 0.7})
