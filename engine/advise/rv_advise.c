@@ -632,15 +632,15 @@ static json_t *why_of(const search *s, const plan *p)
     bound_phrase(&s->base_plan.cp, bound, sizeof(bound));
     snprintf(buf, sizeof(buf), "The baseline step (%.1f ms) is bound by %s; ", s->base_us / 1e3,
              bound);
-    int first = 1;
+    int k = 0, n = __builtin_popcount(p->mask);
     for (size_t i = 0; i < s->nmoves; i++) {
         if (!(p->mask & (1u << i)))
             continue;
-        append(buf, sizeof(buf), first ? "" : ", and ");
+        k++;
+        append(buf, sizeof(buf), k == 1 ? "" : k == n ? ", and " : ", ");
         append(buf, sizeof(buf), s->moves[i].label);
         append(buf, sizeof(buf), " ");
         append(buf, sizeof(buf), s->moves[i].relieves);
-        first = 0;
     }
     char tail[200];
     if (s->o.objective == RV_ADVISE_ENERGY && p->have_energy)
@@ -697,7 +697,17 @@ static json_t *candidate_json(const search *s, const plan *p)
                         p->mem_peak >= 0 ? json_integer((json_int_t)p->mem_peak) : json_null());
     json_object_set_new(c, "fits", json_boolean(p->fits));
     json_object_set_new(c, "fits_reason", fits_reason(s, p));
-    json_object_set(c, "warnings", p->warnings);
+    json_t *warn = json_deep_copy(p->warnings);
+    for (size_t i = 0; warn && i < s->nmoves; i++) {
+        int g = s->moves[i].group;
+        if ((p->mask & (1u << i)) && (g == G_BATCH || g == G_ACCUM))
+            json_array_append_new(
+                warn, json_pack("{s:s,s:s}", "code", "training_changed", "message",
+                                "the plan changes the samples per optimizer step (batch size or "
+                                "gradient accumulation): the learning rate and convergence may "
+                                "need retuning, which no model here judges"));
+    }
+    json_object_set_new(c, "warnings", warn ? warn : json_array());
     json_object_set_new(c, "why", why_of(s, p));
     json_object_set_new(c, "depth", json_integer(p->depth));
     return c;
@@ -739,11 +749,11 @@ static json_t *render(search *s, double seconds)
     json_t *space = json_array();
     for (size_t i = 0; space && i < s->nmoves; i++)
         json_array_append_new(space, json_string(s->moves[i].label));
+    size_t pruned = s->pruned_bound + s->pruned_no_effect + s->pruned_dominated + s->failed;
     json_t *o = json_pack(
         "{s:s,s:o,s:o,s:I,s:I,s:{s:I,s:I,s:I,s:I},s:f,s:b,s:o,s:o,s:O,s:o,s:o}", "objective",
         s->o.objective == RV_ADVISE_ENERGY ? "energy" : "time", "baseline", baseline_json(s),
-        "candidates", cands, "searched", (json_int_t)s->searched, "pruned",
-        (json_int_t)(s->pruned_bound + s->pruned_no_effect + s->pruned_dominated + s->failed),
+        "candidates", cands, "searched", (json_int_t)s->searched, "pruned", (json_int_t)pruned,
         "pruned_by", "bound", (json_int_t)s->pruned_bound, "no_effect",
         (json_int_t)s->pruned_no_effect, "dominated", (json_int_t)s->pruned_dominated, "failed",
         (json_int_t)s->failed, "seconds", seconds, "complete", !s->stopped, "stopped",
