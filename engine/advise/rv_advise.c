@@ -505,7 +505,23 @@ static int cmp_plan(const plan *a, const plan *b)
 {
     if (a->fits != b->fits)
         return b->fits - a->fits;
-    return (a->obj > b->obj) - (a->obj < b->obj);
+    if (a->obj != b->obj)
+        return (a->obj > b->obj) - (a->obj < b->obj);
+    /* Ties: the fewer changes, then the earlier ones in the table (fewer
+     * loader workers, the cheaper setting). */
+    int na = __builtin_popcount(a->mask), nb = __builtin_popcount(b->mask);
+    if (na != nb)
+        return na - nb;
+    return (a->mask > b->mask) - (a->mask < b->mask);
+}
+
+/* Same figures: two plans the models cannot tell apart (e.g. loader
+ * workers 2 and 4 once loading is off the path). */
+static int same_figures(const plan *a, const plan *b)
+{
+    return a->fits == b->fits && a->mem_peak == b->mem_peak &&
+           fabs(a->predicted_us - b->predicted_us) <= 1e-9 * fabs(a->predicted_us) &&
+           fabs(a->energy_j - b->energy_j) <= 1e-9 * fabs(a->energy_j) && a->factor == b->factor;
 }
 
 /* Evaluates the children of parent pi; appends kept ones. -1: stop. */
@@ -739,13 +755,29 @@ static json_t *render(search *s, double seconds)
     size_t cap = (size_t)(s->o.max_candidates > 0 ? s->o.max_candidates : RV_ADVISE_CANDIDATES);
     json_t *cands = json_array();
     qsort(s->plans, s->nplans, sizeof(plan), cmp_plan_q);
-    size_t nfit = 0, nunfit = 0;
-    for (size_t i = 0; cands && i < s->nplans; i++) {
+    size_t nfit = 0, nunfit = 0, nlisted = 0;
+    const plan **listed = calloc(cap + MAX_UNFIT_LISTED, sizeof(*listed));
+    for (size_t i = 0; cands && listed && i < s->nplans; i++) {
         const plan *p = &s->plans[i];
+        size_t k = 0;
+        while (k < nlisted && !same_figures(listed[k], p))
+            k++;
+        if (k < nlisted) {
+            /* Listed once, with the equivalent plans named under it. */
+            json_t *c = json_array_get(cands, k), *eq = json_object_get(c, "equivalent");
+            if (json_array_size(eq) < 3)
+                json_array_append_new(eq, changes_of(s, p->mask));
+            continue;
+        }
         if (p->fits ? nfit++ >= cap : nunfit++ >= MAX_UNFIT_LISTED)
             continue;
-        json_array_append_new(cands, candidate_json(s, p));
+        json_t *c = candidate_json(s, p);
+        if (c)
+            json_object_set_new(c, "equivalent", json_array());
+        json_array_append_new(cands, c);
+        listed[nlisted++] = p;
     }
+    free(listed);
     json_t *space = json_array();
     for (size_t i = 0; space && i < s->nmoves; i++)
         json_array_append_new(space, json_string(s->moves[i].label));
