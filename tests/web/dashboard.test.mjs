@@ -366,6 +366,18 @@ test('what-if page: form from the kinds, run, numbers equal the API, error, swee
   await shot('07-whatif-sweep');
 });
 
+test('advise page: ranked plans, the top one changes the loader and opens as a what-if', { timeout: T * 2 }, async (t) => {
+  if (skip) return t.skip(skip);
+  await page.goto(base + `/#/advise/${resnetId}`);
+  await page.waitForSelector('#advise-out table tbody tr', { timeout: T });
+  assert.match(await page.textContent('#advise-why'), /dataloader/, 'the top plan relieves the loader');
+  const href = await page.getAttribute('#advise-out tr[data-rank="1"] a.open-whatif', 'href');
+  assert.ok(href.startsWith(`#/diff/${resnetId}?whatif=`), `open link ${href}`);
+  const doc = JSON.parse(decodeURIComponent(href.split('whatif=')[1].split('&')[0]));
+  assert.ok(doc.optimizations.some((o) => o.kind === 'dataloader'), 'the link carries the plan');
+  await shot('08c-advise');
+});
+
 test('diff page: a trace vs its data-loader what-if, top op as the API says', { timeout: T * 2 }, async (t) => {
   if (skip) return t.skip(skip);
   const doc = { optimizations: [{ kind: 'dataloader', workers: 4 }] };
