@@ -767,7 +767,7 @@ static json_t *render(search *s, double seconds)
     json_t *cands = json_array();
     qsort(s->plans, s->nplans, sizeof(plan), cmp_plan_q);
     size_t nfit = 0, nunfit = 0, nlisted = 0;
-    const plan **listed = calloc(cap + MAX_UNFIT_LISTED, sizeof(*listed));
+    const plan **listed = calloc(cap + MAX_UNFIT_LISTED, sizeof(const plan *));
     for (size_t i = 0; cands && listed && i < s->nplans; i++) {
         const plan *p = &s->plans[i];
         size_t k = 0;
@@ -852,6 +852,11 @@ static int run_baseline(search *s, rv_error *err)
     space_host(s, &f, hw);
     space_gpu(s, &f, hw);
     space_batch(s, &f);
+    /* The trace ran on its GPU: a baseline estimated above the GPU's
+     * memory says the estimate is high, not that nothing fits. A limit
+     * the caller asked for binds the baseline too. */
+    if (!b->fits && s->o.max_memory <= 0)
+        b->fits = 1;
     s->memory_constrained = !b->fits;
     rv_run_result_free(r);
     return 0;
