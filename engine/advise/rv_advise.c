@@ -420,7 +420,9 @@ static int evaluate(search *s, uint32_t mask, int parent, plan *out, rv_error *e
     if (rc == RV_ERR_BUDGET && rv_stop_check(&s->stop, NULL) != 0) {
         s->searched--; /* not finished: not searched */
         s->stopped = 1;
-        snprintf(s->stop_msg, sizeof(s->stop_msg), "%.190s", e.message);
+        snprintf(s->stop_msg, sizeof(s->stop_msg),
+                 "the search stopped at its budget of %.2f s (or was cancelled): %.120s",
+                 (double)s->stop.budget_ms / 1e3, e.message);
         rc = -1;
     } else if (rc == RV_ERR_NOMEM) {
         *err = e;
@@ -574,7 +576,7 @@ static int expand(search *s, int pi, rv_error *err)
 
 /* The beam of the plans kept at [from, to): the best `width` that fit and
  * the best `width` that do not (they may still be fixed by a saver, when
- * faster than every fitting one). */
+ * faster than every fitting one), one of each group of equal figures. */
 static size_t pick_beam(const search *s, size_t from, size_t to, int *beam, size_t width)
 {
     size_t n = 0, nfit = 0, nunfit = 0;
@@ -598,6 +600,11 @@ static size_t pick_beam(const search *s, size_t from, size_t to, int *beam, size
             return n;
         used[best] = 1;
         beam[n++] = best;
+        /* Plans the models cannot tell apart would fill the beam with
+         * one state: keep the first (the cheaper setting) only. */
+        for (size_t i = from; i < to; i++)
+            if (!used[i] && same_figures(&s->plans[i], &s->plans[best]))
+                used[i] = 1;
         if (s->plans[best].fits)
             nfit++;
         else
