@@ -9,6 +9,7 @@
 
 #include "advise/rv_advise.h"
 #include "rv_api_internal.h"
+#include "rv_metrics.h"
 
 /* rv_advise_opts.cancel_fn for a request: its client went away. */
 static int client_gone(void *r)
@@ -100,6 +101,9 @@ void rv_api_trace_advise(rv_req *r, void *app)
         rv_req_error_rv(r, &e);
         goto out;
     }
+    /* Every plan searched was one simulator run. */
+    rv_metrics_add(a->metrics, RV_M_SIMULATIONS,
+                   (uint64_t)json_integer_value(json_object_get(ans, "searched")));
     json_object_set_new(ans, "trace_id", json_integer((json_int_t)id));
     rv_req_respond_json(r, 200, ans);
     ans = NULL;
