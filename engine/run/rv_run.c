@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "models/rv_apply.h"
 #include "reader/rv_et.h"
 #include "run/rv_metrics.h"
 
@@ -21,48 +22,6 @@
 static double ratio(double num, double den)
 {
     return den > 0 ? num / den : 0.0;
-}
-
-void rv_run_warn(rv_run_result *r, const char *code, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (r->nwarnings >= RV_RUN_MAX_WARNINGS) {
-        r->sum.warnings++;
-        return;
-    }
-    rv_warning *w = &r->warnings[r->nwarnings++];
-    snprintf(w->code, sizeof(w->code), "%s", code);
-    va_start(ap, fmt);
-    vsnprintf(w->message, sizeof(w->message), fmt, ap);
-    va_end(ap);
-    r->sum.warnings++;
-}
-
-const rv_graph *rv_run_pred_graph(const rv_run_result *r)
-{
-    return r->pred_graph ? r->pred_graph : r->graph;
-}
-
-const rv_sim *rv_run_pred_sim(const rv_run_result *r)
-{
-    return r->pred_sim ? r->pred_sim : r->base;
-}
-
-void rv_run_result_free(rv_run_result *r)
-{
-    if (!r)
-        return;
-    json_decref(r->applied);
-    json_decref(r->breakdown_base);
-    json_decref(r->breakdown_pred);
-    json_decref(r->top_kernels);
-    json_decref(r->critical_path);
-    json_decref(r->per_iteration);
-    json_decref(r->metrics);
-    rv_sim_free(r->pred_sim);
-    rv_graph_free(r->pred_graph);
-    free(r);
 }
 
 /* The baseline's reports read only the baseline graph and simulation, so
@@ -80,7 +39,7 @@ static void *base_reports(void *arg)
     rv_run_result *r = j->r;
     rv_energy_params p;
 
-    rv_whatif_energy_params(NULL, r->graph, &p);
+    rv_apply_energy_params(NULL, r->graph, &p);
     j->have_energy = rv_power_energy(r->graph, r->base, &p, r->base_win.t0_ns, r->base_win.t1_ns,
                                      &r->base_energy) == 0;
     if (j->summary_only)
@@ -100,7 +59,7 @@ static int predict(rv_run_result *r, const rv_whatif *w, const rv_run_opts *o, c
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory cloning the graph");
     json_decref(r->applied);
     r->applied = NULL;
-    int rc = rv_whatif_apply_stop(w, r->pred_graph, stop, &r->applied, err);
+    int rc = rv_apply_stop(w, r->pred_graph, stop, &r->applied, err);
     if (rc == 0)
         rc = rv_stop_check(stop, err);
     if (rc != 0)
@@ -337,7 +296,7 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     const rv_sim *ps = rv_run_pred_sim(r);
     r->pred_win = r->pred_graph ? rv_report_window(pg, ps, r->pred_fig.iter) : r->base_win;
     rv_energy_params p;
-    rv_whatif_energy_params(w, pg, &p);
+    rv_apply_energy_params(w, pg, &p);
     int pred_energy =
         rv_power_energy(pg, ps, &p, r->pred_win.t0_ns, r->pred_win.t1_ns, &r->pred_energy) == 0;
     if (!r->summary_only) {
@@ -380,7 +339,7 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
         memset(&r->pred_energy, 0, sizeof(r->pred_energy));
     }
     rv_energy_params bp;
-    rv_whatif_energy_params(NULL, g, &bp);
+    rv_apply_energy_params(NULL, g, &bp);
     step_stats(r);
     assess(r, w, &bp);
     r->metrics = rv_metrics_compute(r, w);
