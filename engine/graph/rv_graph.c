@@ -749,6 +749,7 @@ static int link_launches(builder *b)
         for (int32_t k = th->first; k < th->first + th->norig && g->tasks[k].launch < 0; k++) {
             b->launch_ts[k] = INT64_MIN;
             g->prewindow_gpu++;
+            g->prewindow_gpu_ns += g->tasks[k].meas_dur_ns;
         }
     }
     /* Several CPU threads may feed one stream and their calls overlap, so
