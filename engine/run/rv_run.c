@@ -189,6 +189,12 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
                         missing);
     }
     /* "gpu" says itself whether kernel times were rescaled (rv_models_gpu.c). */
+    if (g->prewindow_gpu_ns > 0)
+        rv_run_warn(r, "queued_before_profiling",
+                    "%zu GPU tasks (%.1f ms of GPU time) were queued before the profiler "
+                    "started; a step that waits for them spends that time finishing earlier "
+                    "work (queueing, replayed as measured), and a what-if does not change it",
+                    g->prewindow_gpu, (double)g->prewindow_gpu_ns / 1e6);
     if (g->inferred_waits || g->inferred_idle || g->inferred_holds || g->prewindow_gpu)
         rv_run_warn(r, "graph_inferred",
                     "the trace lacks records the graph needed: %zu cross-stream waits inferred, "
@@ -451,13 +457,14 @@ static json_t *render(const rv_run_result *r, const char *label, int64_t trace_i
     bad |= put(o, "top_kernels", json_incref(r->top_kernels));
     bad |= put(o, "critical_path", json_incref(r->critical_path));
     bad |= put(o, "model",
-               json_pack("{s:f,s:f,s:I,s:I,s:I,s:I,s:I}", "launch_latency_us", r->launch_latency_us,
-                         "gpu_queue_gap_us", r->gpu_queue_gap_us, "uncorrelated_gpu_tasks",
-                         (json_int_t)r->uncorrelated_gpu, "inferred_stream_waits",
-                         (json_int_t)r->graph->inferred_waits, "inferred_launch_holds",
-                         (json_int_t)r->graph->inferred_holds, "kept_stream_idle",
-                         (json_int_t)r->graph->inferred_idle, "queued_before_window",
-                         (json_int_t)r->graph->prewindow_gpu));
+               json_pack("{s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:f}", "launch_latency_us",
+                         r->launch_latency_us, "gpu_queue_gap_us", r->gpu_queue_gap_us,
+                         "uncorrelated_gpu_tasks", (json_int_t)r->uncorrelated_gpu,
+                         "inferred_stream_waits", (json_int_t)r->graph->inferred_waits,
+                         "inferred_launch_holds", (json_int_t)r->graph->inferred_holds,
+                         "kept_stream_idle", (json_int_t)r->graph->inferred_idle,
+                         "queued_before_window", (json_int_t)r->graph->prewindow_gpu,
+                         "queued_before_window_us", (double)r->graph->prewindow_gpu_ns / 1e3));
     const char *mk;
     json_t *mv;
     json_object_foreach(r->metrics, mk, mv) bad |= put(o, mk, json_incref(mv));
