@@ -9,7 +9,7 @@ import re
 import sys
 
 ORDER = ["util", "hw", "trace", "cost", "reader", "graph", "simulate", "whatif",
-         "models", "run", "job", "export"]
+         "models", "run", "job", "advise", "export"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
