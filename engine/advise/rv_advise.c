@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "graph/rv_precision.h"
 #include "hw/rv_hw.h"
 #include "run/rv_run.h"
 #include "simulate/rv_report.h"
@@ -167,11 +168,12 @@ static void space_gpu(search *s, const facts *f, const rv_hw *hw)
     for (size_t i = 0; i < sizeof(dts) / sizeof(dts[0]); i++) {
         char label[48];
         snprintf(label, sizeof(label), "amp %s", rv_dtype_name(dts[i]));
-        /* Without the GPU's peaks only fp16 (Daydream's ratios) is asked. */
-        if (hw ? hw->tflops[dts[i]] <= 0 : dts[i] != RV_DT_FP16) {
-            exclude(s, label,
-                    hw ? "the GPU has no fast path for this dtype"
-                       : "the GPU is not in the hardware table");
+        /* The one rule of which GPU has which dtype (rv_precision.h);
+         * a GPU it cannot tell is asked fp16 only (Daydream's ratios). */
+        char why[160] = "";
+        int has = rv_prec_gpu_has(hw, s->g->trace, dts[i], why, sizeof(why));
+        if (has == 0 || (has < 0 && dts[i] != RV_DT_FP16)) {
+            exclude(s, label, has == 0 ? why : "the GPU is unknown: only fp16 is asked");
             continue;
         }
         move *m = add_move(s, G_AMP, RES_GPU, label, "runs GPU kernels at lower precision");
