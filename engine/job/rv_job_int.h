@@ -82,6 +82,8 @@ struct rv_job_result {
     double bandwidth_gbps, latency_us;
     double *sizes;         /* per collective: the size the network what-if used; NULL none */
     size_t inferred_sizes; /* of those, inferred from the measured transfer */
+    double largest_bytes;  /* the largest of those */
+    size_t nallreduce;     /* collectives that are all-reduces */
     rv_graph **pred;       /* per traced rank: its predicted graph (owned), NULL: as traced */
     size_t npred;
     json_t *applied; /* the per-rank models' applied entries (first rank that ran any) */

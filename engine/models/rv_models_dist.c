@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/rv_comm_model.h"
 #include "models/rv_models.h"
 #include "whatif/rv_whatif.h"
 
@@ -27,22 +28,7 @@ typedef struct grad {
 
 static void net_of(const rv_whatif *w, const rv_hw *hw, int n, rv_net *net)
 {
-    const rv_dist *d = &w->dist;
-    memset(net, 0, sizeof(*net));
-    net->n = n;
-    net->g = d->gpus_per_node < n ? d->gpus_per_node : n;
-    if (net->g < 1)
-        net->g = 1;
-    if (d->intra_gbps > 0)
-        net->intra_bps = d->intra_gbps * 1e9 / 8;
-    else if (hw && hw->nvlink_gbps > 0)
-        net->intra_bps = hw->nvlink_gbps / 2 * 1e9; /* bidirectional GB/s -> one way */
-    else
-        net->intra_bps = (hw ? hw->pcie_gbps : 12) * 1e9;
-    net->inter_bps = d->inter_gbps * 1e9 / 8;
-    net->alpha_s = d->latency_us * 1e-6;
-    net->efficiency = d->efficiency;
-    net->ps_servers = d->ps_servers;
+    rv_comm_net_of(&w->dist, hw, n, net);
 }
 
 static int coll_op_of(const char *name, int *named)
@@ -162,16 +148,6 @@ static size_t infer_groups(const rv_graph *g, const rv_net *b, int algo, coll_ke
     return ng;
 }
 
-/* Time of `bytes` under the requested network: the measured table for an
- * all-reduce when one is given, else alpha-beta. A size of 0 (a transfer
- * the latency alone explains) is timed as one byte: the latency. */
-static double time_at(const rv_whatif *w, const rv_net *x, int op, double bytes)
-{
-    if (bytes >= 1 && op == RV_COLL_ALLREDUCE && w->dist.allreduce.n > 0)
-        return rv_coll_table_time(&w->dist.allreduce, bytes);
-    return rv_coll_time(x, op, w->dist.algorithm, bytes < 1 ? 1 : bytes);
-}
-
 /* Multi-rank trace: each collective kernel's time is a transfer plus the
  * wait for the other ranks. Only the transfer is re-timed under the
  * requested network; the wait stays as measured.
@@ -182,22 +158,16 @@ static double time_at(const rv_whatif *w, const rv_net *x, int op, double bytes)
  *   geometry); the rest of a slower instance is waiting. The group's size
  *   is what the baseline network moves in that time; the answer warns
  *   (message_sizes_inferred) and lists the groups (inferred_sizes).
- * The baseline network is the trace's world size on 8-GPU nodes: the
- * hardware table's NVLink (else PCIe) inside a node, 100 Gb/s between
- * nodes, 5 us per step. */
+ * Sizes, the baseline network and the cost function are the one
+ * communication model's (rv_comm_model.h), as in a multi-rank job. */
 static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t *applied)
 {
     int n0 = g->trace && g->trace->world_size > 1 ? g->trace->world_size : 2;
-    int algo = w->dist.algorithm;
-    rv_whatif base = *w;
-    base.dist.intra_gbps = 0;
-    base.dist.inter_gbps = 100;
-    base.dist.latency_us = 5;
-    base.dist.gpus_per_node = n0 < 8 ? n0 : 8;
-    base.dist.allreduce.n = 0; /* the baseline is alpha-beta, whatever the what-if times */
+    const int algo = RV_ALGO_RING; /* the baseline: NCCL's ring */
     rv_net b, x;
-    net_of(&base, hw, n0, &b);
+    rv_comm_net_base(hw, n0, &b);
     net_of(w, hw, w->dist.workers, &x);
+    rv_comm_sizes ix = {0};
     size_t n = 0, linked = 0, known = 0, inferred = 0, ng = 0, nkeys = 0;
     size_t by_kind[RV_COLL_ALLTOALL + 1] = {0};
     double before = 0, after = 0;
@@ -210,7 +180,10 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
     coll_key *keys = malloc((g->ntasks + 1) * sizeof(*keys));
     coll_group *groups = NULL;
     json_t *r = NULL;
-    if (!waited || !group_of || !keys)
+    double *bytes_of = malloc((g->ntasks + 1) * sizeof(*bytes_of));
+    size_t nallreduce = 0;
+    double largest = 0;
+    if (!waited || !group_of || !keys || !bytes_of || rv_comm_sizes_index(g->trace, &ix) != 0)
         goto out;
     for (size_t e = 0; e < g->nedges; e++) {
         const rv_edge *ed = &g->edges[e];
@@ -221,9 +194,17 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
         const rv_task *t = &g->tasks[i];
         int named;
         group_of[i] = -1;
-        if (!(t->flags & RV_TF_NCCL) || (t->flags & RV_TF_REMOVED) || t->bytes > 0)
+        bytes_of[i] = 0;
+        if (!(t->flags & RV_TF_NCCL) || (t->flags & RV_TF_REMOVED))
             continue;
-        key_of(g, (int32_t)i, coll_op_of(rv_task_name(g, i), &named), &keys[nkeys++]);
+        int op = coll_op_of(rv_task_name(g, i), &named);
+        nallreduce += op == RV_COLL_ALLREDUCE;
+        /* The kernel's own size, else its launch's annotation. */
+        bytes_of[i] = rv_comm_task_bytes(g, &ix, (int32_t)i);
+        if (bytes_of[i] > largest)
+            largest = bytes_of[i];
+        if (bytes_of[i] <= 0)
+            key_of(g, (int32_t)i, op, &keys[nkeys++]);
     }
     if (nkeys) {
         groups = malloc(nkeys * sizeof(*groups));
@@ -246,9 +227,9 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
             }
         }
         double tb = (double)t->dur_ns * 1e-9, s, moved;
-        if (t->bytes > 0) {
+        if (bytes_of[i] > 0) {
             /* What the baseline network needs for the named message. */
-            s = (double)t->bytes;
+            s = bytes_of[i];
             moved = rv_coll_time(&b, op, algo, s);
             known++;
         } else {
@@ -257,12 +238,14 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
             moved = c->fastest_s;
             inferred++;
             by_kind[op]++;
+            if (s > largest)
+                largest = s;
         }
         if (moved > tb)
             moved = tb;
         /* The wait (tb - moved) stays; the transfer scales by the ratio of
          * the two networks' times for the message. */
-        double t0 = time_at(&base, &b, op, s), t1 = time_at(w, &x, op, s);
+        double t0 = rv_comm_time(NULL, &b, op, s), t1 = rv_comm_time(&w->dist, &x, op, s);
         double tn = x.n <= 1 ? 0 : (tb - moved) + (t0 > 0 ? moved * t1 / t0 : 0);
         before += tb;
         after += tn;
@@ -277,6 +260,7 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
         goto out;
     json_object_set_new(r, "allreduce_model",
                         json_string(w->dist.allreduce.n > 0 ? "measured_table" : "alpha_beta"));
+    rv_comm_warn_traced(r, &w->dist, &x, largest, nallreduce);
     json_object_set_new(r, "sizes_from_trace", json_integer((json_int_t)known));
     json_object_set_new(r, "sizes_inferred", json_integer((json_int_t)inferred));
     if (inferred) {
@@ -312,6 +296,8 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
     r = NULL;
 out:
     json_decref(r);
+    rv_comm_sizes_free(&ix);
+    free(bytes_of);
     free(waited);
     free(group_of);
     free(keys);
