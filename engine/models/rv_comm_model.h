@@ -34,6 +34,31 @@ void rv_comm_sizes_free(rv_comm_sizes *ix);
  * around the CPU call that launched it. 0 when neither says. */
 double rv_comm_task_bytes(const rv_graph *g, const rv_comm_sizes *ix, int32_t task);
 
+/* ---- gradients of a one-GPU trace (rv_comm_grads.c) ----------------------- */
+
+typedef struct rv_comm_grad {
+    int32_t task; /* the kernel after which the gradient is ready */
+    double bytes;
+} rv_comm_grad;
+
+enum { RV_GRAD_READY_ACC_KERNELS, RV_GRAD_READY_ACC_OPS, RV_GRAD_READY_BACKWARD };
+enum { RV_GRAD_BYTES_SHAPES, RV_GRAD_BYTES_KERNELS, RV_GRAD_BYTES_OPTIMIZER };
+
+typedef struct rv_comm_grad_info {
+    int ready_source;           /* RV_GRAD_READY_*: where the ready points came from */
+    int bytes_source;           /* RV_GRAD_BYTES_*: where the sizes came from */
+    size_t param_ops;           /* parameter-owning forward ops of one step (shapes) */
+    double bytes_per_iteration; /* 0: the kernels' own estimates (no shapes) */
+} rv_comm_grad_info;
+
+/* The gradients of g's steps (unsorted) into out (cap entries), *n set.
+ * Bytes come from the parameter shapes (median step), else from measured
+ * kernel times, never from re-timed durations, so other what-ifs do not
+ * move them. Returns 0, RV_ERR_UNSUPPORTED when the trace has no backward
+ * pass to find gradients in, or RV_ERR_NOMEM. */
+int rv_comm_grads(const rv_graph *g, const rv_hw *hw, rv_comm_grad *out, size_t cap, size_t *n,
+                  rv_comm_grad_info *info);
+
 /* ---- networks ------------------------------------------------------------ */
 
 /* The network a traced job is taken to have run on, over n ranks: the

@@ -21,10 +21,7 @@
 /* Cap on inserted communication tasks per apply (P3 slices can be many). */
 #define RV_DIST_MAX_COMM 2000000
 
-typedef struct grad {
-    int32_t task; /* the kernel after which the gradient is ready */
-    double bytes;
-} grad;
+typedef rv_comm_grad grad;
 
 static void net_of(const rv_whatif *w, const rv_hw *hw, int n, rv_net *net)
 {
@@ -43,7 +40,7 @@ static const char *coll_op_name(int op)
     return op >= 0 && op <= RV_COLL_ALLTOALL ? names[op] : "collective";
 }
 
-static int32_t opt_anchor(const rv_graph *g, int32_t it);
+static int32_t opt_anchor(const rv_graph *g, int32_t it, int64_t after_ns);
 
 /* Collectives without a message size in the trace, grouped by kind,
  * kernel name, stream (each NCCL communicator, so each process group, has
@@ -219,7 +216,7 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
         int named;
         int op = coll_op_of(rv_task_name(g, i), &named);
         if (named && !waited[i] && t->iteration >= 0 && op == RV_COLL_ALLREDUCE) {
-            int32_t a = opt_anchor(g, t->iteration);
+            int32_t a = opt_anchor(g, t->iteration, t->meas_start_ns);
             if (a >= 0 && g->tasks[a].meas_start_ns > t->meas_start_ns) {
                 if (rv_graph_add_edge(g, (int32_t)i, a, 0, RV_EDGE_COMM, 0))
                     goto out;
@@ -305,38 +302,14 @@ out:
     return rc;
 }
 
-/* Gradients of one iteration, in ready order. */
-static int find_grads(const rv_graph *g, const rv_hw *hw, grad *out, size_t *n, size_t cap)
-{
-    double bw = (hw ? hw->hbm_gbps : RV_HW_DEFAULT_HBM_GBPS) * 1e9;
-    *n = 0;
-    for (size_t i = 0; i < g->ntasks && *n < cap; i++) {
-        const rv_task *t = &g->tasks[i];
-        if (t->kind != RV_TASK_GPU || t->cat != RV_CAT_KERNEL || (t->flags & RV_TF_REMOVED))
-            continue;
-        const char *op = g->trace ? rv_trace_str(g->trace, t->op) : "";
-        const char *layer = g->trace ? rv_trace_str(g->trace, t->layer) : "";
-        if (!strstr(op, "AccumulateGrad") && !strstr(layer, "AccumulateGrad"))
-            continue;
-        /* grad += new_grad reads two tensors and writes one. */
-        double busy = (double)t->dur_ns * 1e-9 - 1e-6;
-        double bytes = busy > 0 ? busy * bw / 3 : 0;
-        out[*n].task = (int32_t)i;
-        out[*n].bytes = bytes < 4096 ? 4096 : bytes;
-        (*n)++;
-    }
-    return 0;
-}
-
-/* GPU order on one stream is index order within the thread; across
- * streams, the measured start decides. */
+/* Measured order: the inserted copy kernels share one side stream, so
+ * they must queue in time order (gradients outside every step, after the
+ * last one, sorted first would wait for the whole trace: a cycle). */
 static int cmp_grad(const void *a, const void *b, void *ctx)
 {
     const rv_graph *g = ctx;
     const grad *x = a, *y = b;
     const rv_task *p = &g->tasks[x->task], *q = &g->tasks[y->task];
-    if (p->iteration != q->iteration)
-        return p->iteration < q->iteration ? -1 : 1;
     if (p->meas_start_ns != q->meas_start_ns)
         return p->meas_start_ns < q->meas_start_ns ? -1 : 1;
     return (x->task > y->task) - (x->task < y->task);
@@ -346,11 +319,15 @@ static int cmp_grad(const void *a, const void *b, void *ctx)
  * kernel of Optimizer.step (DDP's finalize makes the compute stream wait
  * for the collectives; the CPU does not block), else the first GPU task of
  * the next step. */
-static int32_t opt_anchor(const rv_graph *g, int32_t it)
+static int32_t opt_anchor(const rv_graph *g, int32_t it, int64_t after_ns)
 {
+    /* Only a kernel measured after the last gradient: a step window that
+     * also holds the previous step's update (the annotation placed after
+     * it) must not make the update wait for a later gradient, a cycle. */
     for (size_t i = 0; i < g->ntasks; i++) {
         const rv_task *t = &g->tasks[i];
-        if (t->kind != RV_TASK_GPU || t->iteration != it || t->phase != RV_PHASE_OPTIMIZER)
+        if (t->kind != RV_TASK_GPU || t->iteration != it || t->phase != RV_PHASE_OPTIMIZER ||
+            t->meas_start_ns <= after_ns)
             continue;
         const char *layer = g->trace ? rv_trace_str(g->trace, t->layer) : "";
         if (strstr(layer, "zero_grad"))
@@ -358,7 +335,8 @@ static int32_t opt_anchor(const rv_graph *g, int32_t it)
         return (int32_t)i;
     }
     for (size_t i = 0; i < g->ntasks; i++)
-        if (g->tasks[i].kind == RV_TASK_GPU && g->tasks[i].iteration == it + 1)
+        if (g->tasks[i].kind == RV_TASK_GPU && g->tasks[i].iteration == it + 1 &&
+            g->tasks[i].meas_start_ns > after_ns)
             return (int32_t)i;
     return -1;
 }
@@ -437,13 +415,17 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
     }
     for (size_t t = 0; t < g->nthreads; t++)
         side[t] = -1;
-    find_grads(g, hw, gr, &ngr, g->ntasks);
-    if (ngr == 0) {
+    rv_comm_grad_info gi;
+    rc = rv_comm_grads(g, hw, gr, g->ntasks, &ngr, &gi);
+    if (rc == RV_ERR_NOMEM) {
+        rc = rv_error_set(err, rc, -1, -1, "out of memory");
+        goto out;
+    }
+    if (rc != 0 || ngr == 0) {
         rc = rv_error_field(err, RV_ERR_UNSUPPORTED, "distributed",
-                            "no gradient-ready points: the trace has no AccumulateGrad kernels "
-                            "(since PyTorch 2.0 zero_grad defaults to set_to_none=True: "
-                            "profile with zero_grad(set_to_none=False), or give a "
-                            "multi-rank trace)");
+                            "no gradients to communicate: the trace has no backward pass "
+                            "(AccumulateGrad kernels or ops, or backward kernels) nor "
+                            "parameter shapes; give a training trace or a multi-rank one");
         goto out;
     }
     qsort_r(gr, ngr, sizeof(*gr), cmp_grad, g);
@@ -486,7 +468,7 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
             rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
             goto out;
         }
-        int32_t anchor = ps ? -1 : opt_anchor(g, it);
+        int32_t anchor = ps ? -1 : opt_anchor(g, it, g->tasks[gr[e - 1].task].meas_start_ns);
         size_t nf = 0;
         if (ps && it >= 0 && (size_t)it + 1 < g->niters)
             nf = forward_kernels(g, it + 1, fwd, g->ntasks);
@@ -639,6 +621,26 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
             "comm_tasks_inserted", (json_int_t)ncomm, "comm_us_per_iteration",
             comm_s * 1e6 / (double)iters, "compute_tasks_inserted", (json_int_t)nextra, "p3", d->p3,
             "blueconnect", d->blueconnect);
+        if (r) {
+            static const char *const rs[] = {"accumulate_grad_kernels", "accumulate_grad_ops",
+                                             "backward_kernels"};
+            static const char *const bs[] = {"parameter_shapes", "accumulate_grad_kernels",
+                                             "optimizer_kernels"};
+            json_object_set_new(r, "gradient_ready_from", json_string(rs[gi.ready_source]));
+            json_object_set_new(r, "gradient_bytes_from",
+                                json_string(d->gradient_mb > 0 ? "request" : bs[gi.bytes_source]));
+            if (gi.ready_source == RV_GRAD_READY_BACKWARD)
+                rv_models__warn(r, "gradient_ready_inferred",
+                                "no AccumulateGrad records: %zu gradient-ready points per step "
+                                "spaced evenly over the backward kernels",
+                                gi.param_ops ? gi.param_ops : (size_t)32);
+            if (d->gradient_mb <= 0 && gi.bytes_source != RV_GRAD_BYTES_SHAPES)
+                rv_models__warn(r, "gradient_size_estimated",
+                                "the trace has no parameter shapes (record_shapes): gradient "
+                                "bytes estimated from measured %s times at HBM bandwidth; give "
+                                "distributed.gradient_mb if known",
+                                bs[gi.bytes_source]);
+        }
         if (r && d->dgc_density > 0)
             json_object_set_new(r, "dgc_density", json_real(d->dgc_density));
         if (r)
