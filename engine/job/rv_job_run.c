@@ -400,7 +400,7 @@ static int net_ratios(const rv_job *j, const rv_dist *d, int world, double *rati
         }
         double secs = (double)v[mid] * 1e-9, bytes = j->coll_bytes[c];
         if (bytes <= 0) {
-            bytes = rv_coll_bytes_for_time(&bs, j->coll_op[c], RV_ALGO_RING, secs);
+            bytes = rv_comm_bytes_for_time(NULL, &bs, j->coll_op[c], secs);
             r->inferred_sizes++;
         }
         if (bytes < 1)

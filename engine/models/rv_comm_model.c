@@ -147,7 +147,7 @@ void rv_comm_dist_of(const struct rv_whatif *w, int workers, rv_dist *out, int *
 static double one_piece(const rv_dist *d, const rv_net *net, int op, double bytes)
 {
     if (!d)
-        return rv_coll_time(net, op, RV_ALGO_RING, bytes);
+        return rv_coll_nccl_time(net, op, RV_ALGO_RING, bytes);
     if (op == RV_COLL_ALLREDUCE) {
         if (d->allreduce.n > 0)
             return rv_coll_table_time(&d->allreduce, bytes); /* measured */
@@ -156,7 +156,7 @@ static double one_piece(const rv_dist *d, const rv_net *net, int op, double byte
         if (d->blueconnect)
             return rv_coll_blueconnect(net, bytes, NULL, NULL);
     }
-    return rv_coll_time(net, op, d->algorithm, bytes);
+    return rv_coll_nccl_time(net, op, d->algorithm, bytes);
 }
 
 double rv_comm_time(const rv_dist *d, const rv_net *net, int op, double bytes)
@@ -199,4 +199,25 @@ void rv_comm_warn_traced(json_t *entry, const rv_dist *d, const rv_net *net, dou
         rv_models__warn(entry, "no_effect",
                         "distributed.dgc_density: allreduce_table times the all-reduces as "
                         "measured; the table wins");
+}
+
+double rv_comm_bytes_for_time(const rv_dist *d, const rv_net *net, int op, double seconds)
+{
+    if (net->n <= 1 || !(seconds > 0) || rv_comm_time(d, net, op, 1.0) >= seconds)
+        return 0;
+    /* rv_comm_time is non-decreasing in bytes: bracket, then halve the
+     * bracket down to a byte. 1 PB bounds any message. */
+    double lo = 1.0, hi = 1048576.0;
+    while (hi < 1e15 && rv_comm_time(d, net, op, hi) < seconds) {
+        lo = hi;
+        hi *= 2;
+    }
+    for (int k = 0; k < 200 && hi - lo > 1.0; k++) {
+        double mid = 0.5 * (lo + hi);
+        if (rv_comm_time(d, net, op, mid) < seconds)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return hi;
 }

@@ -82,10 +82,16 @@ void rv_comm_dist_of(const struct rv_whatif *w, int workers, rv_dist *out, int *
 /* Time of one collective of `bytes` (op: rv_coll_op) on net under d's
  * knobs, seconds: the measured table for an all-reduce when d has one;
  * else DGC's sparse all-gather (dgc_density), BlueConnect's per-level
- * rings (blueconnect), or the algorithm's time (rv_coll_time); split into
+ * rings (blueconnect), or NCCL's tuning model for the algorithm
+ * (rv_coll_nccl_time; hierarchical and PS: rv_coll_time); split into
  * pieces of tensor_partition_mb, each paying its own latency. d NULL: a
  * plain ring. A size of 0 is timed as one byte (the latency). */
 double rv_comm_time(const rv_dist *d, const rv_net *net, int op, double bytes);
+
+/* The message size whose rv_comm_time (same d, net, op) is `seconds`, by
+ * bisection: how a collective without a recorded size is sized from its
+ * measured transfer. 0 when the latency alone explains it. Bytes. */
+double rv_comm_bytes_for_time(const rv_dist *d, const rv_net *net, int op, double seconds);
 
 /* Knobs that cannot act on traced collectives (a multi-rank trace keeps
  * its own buckets): adds a `no_effect` warning to `entry` for each such

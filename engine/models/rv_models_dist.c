@@ -101,8 +101,8 @@ static void key_of(const rv_graph *g, int32_t task, int op, coll_key *k)
  *   which may be mostly waiting.
  * group_of[task] receives the group's index (-1 elsewhere). Returns the
  * number of groups written to out (at most nkeys). */
-static size_t infer_groups(const rv_graph *g, const rv_net *b, int algo, coll_key *keys,
-                           size_t nkeys, coll_group *out, int32_t *group_of)
+static size_t infer_groups(const rv_graph *g, const rv_net *b, coll_key *keys, size_t nkeys,
+                           coll_group *out, int32_t *group_of)
 {
     size_t ng = 0;
     qsort_r(keys, nkeys, sizeof(*keys), cmp_coll_key, (void *)g);
@@ -139,7 +139,7 @@ static size_t infer_groups(const rv_graph *g, const rv_net *b, int algo, coll_ke
             out[k].repeated = out[k].count > 1;
             if (!out[k].repeated || out[k].fastest_s < 0)
                 out[k].fastest_s = fastest > 0 ? fastest : 0;
-            out[k].bytes = rv_coll_bytes_for_time(b, out[k].op, algo, out[k].fastest_s);
+            out[k].bytes = rv_comm_bytes_for_time(NULL, b, out[k].op, out[k].fastest_s);
         }
     }
     return ng;
@@ -160,7 +160,6 @@ static size_t infer_groups(const rv_graph *g, const rv_net *b, int algo, coll_ke
 static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t *applied)
 {
     int n0 = g->trace && g->trace->world_size > 1 ? g->trace->world_size : 2;
-    const int algo = RV_ALGO_RING; /* the baseline: NCCL's ring */
     rv_net b, x;
     rv_comm_net_base(hw, n0, &b);
     net_of(w, hw, w->dist.workers, &x);
@@ -207,7 +206,7 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
         groups = malloc(nkeys * sizeof(*groups));
         if (!groups)
             goto out;
-        ng = infer_groups(g, &b, algo, keys, nkeys, groups, group_of);
+        ng = infer_groups(g, &b, keys, nkeys, groups, group_of);
     }
     for (size_t i = 0; i < g->ntasks; i++) {
         rv_task *t = &g->tasks[i];
@@ -227,7 +226,7 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
         if (bytes_of[i] > 0) {
             /* What the baseline network needs for the named message. */
             s = bytes_of[i];
-            moved = rv_coll_time(&b, op, algo, s);
+            moved = rv_comm_time(NULL, &b, op, s);
             known++;
         } else {
             const coll_group *c = &groups[group_of[i]];
@@ -256,7 +255,7 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
     if (!r)
         goto out;
     json_object_set_new(r, "allreduce_model",
-                        json_string(w->dist.allreduce.n > 0 ? "measured_table" : "alpha_beta"));
+                        json_string(w->dist.allreduce.n > 0 ? "measured_table" : "nccl"));
     rv_comm_warn_traced(r, &w->dist, &x, largest, nallreduce);
     json_object_set_new(r, "sizes_from_trace", json_integer((json_int_t)known));
     json_object_set_new(r, "sizes_inferred", json_integer((json_int_t)inferred));
@@ -525,12 +524,10 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
                         last = RV_ERR_NOMEM;
                     secs = ti + tx;
                 } else {
-                    if (d->dgc_density > 0)
-                        secs = rv_coll_dgc(&net, s, d->dgc_density);
-                    else if (d->allreduce.n > 0)
-                        secs = rv_coll_table_time(&d->allreduce, s); /* measured */
-                    else
-                        secs = rv_coll_time(&net, RV_COLL_ALLREDUCE, d->algorithm, s);
+                    /* The one cost function; this loop already made the pieces. */
+                    rv_dist one = *d;
+                    one.tensor_partition_mb = 0;
+                    secs = rv_comm_time(&one, &net, RV_COLL_ALLREDUCE, s);
                     if (d->tensor_fusion_mb > 0)
                         secs += 2.0 * s / bw_hbm; /* pack and unpack */
                     /* P3: forward order is the reverse of ready order, so the
@@ -645,7 +642,7 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
             json_object_set_new(r, "dgc_density", json_real(d->dgc_density));
         if (r)
             json_object_set_new(r, "allreduce_model",
-                                json_string(d->allreduce.n > 0 ? "measured_table" : "alpha_beta"));
+                                json_string(d->allreduce.n > 0 ? "measured_table" : "nccl"));
         if (r && nremoved)
             json_object_set_new(r, "optimizer_tasks_removed", json_integer((json_int_t)nremoved));
         if (!r || json_array_append_new(applied, r)) {

@@ -20,6 +20,7 @@
 #include "job/rv_job_int.h"
 #include "run/rv_run.h"
 #include "simulate/rv_sim.h"
+#include "trace/rv_coll.h"
 #include "whatif/rv_whatif.h"
 #include "common/rv_test_trace.h"
 #include "common/rv_test_util.h"
@@ -235,6 +236,49 @@ static void test_gradient_bytes_from_parameters(void)
     rv_test_unload(&l);
 }
 
+/* NCCL-shaped costs by default: on ResNet-50's buckets (25 MiB) at 16
+ * ranks in two nodes the tree costs at least the ring (before: about
+ * half), below it only for small messages; a measured table overrides. */
+static void test_nccl_costs(void)
+{
+    rv_test_loaded l;
+    CU_ASSERT_EQUAL_FATAL(
+        rv_test_load(traces, "kineto/resnet50-v100-workers0.pt.trace.json.gz", &l), 0);
+    static const char *const docs[] = {
+        "{\"distributed\":{\"workers\":16,\"algorithm\":\"ring\"}}",
+        "{\"distributed\":{\"workers\":16,\"algorithm\":\"tree\"}}",
+        "{\"distributed\":{\"workers\":16,\"allreduce_table\":[[1e6,2000],[1e8,200000]]}}",
+    };
+    double comm[3];
+    char model[3][32];
+    for (int k = 0; k < 3; k++) {
+        rv_run_result *r = run1(&l, docs[k]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+        json_t *d = dist_entry(r);
+        comm[k] = json_number_value(json_object_get(d, "comm_us_per_iteration"));
+        const char *m = json_string_value(json_object_get(d, "allreduce_model"));
+        snprintf(model[k], sizeof(model[k]), "%s", m ? m : "");
+        printf("\n  %s: %.0f us of all-reduce per step (%s)", docs[k], comm[k], model[k]);
+        rv_run_result_free(r);
+    }
+    CU_ASSERT(comm[1] >= comm[0]);
+    CU_ASSERT(comm[2] > 0 && fabs(comm[2] - comm[0]) > 1);
+    CU_ASSERT_STRING_EQUAL(model[0], "nccl");
+    CU_ASSERT_STRING_EQUAL(model[2], "measured_table");
+    rv_test_unload(&l);
+    /* Small messages: the tree's log-depth latency wins. */
+    rv_net net = {.n = 16,
+                  .g = 8,
+                  .intra_bps = 150e9,
+                  .inter_bps = 12.5e9,
+                  .alpha_s = 5e-6,
+                  .efficiency = 0.8};
+    CU_ASSERT(rv_coll_nccl_time(&net, RV_COLL_ALLREDUCE, RV_ALGO_TREE, 1024) <
+              rv_coll_nccl_time(&net, RV_COLL_ALLREDUCE, RV_ALGO_RING, 1024));
+    CU_ASSERT(rv_coll_nccl_time(&net, RV_COLL_ALLREDUCE, RV_ALGO_TREE, 256e6) >=
+              rv_coll_nccl_time(&net, RV_COLL_ALLREDUCE, RV_ALGO_RING, 256e6));
+}
+
 int main(void)
 {
     traces = rv_test_require_shared_traces("param/dlrm-8rank/worker0.kineto.json.gz");
@@ -264,6 +308,7 @@ int main(void)
     CU_add_test(s, "scaling from one GPU answers on every training trace",
                 test_every_training_trace);
     CU_add_test(s, "gradient bytes come from the parameters", test_gradient_bytes_from_parameters);
+    CU_add_test(s, "NCCL-shaped costs; a measured table overrides", test_nccl_costs);
     unsigned fails = rv_test_run();
     rv_job_free(job);
     for (int i = 0; i < NR; i++)
