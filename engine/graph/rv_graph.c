@@ -12,6 +12,7 @@
 #include "util/rv_map.h"
 #include "util/rv_mem.h"
 #include "graph/rv_precision.h"
+#include "trace/rv_kname.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,38 +138,6 @@ static int32_t thread_for(builder *b, const rv_event *ev, int gpu)
 static int is_cpu_task_cat(int cat)
 {
     return cat == RV_CAT_RUNTIME || cat == RV_CAT_DRIVER;
-}
-
-/* Collective kernels of every library seen in real traces, matched without
- * case: NCCL and RCCL, MSCCL, NVSHMEM (and DeepEP on it), PyTorch's
- * symmetric-memory kernels (multimem_all_reduce, one/two-shot all-reduce),
- * and kernels named after the collective they run. A name must say which
- * collective: "reduce_kernel" alone is a reduction, not a collective. */
-static int is_nccl_name(const char *n)
-{
-    static const char *const marks[] = {
-        "nccl",
-        "rccl",
-        "msccl",
-        "nvshmem",
-        "deep_ep",
-        "multimem_",
-        "symmetric_memory",
-        "all_reduce",
-        "allreduce",
-        "all_gather",
-        "allgather",
-        "reduce_scatter",
-        "reducescatter",
-        "all_to_all",
-        "alltoall",
-        "one_shot_all",
-        "two_shot_all",
-    };
-    for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]); k++)
-        if (strcasestr(n, marks[k]))
-            return 1;
-    return 0;
 }
 
 /* Sort key for tasks: by thread, then measured start, then input order. */
@@ -324,7 +293,7 @@ static int make_tasks(builder *b)
         t->dur_ns = ev->dur_ns;
         t->bytes = ev->bytes;
         if (gpu && ev->cat == RV_CAT_KERNEL && ev->name < tr->strings.count && !nccl[ev->name])
-            nccl[ev->name] = is_nccl_name(rv_trace_str(tr, ev->name)) ? 1 : 2;
+            nccl[ev->name] = rv_kname_is_comm(rv_trace_str(tr, ev->name)) ? 1 : 2;
         if (gpu && ev->cat == RV_CAT_KERNEL && ev->name < tr->strings.count &&
             nccl[ev->name] == 1) {
             t->flags |= RV_TF_NCCL;

@@ -35,7 +35,7 @@ static double tail(double blocks, int sms)
  * name (cuDNN/cuBLAS markers). */
 static int ran_tf32(const char *name)
 {
-    return rv_kernel_dtype(name) == RV_DT_TF32;
+    return rv_kname_dtype(name) == RV_DT_TF32;
 }
 
 /* Seconds on `to` of a costed kernel measured at t_s on `from`. */
@@ -188,7 +188,7 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
                 k_costed += s;
                 n_costed++;
             } else {
-                int kc = rv_prec_kclass(name);
+                int kc = rv_kname_class(name);
                 if (kc == RV_KC_COMM) {
                     /* Collectives are the distributed model's (links). */
                     k_kept += s;

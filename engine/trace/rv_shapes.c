@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "util/rv_map.h"
-#include "graph/rv_precision.h"
+#include "trace/rv_kname.h"
 #include "util/rv_sort.h"
 
 #define MAX_OPS  ((size_t)16 << 20)
@@ -112,7 +112,7 @@ int rv_shapes_itemsize(const char *s, size_t n)
 int rv_shapes_ptype(const char *s, size_t n)
 {
     unwrap(&s, &n);
-    return rv_prec_type_code(s, n);
+    return rv_kname_type_code(s, n);
 }
 
 void rv_shapes_clear(rv_trace *t)

@@ -28,7 +28,7 @@ int rv_shapes_add(rv_trace *t, int32_t event, const rv_shape_arg *args, size_t n
  * ("float", "c10::BFloat16", "long int", "Tensor(c10::Half)"); 0 unknown. */
 int rv_shapes_itemsize(const char *s, size_t n);
 
-/* The same text's rv_prec_type (rv_precision.h), "Tensor(...)" unwrapped. */
+/* The same text's rv_prec_type (trace/rv_kname.h), "Tensor(...)" unwrapped. */
 int rv_shapes_ptype(const char *s, size_t n);
 
 /* Drops every op shape (the arrays are kept for reuse). */
