@@ -718,6 +718,7 @@ static int link_launches(builder *b)
         for (int32_t k = th->first; k < th->first + th->norig && g->tasks[k].launch < 0; k++) {
             b->launch_ts[k] = INT64_MIN;
             g->prewindow_gpu++;
+            g->prewindow_gpu_ns += g->tasks[k].meas_dur_ns;
         }
     }
     /* Several CPU threads may feed one stream and their calls overlap, so
@@ -820,11 +821,40 @@ static int add_structural_edges(builder *b)
             for (int32_t k = th->first; k < th->first + th->norig; k++)
                 g->tasks[k].gap_ns = g->gpu_gap_ns;
     }
+    /* A call that launched several GPU tasks (a CUDA/HIP graph) keeps the
+     * lag the trace shows between the call and its first task: a graph's
+     * launch (upload, instantiation, a busy device) takes far longer than
+     * one kernel's, and nothing in the graph explains it. */
+    int32_t *count = calloc(g->ntasks + 1, sizeof(*count));
+    int64_t *first = malloc((g->ntasks + 1) * sizeof(*first));
+    if (!count || !first) {
+        free(count);
+        free(first);
+        return RV_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < g->ntasks; i++)
+        first[i] = INT64_MAX;
+    for (size_t i = 0; i < g->ntasks; i++) {
+        const rv_task *t = &g->tasks[i];
+        if (t->launch < 0)
+            continue;
+        count[t->launch]++;
+        if (t->meas_start_ns >= 0 && t->meas_start_ns < first[t->launch])
+            first[t->launch] = t->meas_start_ns;
+    }
     for (size_t i = 0; i < g->ntasks && rc == 0; i++) {
         const rv_task *t = &g->tasks[i];
-        if (t->launch >= 0)
-            rc = rv_graph_add_edge(g, t->launch, (int32_t)i, g->launch_lat_ns, RV_EDGE_LAUNCH, 1);
+        if (t->launch < 0)
+            continue;
+        int64_t delay = g->launch_lat_ns;
+        const rv_task *l = &g->tasks[t->launch];
+        if (count[t->launch] > 1 && first[t->launch] != INT64_MAX && l->meas_start_ns >= 0 &&
+            first[t->launch] - l->meas_start_ns > delay)
+            delay = first[t->launch] - l->meas_start_ns;
+        rc = rv_graph_add_edge(g, t->launch, (int32_t)i, delay, RV_EDGE_LAUNCH, 1);
     }
+    free(count);
+    free(first);
     return rc;
 }
 

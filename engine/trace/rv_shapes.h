@@ -99,4 +99,8 @@ int rv_shapes_read_concrete(rv_jscan *js, int depth, rv_shapes_pending *p, rv_bu
  * arguments. 0 or a negative rv_err. */
 int rv_shapes_commit(rv_trace *t, int32_t event, rv_shapes_pending *p);
 
+/* The batch size t's op shapes say (0 when none); *from (static) names
+ * where it was read. */
+int64_t rv_shapes_batch(const rv_trace *t, const char **from);
+
 #endif
