@@ -19,6 +19,7 @@
 #include "cost/rv_keff.h"
 #include "cost/rv_kmodel.h"
 #include "graph/rv_graph.h"
+#include "models/rv_apply.h"
 #include "whatif/rv_whatif.h"
 
 enum { MAX_TO = 16 };
@@ -49,7 +50,7 @@ static json_t *rescaled(const rv_graph *g, const rv_hw *to, rv_error *err)
         rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
         goto out;
     }
-    if (rv_whatif_parse(doc, &w, err) != 0 || rv_whatif_apply(w, moved, &applied, err) != 0)
+    if (rv_whatif_parse(doc, &w, err) != 0 || rv_apply(w, moved, &applied, err) != 0)
         goto out;
     double meas = 0, pred = 0;
     for (size_t i = 0; i < g->ntasks; i++)
