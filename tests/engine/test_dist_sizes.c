@@ -192,11 +192,14 @@ static int sweep(const loaded *l, double steps[4], double bw[5])
             bw[k - 4] = r->sum.predicted_us / 1e3;
         rv_run_result_free(r);
     }
-    /* Fewer workers are never slower; more bandwidth is never slower. */
+    /* Fewer workers are never slower; more bandwidth is never slower,
+     * within 0.5%: once the network no longer bounds the step, shorter
+     * collectives can reorder a list schedule (the 16-rank trace at 400
+     * vs 100 Gb/s: +0.25%, since the queued-work replay). */
     for (int k = 1; k < 4; k++)
         CU_ASSERT(steps[k] >= steps[k - 1] * (1 - 1e-9));
     for (int k = 1; k < 5; k++)
-        CU_ASSERT(bw[k] <= bw[k - 1] * (1 + 1e-9));
+        CU_ASSERT(bw[k] <= bw[k - 1] * (1 + 5e-3));
     return missing;
 }
 
