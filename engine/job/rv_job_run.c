@@ -13,7 +13,10 @@
 #include "trace/rv_coll.h"
 #include "models/rv_comm_model.h"
 #include "hw/rv_hw.h"
+#include "models/rv_apply.h"
+#include "simulate/rv_power.h"
 #include "simulate/rv_report.h"
+#include "trace/rv_shapes.h"
 #include "util/rv_stop.h"
 
 void rv_job__warn(rv_job_result *r, const char *code, const char *fmt, ...)
@@ -583,6 +586,37 @@ static void comm_warnings(rv_job_result *r, const rv_dist *d, int world)
     json_decref(e);
 }
 
+/* Energy of one rank's reported step (its GPUs only), joules; < 0 when
+ * the power model cannot say (a GPU not in the hardware table). */
+static double rank_energy(const rv_whatif *w, const rv_graph *g, const rv_sim *v, int32_t iter)
+{
+    rv_energy_params ep;
+    rv_energy e;
+    rv_apply_energy_params(w, g, &ep);
+    ep.ranks = 1;
+    rv_window win = rv_report_window(g, v, iter);
+    if (!ep.hw || rv_power_energy(g, v, &ep, win.t0_ns, win.t1_ns, &e) != 0)
+        return -1;
+    return e.energy_j / (win.per > 0 ? win.per : 1);
+}
+
+/* The batch of every rank: the request's batch_size, else what each
+ * trace's shapes say when they agree; 0 unknown. */
+static int64_t job_batch(const rv_job *j, const rv_whatif *w)
+{
+    if (w && w->batch_size > 0)
+        return w->batch_size;
+    int64_t b = 0;
+    for (size_t p = 0; p < j->n; p++) {
+        const char *from = NULL;
+        int64_t x = j->r[p].g->trace ? rv_shapes_batch(j->r[p].g->trace, &from) : 0;
+        if (x <= 0 || (b > 0 && x != b))
+            return 0;
+        b = x;
+    }
+    return b;
+}
+
 static double ratio_of(double num, double den)
 {
     return den > 0 ? num / den : 0;
@@ -730,6 +764,7 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
     r->edges = final->g->nedges;
     /* Figures: per rank, then the job's step (its slowest rank). */
     rv_run_summary *sum = &r->sum;
+    r->energy_j = r->baseline_energy_j = 0;
     for (size_t s = 0; s < r->nslots; s++) {
         rv_job_slot *sl = &r->slots[s];
         size_t p = (size_t)sl->pos;
@@ -752,6 +787,15 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
         sl->measured_us = bf.measured_us;
         sl->baseline_us = bf.simulated_us;
         sl->predicted_us = pf.simulated_us;
+        double ej = rank_energy(w, sl->g, &pv, pf.iter);
+        r->energy_j = ej < 0 || r->energy_j < 0 ? -1 : r->energy_j + ej;
+        if (s < n) {
+            rv_sim bv;
+            view(&bm, &bslots[p], &bv);
+            double bj = rank_energy(NULL, job->r[p].g, &bv, bf.iter);
+            r->baseline_energy_j =
+                bj < 0 || r->baseline_energy_j < 0 ? -1 : r->baseline_energy_j + bj;
+        }
         sl->replay_error = ratio_of(fabs(sl->baseline_us - sl->measured_us), sl->measured_us);
         if (s < n) {
             if (sl->measured_us > sum->measured_us)
@@ -765,6 +809,13 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
             sum->predicted_us = sl->predicted_us;
     }
     sum->speedup = ratio_of(sum->baseline_us, sum->predicted_us);
+    /* Throughput of the whole job: every rank's batch per job step. */
+    r->batch_per_rank = job_batch(job, w);
+    r->samples_per_s = r->baseline_samples_per_s = -1;
+    if (r->batch_per_rank > 0 && sum->predicted_us > 0 && sum->baseline_us > 0) {
+        r->samples_per_s = (double)r->batch_per_rank * (double)r->nslots / sum->predicted_us * 1e6;
+        r->baseline_samples_per_s = (double)r->batch_per_rank * (double)n / sum->baseline_us * 1e6;
+    }
     if (sum->replay_error > 0.02)
         rv_job__warn(r, "replay_error",
                      "the job's unmodified graph replays a rank's measured step up to %.1f%% "

@@ -284,6 +284,44 @@ static void test_nccl_costs(void)
               rv_coll_nccl_time(&net, RV_COLL_ALLREDUCE, RV_ALGO_RING, 256e6));
 }
 
+/* What a planner needs of a job: the slowest rank is the one with the
+ * longest step (DLRM rank 1, 19.9 ms), the last to arrive at collectives
+ * is named for that (rank 7, the shortest step); job-level samples per
+ * second and energy per step (before: neither, and slowest_rank was 7). */
+static void test_job_answers(void)
+{
+    rv_job_result *r = runj("{\"job\":{\"bandwidth_gbps\":1}}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    json_t *o = rv_job_render(r, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    int longest = -1;
+    double step = -1;
+    for (size_t i = 0; i < r->nslots; i++)
+        if (r->slots[i].predicted_us > step) {
+            step = r->slots[i].predicted_us;
+            longest = r->slots[i].rank;
+        }
+    json_t *e = json_object_get(o, "energy_j"), *tp = json_object_get(o, "throughput");
+    double sps =
+        json_number_value(json_object_get(json_object_get(tp, "samples_per_s"), "predicted"));
+    double batch = (double)json_integer_value(json_object_get(tp, "batch_per_rank"));
+    printf("\n  slowest %lld (longest step: %d), last arriving %lld, energy %.2f -> %.2f J, "
+           "%.0f samples/s (batch %g per rank)",
+           (long long)json_integer_value(json_object_get(o, "slowest_rank")), longest,
+           (long long)json_integer_value(json_object_get(o, "last_arriving_rank")),
+           json_number_value(json_object_get(e, "baseline")),
+           json_number_value(json_object_get(e, "predicted")), sps, batch);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "slowest_rank")), longest);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "last_arriving_rank")), 7);
+    CU_ASSERT(json_number_value(json_object_get(e, "predicted")) >
+              json_number_value(json_object_get(e, "baseline")));
+    CU_ASSERT(json_number_value(json_object_get(e, "baseline")) > 0);
+    CU_ASSERT(batch > 0);
+    CU_ASSERT_DOUBLE_EQUAL(sps, batch * NR / (r->sum.predicted_us * 1e-6), 1e-6 * sps);
+    json_decref(o);
+    rv_job_result_free(r);
+}
+
 #define DEEPEP "tests/data/collectives/dlrm-worker0-deepep.json.gz"
 
 /* DeepEP's kernels are communication everywhere: in the graph, the
@@ -361,6 +399,7 @@ int main(void)
                 test_every_training_trace);
     CU_add_test(s, "gradient bytes come from the parameters", test_gradient_bytes_from_parameters);
     CU_add_test(s, "NCCL-shaped costs; a measured table overrides", test_nccl_costs);
+    CU_add_test(s, "job answers: slowest rank, throughput, energy", test_job_answers);
     unsigned fails = rv_test_run();
     rv_job_free(job);
     for (int i = 0; i < NR; i++)
