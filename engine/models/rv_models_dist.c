@@ -186,7 +186,9 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
         if (g->tasks[ed->src].thread != g->tasks[ed->dst].thread)
             waited[ed->src] = 1;
     }
-    for (size_t i = 0; i < g->ntasks; i++) {
+    /* Edges added below never add tasks: both passes cover the same ones. */
+    const size_t ntasks = g->ntasks;
+    for (size_t i = 0; i < ntasks; i++) {
         const rv_task *t = &g->tasks[i];
         int named;
         group_of[i] = -1;
@@ -208,7 +210,7 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
             goto out;
         ng = infer_groups(g, &b, keys, nkeys, groups, group_of);
     }
-    for (size_t i = 0; i < g->ntasks; i++) {
+    for (size_t i = 0; i < ntasks; i++) {
         rv_task *t = &g->tasks[i];
         if (!(t->flags & RV_TF_NCCL) || (t->flags & RV_TF_REMOVED))
             continue;
@@ -229,6 +231,8 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
             moved = rv_comm_time(NULL, &b, op, s);
             known++;
         } else {
+            if (!groups || group_of[i] < 0)
+                continue; /* unreachable: every sizeless collective has a group */
             const coll_group *c = &groups[group_of[i]];
             s = c->bytes;
             moved = c->fastest_s;
