@@ -181,6 +181,15 @@ void rv_comm_warn_traced(json_t *entry, const rv_dist *d, const rv_net *net, dou
         rv_models__warn(entry, "no_effect",
                         "distributed.tensor_fusion_mb: the traced collectives are already "
                         "fused as the job ran them; fusion applies to a one-GPU trace");
+    if (d->gradient_mb > 0)
+        rv_models__warn(entry, "no_effect",
+                        "distributed.gradient_mb: traced collectives keep the sizes the trace "
+                        "names (or that their transfers imply)");
+    if (d->p3)
+        rv_models__warn(entry, "no_effect",
+                        "distributed.p3: slicing and priorities need a one-GPU trace's "
+                        "gradients; traced collectives are costed as parameter-server "
+                        "push and pull");
     if (d->tensor_partition_mb > 0 && largest <= d->tensor_partition_mb * MIB)
         rv_models__warn(entry, "no_effect",
                         "distributed.tensor_partition_mb: every traced collective (largest %.3g "

@@ -36,10 +36,11 @@ static const char *traces;
 static rv_test_loaded dlrm[NR];
 static rv_job *job;
 
-static const char *const knobs[] = {"tensor_fusion_mb", "tensor_partition_mb", "bucket_mb",
-                                    "dgc_density", "blueconnect"};
-static const char *const knob_vals[] = {"64", "0.25", "4", "0.001", "true"};
-#define NKNOBS 5
+static const char *const knobs[] = {
+    "tensor_fusion_mb", "tensor_partition_mb", "bucket_mb", "dgc_density",
+    "blueconnect",      "gradient_mb",         "p3"};
+static const char *const knob_vals[] = {"64", "0.25", "4", "0.001", "true", "100", "true"};
+#define NKNOBS 7
 
 /* The answer to doc on one trace (new; NULL with the error printed). */
 static rv_run_result *run1(const rv_test_loaded *l, const char *doc)
