@@ -11,6 +11,7 @@
 #include "cost/rv_keff.h"
 #include "cost/rv_kmodel.h"
 #include "models/rv_models.h"
+#include "trace/rv_kname.h"
 #include "graph/rv_precision.h"
 
 /* Class-level ratios for kernels without a cost: compute (GEMM, conv,
@@ -210,6 +211,12 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
             if (ev && ev->grid[0] > 0 && !on_target[i]) {
                 double blocks = (double)ev->grid[0] * (ev->grid[1] > 0 ? ev->grid[1] : 1) *
                                 (ev->grid[2] > 0 ? ev->grid[2] : 1);
+                /* Tensile grids count threads: workgroups are grid / block. */
+                double per = (double)(ev->block[0] > 0 ? ev->block[0] : 1) *
+                             (ev->block[1] > 0 ? ev->block[1] : 1) *
+                             (ev->block[2] > 0 ? ev->block[2] : 1);
+                if (rv_kname_grid_in_threads(name) && per > 1)
+                    blocks = ceil(blocks / per);
                 m *= tail(blocks, to->sms) / tail(blocks, from->sms);
             }
         } else {

@@ -375,3 +375,8 @@ int rv_kname_type_dtype(int code)
     default: return RV_PREC_UNKNOWN;
     }
 }
+
+int rv_kname_grid_in_threads(const char *name)
+{
+    return name && strstr(name, "Cijk_") != NULL;
+}

@@ -62,6 +62,11 @@ int rv_kname_coll_op(const char *name, int *named);
 /* The kernel class (rv_kclass) of a name; RV_KC_OTHER for NULL or "". */
 int rv_kname_class(const char *name);
 
+/* Whether the trace's grid of a kernel so named counts threads, not
+ * blocks: AMD Tensile / hipBLASLt GEMMs (Cijk_*) report their global work
+ * size, while at::native and most other kernels report workgroups. */
+int rv_kname_grid_in_threads(const char *name);
+
 /* "gemm", "membound", ...; "other" for out-of-range values. */
 const char *rv_kname_class_name(int kc);
 

@@ -148,6 +148,17 @@ static void test_dtype(void)
     CU_ASSERT_EQUAL(rv_kname_type_dtype(RV_PT_NONE), RV_PREC_UNKNOWN);
 }
 
+/* Tensile / hipBLASLt report threads in their grid (MI300 Qwen trace:
+ * grid 17920, block 256), at::native kernels report blocks. */
+static void test_grid_units(void)
+{
+    CU_ASSERT_TRUE(
+        rv_kname_grid_in_threads("Cijk_Ailk_Bljk_S_B_Bias_HA_S_SAV_UserArgs_MT128x128x32"));
+    CU_ASSERT_FALSE(rv_kname_grid_in_threads("void at::native::vectorized_elementwise_kernel<4>"));
+    CU_ASSERT_FALSE(rv_kname_grid_in_threads("sm80_xmma_gemm_f32f32_tf32f32"));
+    CU_ASSERT_FALSE(rv_kname_grid_in_threads(NULL));
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -157,5 +168,6 @@ int main(void)
     CU_add_test(s, "point-to-point and collective kind", test_p2p_and_kind);
     CU_add_test(s, "kernel class", test_class);
     CU_add_test(s, "element type", test_dtype);
+    CU_add_test(s, "grid units", test_grid_units);
     return rv_test_run() ? 1 : 0;
 }
