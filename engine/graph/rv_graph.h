@@ -143,6 +143,11 @@ typedef struct rv_graph {
      * shared with clones like name_info. */
     struct rv_flops_trace *flops;
     int owns_flops;
+    /* Layer instances (rv_layers.h) found when the graph is built; NULL
+     * when the trace names no repeated module. Owned and shared with
+     * clones like name_info. */
+    struct rv_layers *layers;
+    int owns_layers;
 } rv_graph;
 
 /* Caps on a graph's arrays (RV_ERR_LIMIT past them). */

@@ -215,6 +215,8 @@ const rv_field_spec rv_spec_select[] = {
     ENUM("phase", NONE, "forward,backward,optimizer,dataloader,unknown", NULL, NULL,
          "training phase"),
     INT("stream", NONE, 0, INT32_MAX, NULL, 0, "GPU stream id"),
+    INT("layer_instance", NONE, 0, INT32_MAX, NULL, 0,
+        "layer index (decoder layer 17: 17), from the trace's module annotations"),
 };
 const size_t rv_spec_nselect = sizeof(rv_spec_select) / sizeof(rv_spec_select[0]);
 
