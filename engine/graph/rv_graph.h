@@ -77,6 +77,8 @@ typedef struct rv_task {
     uint8_t cat;           /* rv_cat of the source event */
     uint8_t phase;         /* rv_phase */
     uint8_t flags;         /* RV_TF_* */
+    uint8_t pardim;        /* inserted collective: its parallelism dimension and kind
+                              (RV_PARDIM_TAG, rv_pardims.h); 0 otherwise. Fits the padding */
 } rv_task;
 
 typedef struct rv_edge {

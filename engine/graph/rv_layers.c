@@ -282,6 +282,11 @@ out:
     return rc;
 }
 
+int32_t rv_layers_at(const rv_layers *l, uint32_t pid, uint32_t tid, int64_t ts)
+{
+    return l ? inst_at(l, pid, tid, ts) : -1;
+}
+
 int32_t rv_layers_of_task(const rv_layers *l, size_t i)
 {
     return l && i < l->ntasks ? l->of_task[i] : -1;

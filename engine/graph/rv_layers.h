@@ -48,6 +48,10 @@ int rv_layers_find(const struct rv_graph *g, rv_layers **out, rv_error *err);
  * (inserted tasks, backward, optimizer) or l is NULL. */
 int32_t rv_layers_of_task(const rv_layers *l, size_t i);
 
+/* The layer index of the call running at absolute time ts on the CPU
+ * thread (pid, tid) (string ids); -1 none or l NULL. */
+int32_t rv_layers_at(const rv_layers *l, uint32_t pid, uint32_t tid, int64_t ts);
+
 void rv_layers_free(rv_layers *l);
 
 #endif

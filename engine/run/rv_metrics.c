@@ -8,6 +8,7 @@
 #include "cost/rv_flops.h"
 #include "hw/rv_hw.h"
 #include "cost/rv_memory.h"
+#include "simulate/rv_pardims.h"
 #include "simulate/rv_power.h"
 #include "graph/rv_precision.h"
 #include "trace/rv_shapes.h"
@@ -454,6 +455,10 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
         json_object_set_new(o, "throughput", json_null());
     }
     json_object_set_new(o, "utilization", utilization_json(r));
+    /* The dimensions the predicted run communicates over (rv_pardims.h). */
+    json_object_set_new(
+        o, "parallelism",
+        rv_pardims_json(rv_run_pred_graph(r), rv_run_pred_sim(r), &r->pred_win, NULL));
     json_object_set_new(o, "memory", memory_json(r));
     if (rv_memory_predict(json_object_get(o, "memory"), r->applied))
         rv_run_warn(r, "memory_savers_assumed",

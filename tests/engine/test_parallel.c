@@ -47,7 +47,7 @@ static int load_shared(const char *rel, loaded *l)
     return load_path(p, l);
 }
 
-__attribute__((unused)) static int load_repo(const char *rel, loaded *l)
+static int load_repo(const char *rel, loaded *l)
 {
     char p[1024];
     snprintf(p, sizeof(p), "%s/%s", srcdir, rel);
@@ -139,6 +139,100 @@ static void test_qwen_layer_instances(void)
     unload(&l);
 }
 
+/* ---- 2. dimensions ------------------------------------------------------ */
+
+/* The `parallelism` entry of dim in the answer, or NULL. */
+static json_t *dim_entry(json_t *ans, const char *dim)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(ans, "parallelism"), i, e)
+    {
+        if (strcmp(json_string_value(json_object_get(e, "dim")), dim) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+static double num(const json_t *o, const char *k)
+{
+    return json_number_value(json_object_get(o, k));
+}
+
+static void check_embedding_data(const char *rel, int world)
+{
+    loaded l;
+    rv_error err;
+    int rc;
+    CU_ASSERT_EQUAL_FATAL(load_shared(rel, &l), 0);
+    json_t *a = answer(&l, "{}", &rc, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    json_t *emb = dim_entry(a, "embedding"), *data = dim_entry(a, "data");
+    CU_ASSERT_PTR_NOT_NULL(emb);
+    CU_ASSERT_PTR_NOT_NULL(data);
+    CU_ASSERT_PTR_NULL(dim_entry(a, "unknown"));
+    CU_ASSERT_PTR_NULL(dim_entry(a, "tensor"));
+    if (emb && data) {
+        CU_ASSERT(num(json_object_get(emb, "ops"), "all_to_all") > 0);
+        CU_ASSERT(num(json_object_get(data, "ops"), "all_reduce") > 0);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(data, "degree")), world);
+        CU_ASSERT(num(emb, "comm_us") > 0);
+        CU_ASSERT(num(emb, "exposed_comm_us") <= num(emb, "comm_us"));
+        CU_ASSERT(num(data, "exposed_comm_us") >= 0);
+    }
+    json_decref(a);
+    unload(&l);
+}
+
+static void test_dlrm_dims(void)
+{
+    char rel[128];
+    for (int k = 0; k < 8; k++) {
+        snprintf(rel, sizeof(rel), "param/dlrm-8rank/worker%d.kineto.json.gz", k);
+        check_embedding_data(rel, 8);
+    }
+}
+
+static void test_hta16_dims(void)
+{
+    check_embedding_data("hta/a100-rank0-of-16-five-streams.json.gz", 16);
+}
+
+/* DeepEP's dispatch and combine kernels are the expert dimension: two per
+ * MoE layer (8 in the fixture's 4 layers). */
+static void test_deepep_expert(void)
+{
+    loaded l;
+    rv_error err;
+    int rc;
+    CU_ASSERT_EQUAL_FATAL(load_repo("tests/data/parallel/bert-deepep-moe.json.gz", &l), 0);
+    json_t *a = answer(&l, "{}", &rc, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    json_t *e = dim_entry(a, "expert");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_DOUBLE_EQUAL(num(e, "collectives"), 8, 1e-9);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(e, "degree")), 8);
+    CU_ASSERT(num(e, "comm_us") > 0);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(a, "parallelism")), 1);
+    json_decref(a);
+    unload(&l);
+}
+
+/* A single-GPU trace has no dimension. */
+static void test_single_gpu_none(void)
+{
+    loaded l;
+    rv_error err;
+    int rc;
+    CU_ASSERT_EQUAL_FATAL(load_shared("tracelens/mi300-qwen-forward.json.gz", &l), 0);
+    json_t *a = answer(&l, "{}", &rc, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT(json_is_array(json_object_get(a, "parallelism")));
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(a, "parallelism")), 0);
+    json_decref(a);
+    unload(&l);
+}
+
 int main(void)
 {
     srcdir = getenv("RV_SOURCE_DIR");
@@ -148,8 +242,12 @@ int main(void)
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
     CU_pSuite su = CU_add_suite("parallel", NULL, NULL);
+    CU_add_test(su, "deepep_expert", test_deepep_expert);
     if (shared) {
         CU_add_test(su, "qwen_layer_instances", test_qwen_layer_instances);
+        CU_add_test(su, "dlrm_dims", test_dlrm_dims);
+        CU_add_test(su, "hta16_dims", test_hta16_dims);
+        CU_add_test(su, "single_gpu_none", test_single_gpu_none);
     } else {
         printf("note: RV_SHARED_TRACES not set: the Qwen, DLRM and HTA cases are skipped\n");
     }
