@@ -100,6 +100,16 @@ typedef struct rv_dist {
     rv_coll_table allreduce;    /* measured all-reduce times; n == 0: alpha-beta */
 } rv_dist;
 
+/* "parallel": other degrees of the parallelism dimensions (0 / -1: as traced). */
+typedef struct rv_par {
+    int data;         /* data-parallel ranks */
+    int zero;         /* ZeRO / FSDP stage 0-3; -1 not given */
+    int tensor;       /* tensor-parallel degree */
+    int pipeline;     /* pipeline stages */
+    int microbatches; /* micro-batches per step (pipeline) */
+    int expert;       /* expert-parallel degree */
+} rv_par;
+
 struct rv_whatif {
     rv_opt *opts;
     size_t nopts;
@@ -117,7 +127,9 @@ struct rv_whatif {
     int platform_kmodels;                    /* "kernel_models": "platform" */
     const struct rv_kmodel *kmodel_platform; /* borrowed; set by the caller */
     const struct rv_kmodel *kmodel_target;   /* the `gpu` target's; borrowed, may be NULL */
-    int has_job;                             /* "job" given */
+    int has_par;                             /* "parallel" given */
+    rv_par par;
+    int has_job; /* "job" given */
     rv_job_whatif job;
     int shallow; /* rv_whatif_for_rank's copy: the selectors are the parent's */
 };
@@ -166,6 +178,8 @@ int rv_models__generic(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, 
 int rv_models__dataloader(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied,
                           rv_error *err);
 int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
+/* The `parallel` what-if (rv_models_parallel.c). */
+int rv_models__parallel(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
 int rv_models__power(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
 int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied,
                           rv_error *err);

@@ -233,6 +233,191 @@ static void test_single_gpu_none(void)
     unload(&l);
 }
 
+/* ---- 3. the parallel what-if -------------------------------------------- */
+
+static json_t *applied_model(json_t *ans, const char *model)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(ans, "applied"), i, e)
+    {
+        const char *m = json_string_value(json_object_get(e, "model"));
+        if (m && strcmp(m, model) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+static int has_warning(json_t *ans, const char *code)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(ans, "warnings"), i, e)
+    {
+        if (strcmp(json_string_value(json_object_get(e, "code")), code) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static double dim_num(json_t *entry, const char *dim, const char *key)
+{
+    return num(json_object_get(json_object_get(entry, "dimensions"), dim), key);
+}
+
+/* ZeRO-3 over 8 (MODELS.md E2): weights, gradients and optimizer state per
+ * GPU at 1/8; 3 x 7/8 x the parameter bytes on the data dimension. */
+static void test_resnet_zero3(void)
+{
+    loaded l;
+    rv_error err;
+    int rc;
+    CU_ASSERT_EQUAL_FATAL(load_repo("data/samples/resnet50-v100-workers0.pt.trace.json.gz", &l), 0);
+    json_t *a = answer(&l, "{\"parallel\":{\"data\":8,\"zero\":3}}", &rc, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    json_t *mem = json_object_get(a, "memory");
+    json_t *b = json_object_get(mem, "breakdown"),
+           *pb = json_object_get(mem, "predicted_breakdown");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pb);
+    static const char *const parts[] = {"weights", "gradients", "optimizer_state"};
+    for (int k = 0; k < 3; k++) {
+        double v = num(b, parts[k]);
+        CU_ASSERT(v > 1e7);
+        CU_ASSERT_DOUBLE_EQUAL(num(pb, parts[k]), v / 8, 1);
+    }
+    /* Activations are not sharded. */
+    CU_ASSERT_DOUBLE_EQUAL(num(pb, "activations"), num(b, "activations"), 1);
+    json_t *e = applied_model(a, "parallel");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    double psi = num(e, "parameter_bytes");
+    CU_ASSERT_DOUBLE_EQUAL(psi, num(b, "weights"), 1);
+    CU_ASSERT_DOUBLE_EQUAL(dim_num(e, "data", "comm_bytes_per_step"), 3 * 7.0 / 8 * psi,
+                           1e-6 * psi);
+    /* Per unit: an all-gather forward and backward and a reduce-scatter. */
+    double units = num(e, "units");
+    CU_ASSERT(units >= 2);
+    CU_ASSERT_DOUBLE_EQUAL(dim_num(e, "data", "collectives_inserted_per_step"), 3 * units, 1e-9);
+    json_t *fs = dim_entry(a, "fsdp");
+    CU_ASSERT_PTR_NOT_NULL(fs);
+    if (fs) {
+        CU_ASSERT_DOUBLE_EQUAL(num(fs, "collectives"), 3 * units, 1e-9);
+        CU_ASSERT(num(fs, "exposed_comm_us") >= 0);
+        CU_ASSERT(num(fs, "exposed_comm_us") <= num(fs, "comm_us") + 1e-6);
+    }
+    CU_ASSERT(has_warning(a, "even_units"));
+    CU_ASSERT(num(a, "predicted_us") >= num(a, "baseline_us") - 1e-6);
+    json_decref(a);
+    /* DDP (stage 0): 2 x 7/8 x the parameter bytes, all-reduced, nothing sharded. */
+    a = answer(&l, "{\"parallel\":{\"data\":8,\"zero\":0}}", &rc, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    e = applied_model(a, "parallel");
+    CU_ASSERT_DOUBLE_EQUAL(dim_num(e, "data", "comm_bytes_per_step"), 2 * 7.0 / 8 * psi,
+                           1e-6 * psi);
+    pb = json_object_get(json_object_get(a, "memory"), "predicted_breakdown");
+    CU_ASSERT_DOUBLE_EQUAL(num(pb, "weights"), psi, 1);
+    CU_ASSERT_PTR_NOT_NULL(dim_entry(a, "data"));
+    json_decref(a);
+    /* No layer instances: tensor and pipeline are refused with the reason. */
+    a = answer(&l, "{\"parallel\":{\"tensor\":2}}", &rc, &err);
+    CU_ASSERT_PTR_NULL(a);
+    CU_ASSERT_EQUAL(rc, RV_ERR_LIMIT);
+    CU_ASSERT_STRING_EQUAL(err.field, "parallel.tensor");
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.message, "layer instances"));
+    unload(&l);
+}
+
+/* Tensor 2 (MODELS.md E3): GEMM time per GPU at most 0.6x, two all-reduces
+ * per decoder layer. */
+static void test_qwen_tensor2(void)
+{
+    loaded l;
+    rv_error err;
+    int rc;
+    CU_ASSERT_EQUAL_FATAL(load_shared("tracelens/mi300-qwen-forward.json.gz", &l), 0);
+    json_t *a = answer(&l, "{\"parallel\":{\"tensor\":2}}", &rc, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    json_t *e = applied_model(a, "parallel");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    double before = num(e, "gemm_us_before"), after = num(e, "gemm_us_after");
+    CU_ASSERT(before > 10000);
+    CU_ASSERT(after <= 0.6 * before);
+    CU_ASSERT_DOUBLE_EQUAL(dim_num(e, "tensor", "collectives_inserted_per_step"), 2 * 24, 1e-9);
+    /* b*s*h of bf16: 16 x 559 x 1024 x 2 bytes, 2(T-1)/T of it per all-reduce. */
+    CU_ASSERT_DOUBLE_EQUAL(num(e, "message_bytes"), 16.0 * 559 * 1024 * 2, 1);
+    CU_ASSERT_DOUBLE_EQUAL(dim_num(e, "tensor", "comm_bytes_per_step"),
+                           48 * num(e, "message_bytes"), 1);
+    json_t *t = dim_entry(a, "tensor");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_DOUBLE_EQUAL(num(t, "collectives"), 48, 1e-9);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(t, "degree")), 2);
+    CU_ASSERT(num(t, "comm_us") > 0);
+    CU_ASSERT(has_warning(a, "tensor_assumed"));
+    json_decref(a);
+    unload(&l);
+}
+
+/* Pipeline 4 x 8 micro-batches, 1F1B: bubble (p-1)/(m+p-1) = 3/11. */
+static void test_qwen_pipeline(void)
+{
+    loaded l;
+    rv_error err;
+    int rc;
+    CU_ASSERT_EQUAL_FATAL(load_shared("tracelens/mi300-qwen-forward.json.gz", &l), 0);
+    json_t *a = answer(&l, "{\"parallel\":{\"pipeline\":4,\"microbatches\":8}}", &rc, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    json_t *e = applied_model(a, "parallel");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_DOUBLE_EQUAL(num(e, "bubble_share"), 3.0 / 11, 1e-12);
+    /* Each stage: a quarter of the layers, 11 slots of 1/8 of the batch. */
+    double f = num(a, "predicted_us") / num(a, "baseline_us");
+    CU_ASSERT(f >= 11.0 / 32 - 0.01 && f <= 11.0 / 32 + 0.05);
+    CU_ASSERT_DOUBLE_EQUAL(dim_num(e, "pipeline", "collectives_inserted_per_step"), 3, 1e-9);
+    CU_ASSERT_PTR_NOT_NULL(dim_entry(a, "pipeline"));
+    CU_ASSERT(has_warning(a, "pipeline_assumed"));
+    json_decref(a);
+    /* 5 stages do not divide 24 layers. */
+    a = answer(&l, "{\"parallel\":{\"pipeline\":5}}", &rc, &err);
+    CU_ASSERT_PTR_NULL(a);
+    CU_ASSERT_EQUAL(rc, RV_ERR_LIMIT);
+    CU_ASSERT_STRING_EQUAL(err.field, "parallel.pipeline");
+    json_decref(a);
+    unload(&l);
+}
+
+/* Expert degree re-times DeepEP's all-to-alls by the off-rank share. */
+static void test_deepep_expert_degree(void)
+{
+    loaded l;
+    rv_error err;
+    int rc;
+    CU_ASSERT_EQUAL_FATAL(load_repo("tests/data/parallel/bert-deepep-moe.json.gz", &l), 0);
+    json_t *base = answer(&l, "{}", &rc, &err);
+    json_t *a = answer(&l, "{\"parallel\":{\"expert\":2}}", &rc, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(base);
+    json_t *e = applied_model(a, "parallel");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(e, "expert_kernels_retimed")), 8);
+    /* (2-1)/2 over (8-1)/8 of the traced time. */
+    CU_ASSERT_DOUBLE_EQUAL(num(dim_entry(a, "expert"), "comm_us"),
+                           num(dim_entry(base, "expert"), "comm_us") * (0.5 / 0.875), 0.05);
+    json_decref(a);
+    json_decref(base);
+    unload(&l);
+}
+
+static void test_parse(void)
+{
+    rv_whatif *w = NULL;
+    rv_error err;
+    CU_ASSERT_EQUAL(rv_whatif_parse_text("{\"parallel\":{\"zero\":4}}", &w, &err), RV_ERR_INVALID);
+    CU_ASSERT_STRING_EQUAL(err.field, "parallel.zero");
+    CU_ASSERT_EQUAL(rv_whatif_parse_text("{\"parallel\":{\"tensr\":2}}", &w, &err), RV_ERR_INVALID);
+    CU_ASSERT_EQUAL(rv_whatif_parse_text("{\"parallel\":3}", &w, &err), RV_ERR_INVALID);
+    CU_ASSERT_EQUAL(rv_whatif_parse_text("{\"parallel\":{}}", &w, &err), 0);
+    CU_ASSERT_FALSE(rv_whatif_is_empty(w));
+    rv_whatif_free(w);
+}
+
 int main(void)
 {
     srcdir = getenv("RV_SOURCE_DIR");
@@ -243,11 +428,16 @@ int main(void)
         return 1;
     CU_pSuite su = CU_add_suite("parallel", NULL, NULL);
     CU_add_test(su, "deepep_expert", test_deepep_expert);
+    CU_add_test(su, "deepep_expert_degree", test_deepep_expert_degree);
+    CU_add_test(su, "resnet_zero3", test_resnet_zero3);
+    CU_add_test(su, "parse", test_parse);
     if (shared) {
         CU_add_test(su, "qwen_layer_instances", test_qwen_layer_instances);
         CU_add_test(su, "dlrm_dims", test_dlrm_dims);
         CU_add_test(su, "hta16_dims", test_hta16_dims);
         CU_add_test(su, "single_gpu_none", test_single_gpu_none);
+        CU_add_test(su, "qwen_tensor2", test_qwen_tensor2);
+        CU_add_test(su, "qwen_pipeline", test_qwen_pipeline);
     } else {
         printf("note: RV_SHARED_TRACES not set: the Qwen, DLRM and HTA cases are skipped\n");
     }
