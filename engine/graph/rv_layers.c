@@ -232,7 +232,7 @@ int rv_layers_find(const rv_graph *g, rv_layers **out, rv_error *err)
     *out = NULL;
     if (!g->trace)
         return 0;
-    if ((rc = collect(g->trace, &c, &n)) != 0)
+    if ((rc = collect(g->trace, &c, &n)) != 0 || n == 0)
         goto out;
     qsort_r(c, n, sizeof(*c), cmp_cand, (void *)g->trace);
     if ((rc = pick(g, c, n, &first, &count, &nlayers)) != 0 || count == 0)
