@@ -34,6 +34,14 @@ typedef struct par_ctx {
     size_t inserted[RV_PD_COUNT];
     size_t ninserted;
     double steps; /* steps the graph holds */
+    /* Inserted tasks' place in the measured timeline (tasks from base on):
+     * an edge that would make an original task wait for one placed after
+     * its measured start is left out, so no edge can close a cycle. */
+    size_t base;
+    int64_t *vt;
+    size_t nvt, cap_vt;
+    int64_t last_vt[TH_COUNT];
+    size_t skipped;
 } par_ctx;
 
 /* The one collective cost of this model. It calls the ring cost of
@@ -118,8 +126,18 @@ static int64_t insert(par_ctx *c, int slot, int dim, int op, int n, double bytes
     t.phase = (uint8_t)phase;
     t.flags = RV_TF_INSERTED;
     t.pardim = RV_PARDIM_TAG(dim, pd_kind(op));
+    if (c->nvt == c->cap_vt) {
+        size_t nc = c->cap_vt ? c->cap_vt * 2 : 1024;
+        int64_t *p = realloc(c->vt, nc * sizeof(*p));
+        if (!p)
+            return RV_ERR_NOMEM;
+        c->vt = p;
+        c->cap_vt = nc;
+    }
     int64_t k = rv_graph_append_task(g, c->th[slot], &t);
     if (k >= 0) {
+        /* Behind the thread's previous collective. */
+        c->vt[c->nvt++] = c->last_vt[slot];
         c->ninserted++;
         c->inserted[dim]++;
         c->traffic[dim] += traffic_of(op, n, bytes);
@@ -128,10 +146,30 @@ static int64_t insert(par_ctx *c, int slot, int dim, int op, int n, double bytes
     return k;
 }
 
-static int edge(rv_graph *g, int64_t src, int64_t dst, int from_start)
+/* Adds src -> dst when it keeps the measured order: an inserted task
+ * takes the latest measured time of what it waits for, and an original
+ * task waits only for what comes no later than its measured start (in a
+ * pipelined or overlapped trace the phases interleave; there the edge is
+ * left out and counted). */
+static int edge(par_ctx *c, int64_t src, int64_t dst, int from_start)
 {
+    rv_graph *g = c->g;
     if (src < 0 || dst < 0)
         return 0;
+    const rv_task *a = &g->tasks[src];
+    int64_t ts = (size_t)src >= c->base ? c->vt[(size_t)src - c->base]
+                                        : a->meas_start_ns + (from_start ? 0 : a->meas_dur_ns);
+    if ((size_t)dst >= c->base) {
+        int64_t *v = &c->vt[(size_t)dst - c->base];
+        if (ts > *v)
+            *v = ts;
+        for (int k = 0; k < TH_COUNT; k++)
+            if (c->th[k] == g->tasks[dst].thread && *v > c->last_vt[k])
+                c->last_vt[k] = *v;
+    } else if (g->tasks[dst].meas_start_ns < 0 || ts > g->tasks[dst].meas_start_ns) {
+        c->skipped++;
+        return 0;
+    }
     return rv_graph_add_edge(g, (int32_t)src, (int32_t)dst, 0, RV_EDGE_OTHER, from_start);
 }
 
@@ -248,9 +286,9 @@ static int zero_chunks(par_ctx *c, const int32_t *ks, size_t n, int U, int N, do
             if (ag < 0)
                 return (int)ag;
             /* Prefetch one unit ahead: issued when the previous unit starts. */
-            int rc = edge(c->g, prev_first, ag, u > 0 || ph == RV_PHASE_FORWARD);
+            int rc = edge(c, prev_first, ag, u > 0 || ph == RV_PHASE_FORWARD);
             if (!rc)
-                rc = edge(c->g, ag, ks[a], 0);
+                rc = edge(c, ag, ks[a], 0);
             if (rc)
                 return rc;
         }
@@ -260,7 +298,7 @@ static int zero_chunks(par_ctx *c, const int32_t *ks, size_t n, int U, int N, do
             int64_t x = insert(c, TH_RS, dim, after_op, N, ub, it, ph, ks[b - 1]);
             if (x < 0)
                 return (int)x;
-            int rc = edge(c->g, ks[b - 1], x, 0);
+            int rc = edge(c, ks[b - 1], x, 0);
             if (rc)
                 return rc;
             *last_after = x;
@@ -281,7 +319,7 @@ static int zero_iter(par_ctx *c, int32_t it, int N, int stage, int U, double psi
     if (stage == 3 &&
         (rc = zero_chunks(c, buf, nf, U, N, ub, it, RV_PHASE_FORWARD, 1, -1, start, &last)) != 0)
         return rc;
-    if (*prev_gather >= 0 && nf > 0 && (rc = edge(g, *prev_gather, buf[0], 0)) != 0)
+    if (*prev_gather >= 0 && nf > 0 && (rc = edge(c, *prev_gather, buf[0], 0)) != 0)
         return rc;
     int64_t fwd_end = nf ? buf[nf - 1] : start;
     size_t nb = kernels_of(g, it, RV_PHASE_BACKWARD, buf);
@@ -297,7 +335,7 @@ static int zero_iter(par_ctx *c, int32_t it, int N, int stage, int U, double psi
      * zero_grad before the forward stays where it is). */
     while (o0 < no && g->tasks[buf[o0]].meas_start_ns < bwd_end)
         o0++;
-    if ((rc = edge(g, last, o0 < no ? buf[o0] : iter_end(g, it, bwd_last), 0)) != 0)
+    if ((rc = edge(c, last, o0 < no ? buf[o0] : iter_end(g, it, bwd_last), 0)) != 0)
         return rc;
     *prev_gather = -1;
     if (stage == 1 || stage == 2) { /* the updated parameters, gathered after the step */
@@ -306,7 +344,7 @@ static int zero_iter(par_ctx *c, int32_t it, int N, int stage, int U, double psi
                             (int32_t)like);
         if (ag < 0)
             return (int)ag;
-        if ((rc = edge(g, like, ag, 0)) != 0 || (rc = edge(g, ag, iter_end(g, it, like), 0)) != 0)
+        if ((rc = edge(c, like, ag, 0)) != 0 || (rc = edge(c, ag, iter_end(g, it, like), 0)) != 0)
             return rc;
         *prev_gather = ag;
     }
@@ -393,9 +431,9 @@ static int tensor_chunk(par_ctx *c, const int32_t *ks, size_t n, const int32_t *
         int64_t ar = insert(c, TH_TP, RV_PD_TENSOR, RV_COLL_ALLREDUCE, T, msg, it, ph, at);
         if (ar < 0)
             return (int)ar;
-        int rc = edge(c->g, at, ar, 0);
+        int rc = edge(c, at, ar, 0);
         if (!rc && next[at] >= 0)
-            rc = edge(c->g, ar, next[at], 0);
+            rc = edge(c, ar, next[at], 0);
         if (rc)
             return rc;
     }
@@ -479,12 +517,12 @@ static int apply_pipeline(par_ctx *c, int P, int M, double msg, int32_t *buf, in
                                h < P - 1 ? RV_PHASE_FORWARD : RV_PHASE_BACKWARD, buf[n - 1]);
             if (x < 0)
                 return (int)x;
-            int rc = edge(g, prev, x, 0);
+            int rc = edge(c, prev, x, 0);
             if (rc)
                 return rc;
             prev = x;
         }
-        int rc = edge(g, prev, iter_end(g, it, buf[n - 1]), 0);
+        int rc = edge(c, prev, iter_end(g, it, buf[n - 1]), 0);
         if (rc)
             return rc;
         /* Each rank sends M activations forward (and M gradients back). */
@@ -667,6 +705,7 @@ int rv_models__parallel(const struct rv_whatif *w, rv_graph *g, json_t *applied,
     c.g = g;
     c.hw = rv_models__hw(w, g);
     c.steps = g->niters ? (double)g->niters : 1;
+    c.base = g->ntasks;
     for (int k = 0; k < TH_COUNT; k++)
         c.th[k] = -1;
     int traced = g->trace && g->trace->world_size > 1 ? g->trace->world_size : 1;
@@ -689,6 +728,13 @@ int rv_models__parallel(const struct rv_whatif *w, rv_graph *g, json_t *applied,
     if ((rc = apply_all(&c, p, N, buf, tmp, err)) != 0)
         goto out;
     json_object_set_new(c.entry, "dimensions", dims_json(&c));
+    json_object_set_new(c.entry, "edges_left_out", json_integer((json_int_t)c.skipped));
+    if (c.skipped)
+        rv_models__warn(c.entry, "order_kept",
+                        "%zu waits of inserted collectives were left out where the trace ran "
+                        "the phases interleaved (a pipelined or overlapped step): those "
+                        "collectives overlap instead of blocking",
+                        c.skipped);
     if (g->trace && g->trace->world_size > 1 && p->data > 0)
         rv_models__warn(c.entry, "traced_collectives_kept",
                         "the trace's own collectives are kept as traced; the inserted ones are "
@@ -698,6 +744,7 @@ out:
     json_decref(c.entry);
     free(buf);
     free(tmp);
+    free(c.vt);
     return rc;
 }
 

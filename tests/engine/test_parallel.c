@@ -198,6 +198,32 @@ static void test_hta16_dims(void)
     check_embedding_data("hta/a100-rank0-of-16-five-streams.json.gz", 16);
 }
 
+/* A pipelined step (the next batch's input exchange runs during the
+ * backward): ZeRO-3's waits that would reverse the measured order are
+ * left out and said so, never a cycle. */
+static void test_hta16_zero3_pipelined(void)
+{
+    loaded l;
+    rv_error err;
+    int rc;
+    CU_ASSERT_EQUAL_FATAL(load_shared("hta/a100-rank0-of-16-five-streams.json.gz", &l), 0);
+    json_t *a = answer(&l, "{\"parallel\":{\"zero\":3}}", &rc, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    json_t *e = NULL;
+    size_t i;
+    json_t *x;
+    json_array_foreach(json_object_get(a, "applied"), i, x)
+    {
+        if (strcmp(json_string_value(json_object_get(x, "model")), "parallel") == 0)
+            e = x;
+    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(e, "data")), 16);
+    CU_ASSERT(json_integer_value(json_object_get(e, "edges_left_out")) > 0);
+    json_decref(a);
+    unload(&l);
+}
+
 /* DeepEP's dispatch and combine kernels are the expert dimension: two per
  * MoE layer (8 in the fixture's 4 layers). */
 static void test_deepep_expert(void)
@@ -435,6 +461,7 @@ int main(void)
         CU_add_test(su, "qwen_layer_instances", test_qwen_layer_instances);
         CU_add_test(su, "dlrm_dims", test_dlrm_dims);
         CU_add_test(su, "hta16_dims", test_hta16_dims);
+        CU_add_test(su, "hta16_zero3_pipelined", test_hta16_zero3_pipelined);
         CU_add_test(su, "single_gpu_none", test_single_gpu_none);
         CU_add_test(su, "qwen_tensor2", test_qwen_tensor2);
         CU_add_test(su, "qwen_pipeline", test_qwen_pipeline);
