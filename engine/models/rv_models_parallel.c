@@ -407,18 +407,36 @@ static void tensor_scale(par_ctx *c, int T, double *gemm_before, double *gemm_af
     }
 }
 
-/* Two all-reduces in a chunk of a layer's kernels: after the GEMM halfway
- * through them (attention's output projection) and after the last GEMM
- * (the MLP's second); each blocks the stream until it is done. */
+/* Two all-reduces in a chunk of a layer's kernels: after the linear GEMM
+ * halfway through them (attention's output projection: q, k, v, o then
+ * gate, up, down, or qkv, o then fc1, fc2) and after the last one (the
+ * MLP's second); each blocks the stream until it is done. */
+/* A GEMM of a linear layer (the op that launched it says so), not of the
+ * attention scores. */
+static int is_linear_gemm(const rv_graph *g, size_t i)
+{
+    if (!is_gemm(g, i) || !g->trace)
+        return 0;
+    const char *op = rv_trace_str(g->trace, g->tasks[i].op);
+    return strstr(op, "linear") || strstr(op, "addmm") || strcmp(op, "aten::mm") == 0;
+}
+
 static int tensor_chunk(par_ctx *c, const int32_t *ks, size_t n, const int32_t *next, int T,
                         double msg, int32_t it, int ph)
 {
     int32_t gemms[2] = {-1, -1};
     size_t ng = 0, seen = 0;
+    int (*pick)(const rv_graph *, size_t) = is_linear_gemm;
     for (size_t j = 0; j < n; j++)
-        ng += is_gemm(c->g, (size_t)ks[j]);
+        ng += is_linear_gemm(c->g, (size_t)ks[j]);
+    if (ng < 2) { /* ops unnamed: every GEMM */
+        pick = is_gemm;
+        ng = 0;
+        for (size_t j = 0; j < n; j++)
+            ng += is_gemm(c->g, (size_t)ks[j]);
+    }
     for (size_t j = 0; j < n; j++) {
-        if (!is_gemm(c->g, (size_t)ks[j]))
+        if (!pick(c->g, (size_t)ks[j]))
             continue;
         seen++;
         if (seen == (ng + 1) / 2)
