@@ -589,6 +589,24 @@ static int refuse(rv_error *err, const char *field, const char *why)
     return rv_error_field(err, RV_ERR_LIMIT, field, "%s: %s", field, why);
 }
 
+/* Attention heads: dim 1 of the [b, heads, s, d] query of the first
+ * attention op with shapes (scaled_dot_product_attention, flash attention,
+ * or a 4-d matmul); 0 unknown. */
+static int64_t attention_heads(const rv_trace *t)
+{
+    for (size_t k = 0; t && k < t->nop_shapes; k++) {
+        const rv_op_shape *os = &t->op_shapes[k];
+        const char *name = rv_trace_str(t, t->events[os->event].name);
+        if (!strstr(name, "scaled_dot_product_attention") && !strstr(name, "flash_attention") &&
+            strcmp(name, "aten::matmul") != 0)
+            continue;
+        const rv_shape_arg *a = &t->shape_args[os->first];
+        if (os->nargs >= 1 && a->ndims == 4)
+            return rv_shapes_dims(t, a)[1];
+    }
+    return 0;
+}
+
 static int check(const rv_par *p, const rv_graph *g, rv_error *err)
 {
     const rv_layers *l = g->layers;
@@ -603,6 +621,11 @@ static int check(const rv_par *p, const rv_graph *g, rv_error *err)
                               "evenly",
                               P, l->nlayers, l->type);
     }
+    int64_t heads = T > 1 ? attention_heads(g->trace) : 0;
+    if (heads > 0 && heads % T != 0)
+        return rv_error_field(err, RV_ERR_LIMIT, "parallel.tensor",
+                              "parallel.tensor: %d does not divide the %lld attention heads", T,
+                              (long long)heads);
     if (p->microbatches > 1 && P <= 1)
         return refuse(err, "parallel.microbatches", "micro-batches need pipeline > 1");
     return 0;

@@ -401,6 +401,12 @@ static void test_qwen_pipeline(void)
     CU_ASSERT_PTR_NOT_NULL(dim_entry(a, "pipeline"));
     CU_ASSERT(has_warning(a, "pipeline_assumed"));
     json_decref(a);
+    /* 3 does not divide Qwen1.5-0.5B's 16 attention heads. */
+    a = answer(&l, "{\"parallel\":{\"tensor\":3}}", &rc, &err);
+    CU_ASSERT_PTR_NULL(a);
+    CU_ASSERT_EQUAL(rc, RV_ERR_LIMIT);
+    CU_ASSERT_STRING_EQUAL(err.field, "parallel.tensor");
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.message, "16 attention heads"));
     /* 5 stages do not divide 24 layers. */
     a = answer(&l, "{\"parallel\":{\"pipeline\":5}}", &rc, &err);
     CU_ASSERT_PTR_NULL(a);
