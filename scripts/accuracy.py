@@ -499,6 +499,28 @@ def cross_gpu(rv, traces):
     return rows
 
 
+def neusight_cross_gpu(rv, traces):
+    """Every NeuSight model moved between every pair of its four GPUs
+    (scripts/fit_keff.py): one row per (model, batch, source, target), the
+    engine's prediction (the fitted table) against the target's measured
+    kernel time, with the old rule (keep), leave-one-model-out and
+    leave-one-GPU-out beside it."""
+    sys.path.insert(0, os.path.join(REPO, "scripts"))
+    import fit_keff  # noqa: E402 (beside this script)
+    neusight = os.path.join(traces, "ground-truth/neusight")
+    if not os.path.isdir(neusight):
+        return []
+    data = fit_keff.load(neusight, rv.binary)
+    _, _, pairs = fit_keff.evaluate(data)
+    rows = []
+    for p in pairs:
+        rows.append(row("%s %s -> %s" % (p["config"], p["from"], p["to"]), "cross_gpu_table",
+                        p["config"], "kernel_ms", p["measured_ms"], p["fitted_ms"], "public", False,
+                        frm=p["from"], to=p["to"], keep=p["keep_ms"], lomo=p["lomo_ms"],
+                        logo=p["logo_ms"], paired=p["paired"]))
+    return rows
+
+
 # ------------------------------------------------------------ GPU results
 
 
@@ -877,6 +899,43 @@ def render_md(rows):
                 add("%s: %s." % (r["name"], r["note"]))
         add("")
 
+    xt = [r for r in rows if r["kind"] == "cross_gpu_table"]
+    if xt:
+        add("## Cross-GPU kernel time on NeuSight's per-operator tables")
+        add("")
+        add("Each NeuSight table (one model and batch, measured per operator in fp32 on V100-PCIe, "
+            "A100-PCIe, H100 and MI210) becomes a trace (`scripts/neusight_to_kineto.py`, forward "
+            "ops), moved to every other GPU of the set; error of the moved kernel time against the "
+            "target's measured one. *keep*: each kernel keeps its share of the source's peak (the "
+            "old rule). *fitted*: the engine today (`engine/cost/rv_keff_table.c`, fitted on all "
+            "of them: in-sample). *lomo*: the table fitted without the model being predicted. "
+            "*logo*: the target GPU left out, its efficiencies from its vendor's other GPUs "
+            "(what the engine does for a GPU the table lacks; NVIDIA targets only). "
+            "Regenerate the table with `python3 scripts/fit_keff.py --write "
+            "engine/cost/rv_keff_table.c`.")
+        add("")
+
+        def errs(sel, key):
+            v = [abs(r[key] / r["measured"] - 1) for r in sel if r.get(key) is not None]
+            return (statistics.median(v), max(v), len(v)) if v else None
+
+        def cellf(e):
+            return "%s / %s (%d)" % (pct(e[0], False), pct(e[1], False), e[2]) if e else "–"
+        add("| source -> target | keep | fitted | lomo | logo |")
+        add("|---|---|---|---|---|")
+        keyf = sorted({(r["frm"], r["to"]) for r in xt})
+        for frm, to in keyf + [("all", "all")]:
+            sel = [r for r in xt if (frm == "all" or (r["frm"] == frm and r["to"] == to))]
+            add("| %s | %s | %s | %s | %s |" % ("all pairs" if frm == "all" else "%s -> %s" % (frm, to),
+                                               cellf(errs(sel, "keep")), cellf(errs(sel, "predicted")),
+                                               cellf(errs(sel, "lomo")), cellf(errs(sel, "logo"))))
+        add("")
+        add("Cells: median / worst absolute error (rows). Where it must not be trusted: AMP, "
+            "TF32 and fp8 kernels (the tables are fp32: those moves keep the kernel's share of "
+            "peak and say so), GPUs far from the four measured (L4, T4: estimated from V100, "
+            "A100 and H100), kernels the converter could not cost (backward ops).")
+        add("")
+
     gpu = [r for r in rows if r["source"] == "gpu"]
     add("## Real GPU ground truth (bench/gpu)")
     add("")
@@ -988,6 +1047,7 @@ def main():
     rows += kernel_models_transfer(rv, args.traces)
     rows += kernel_models_cross_workload(rv, args.traces)
     rows += cross_gpu(rv, args.traces)
+    rows += neusight_cross_gpu(rv, args.traces)
     if args.gpu_results:
         rows += gpu_rows(rv, args.gpu_results, args.import_traces)
     elif args.carry and os.path.exists(args.carry):

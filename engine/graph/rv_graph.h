@@ -128,6 +128,7 @@ typedef struct rv_graph {
     size_t inferred_holds;     /* GPU tasks without a launch held by their likely launcher */
     size_t inferred_idle;      /* unexplained stream idle gaps kept as measured */
     size_t prewindow_gpu; /* GPU tasks queued before profiling began (no launch, stream start) */
+    int64_t prewindow_gpu_ns; /* their measured GPU time */
     size_t ngpu_tasks;
     size_t uncorrelated_gpu; /* GPU tasks without a launching call */
     uint32_t *extra_names;   /* reserved */

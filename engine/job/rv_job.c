@@ -221,7 +221,7 @@ static int match_by_order(rv_job *j, rv_error *err)
             int named, op0 = -1, bad = 0;
             for (size_t p = 0; p < n && !bad; p++) {
                 int32_t t = rcs[p].task[rcs[p].ch_start[c] + k];
-                int op = rv_coll_op_of(rv_task_name(j->r[p].g, (size_t)t), &named);
+                int op = rv_kname_coll_op(rv_task_name(j->r[p].g, (size_t)t), &named);
                 if (op0 < 0)
                     op0 = op;
                 else if (op != op0)

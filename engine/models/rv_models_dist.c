@@ -47,7 +47,7 @@ static void net_of(const rv_whatif *w, const rv_hw *hw, int n, rv_net *net)
 
 static int coll_op_of(const char *name, int *named)
 {
-    return rv_coll_op_of(name, named);
+    return rv_kname_coll_op(name, named);
 }
 
 static const char *coll_op_name(int op)

@@ -17,7 +17,7 @@
 #include "util/rv_jscan.h"
 #include "util/rv_jsonw.h"
 #include "util/rv_map.h"
-#include "graph/rv_precision.h"
+#include "trace/rv_kname.h"
 #include "trace/rv_shapes.h"
 
 #define MAX_NAME      ((size_t)4 << 20) /* longest event name kept */
@@ -755,7 +755,7 @@ int rv_kineto_error_is_et(const rv_error *err)
 static int is_collective_kernel(const rv_trace *t, const rv_event *e)
 {
     const char *n = rv_trace_str(t, e->name);
-    return e->cat == RV_CAT_KERNEL && (strstr(n, "nccl") || strstr(n, "Nccl") || strstr(n, "rccl"));
+    return e->cat == RV_CAT_KERNEL && rv_kname_is_comm(n);
 }
 
 /* Collective kernels that record no group, sequence number or peer take

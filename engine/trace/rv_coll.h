@@ -75,8 +75,4 @@ double rv_coll_table_time(const rv_coll_table *t, double bytes);
 /* Parameter server push + pull of `bytes` (MODELS.md B8). */
 double rv_coll_ps(const rv_net *net, double bytes);
 
-/* The kind of a collective kernel by its name (rv_coll_op; *named 0 when
- * the name says nothing and an all-reduce is assumed). */
-int rv_coll_op_of(const char *name, int *named);
-
 #endif

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "hw/rv_hw.h"
-#include "models/rv_models.h"
+#include "whatif/rv_whatif_types.h"
 #include "simulate/rv_sim.h"
 
 #define O(m) offsetof(rv_opt, m)
