@@ -372,13 +372,27 @@ static int apply_zero(par_ctx *c, int N, int stage, double psi, int32_t *buf)
 
 /* ---- (c) tensor parallel ------------------------------------------------ */
 
-/* GEMM-class kernels, with the ROCm names the kernel classifier does not
- * know yet (Tensile's Cijk_ GEMMs, Triton's attn_fwd / attn_bwd). */
+/* A matrix-multiply op (the innermost op that launched a kernel). */
+static int is_mm_op(const char *op)
+{
+    static const char *const mm[] = {"aten::mm",      "aten::addmm",  "aten::bmm",
+                                     "aten::baddbmm", "aten::matmul", "aten::linear"};
+    for (size_t k = 0; k < sizeof(mm) / sizeof(mm[0]); k++)
+        if (strcmp(op, mm[k]) == 0)
+            return 1;
+    return 0;
+}
+
+/* GEMM-class kernels: the kernel-name classifier's, Triton's attn_fwd /
+ * attn_bwd, and kernels a matrix-multiply op launched whatever their name
+ * (a trace built from per-op tables names its kernels after the op). */
 static int is_gemm(const rv_graph *g, size_t i)
 {
     const char *n = rv_task_name(g, i);
-    return rv_kclass_of_task(g, i) == RV_KC_GEMM || strncmp(n, "Cijk_", 5) == 0 ||
-           strstr(n, "attn_fwd") || strstr(n, "attn_bwd");
+    if (rv_kclass_of_task(g, i) == RV_KC_GEMM || strncmp(n, "Cijk_", 5) == 0 ||
+        strstr(n, "attn_fwd") || strstr(n, "attn_bwd"))
+        return 1;
+    return g->trace && is_mm_op(rv_trace_str(g->trace, g->tasks[i].op));
 }
 
 static int is_norm(const char *name)
