@@ -90,6 +90,17 @@ static void test_qwen_layer_instances(void)
 {
     loaded l;
     CU_ASSERT_EQUAL_FATAL(load_shared("tracelens/mi300-qwen-forward.json.gz", &l), 0);
+    /* The reader keeps the module events and no other python event. */
+    size_t npy = 0, nmod = 0;
+    for (size_t i = 0; i < l.tr->nevents; i++) {
+        if (l.tr->events[i].cat != RV_CAT_PYTHON)
+            continue;
+        const char *n = rv_trace_str(l.tr, l.tr->events[i].name);
+        npy++;
+        nmod += strncmp(n, "nn.Module: ", 11) == 0 || strstr(n, "): forward") != NULL;
+    }
+    CU_ASSERT(npy >= 316);
+    CU_ASSERT_EQUAL(nmod, npy);
     const rv_layers *ly = l.g->layers;
     CU_ASSERT_PTR_NOT_NULL_FATAL(ly);
     CU_ASSERT_STRING_EQUAL(ly->type, "Qwen2DecoderLayer");
