@@ -12,7 +12,14 @@ permute, ...) launch nothing and are left out. Training tables add the
 backward of each op as a second kernel under an autograd op of the same
 name and shapes (its FLOPs are the engine's backward rule, when it has one).
 
-Usage: neusight_to_kineto.py TABLE.csv OUT.json.gz [--gpu NAME] [--forward-only]
+With --layers, each repeated layer's forward runs inside an
+"nn.Module: <Block>_<l>" python event (a layer instance, as a trace
+recorded with_modules has, docs/models/parallel.md) and each backward
+kernel under "autograd::engine::evaluate_function: <op>Backward0" (so the
+engine reads it as backward): the form the `parallel` what-if needs to
+split layers. Without it the output is as before.
+
+Usage: neusight_to_kineto.py TABLE.csv OUT.json.gz [--gpu NAME] [--forward-only] [--layers]
 The GPU name defaults to the table's folder name (e.g. NVIDIA_H100_80GB_HBM3).
 """
 import ast
@@ -119,7 +126,16 @@ def in_layer0(row):
     return bool(re.search(r"(^|[.'])(h|layer|layers|block|blocks)\.0([.']|$)", blob))
 
 
-def build(csv_path, gpu, forward_only):
+def block_class(rows):
+    """The class of the repeated layer (GPT2Block, BertLayer), from layer 0's module stack."""
+    for r in rows:
+        m = re.search(r"\('[\w.]*?(?:h|layer|layers|block|blocks)\.0', <class '([\w.]+)'>\)", r["meta"])
+        if m:
+            return m.group(1).rsplit(".", 1)[-1]
+    return "Layer"
+
+
+def build(csv_path, gpu, forward_only, layers=False):
     meta_path = csv_path[:-4] + ".json"
     info = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
     nlayer = int(info.get("num_layer", 1))
@@ -145,6 +161,9 @@ def build(csv_path, gpu, forward_only):
         else:
             before.append(item)
     seq = before + layer * nlayer + after
+    # The layer instance of each item of seq (-1 outside the layers).
+    lidx = [-1] * len(before) + [l for l in range(nlayer) for _ in layer] + [-1] * len(after)
+    block = block_class(rows)
     ev = []
     cpu_t = 1000.0
     gpu_t = 0.0
@@ -168,12 +187,24 @@ def build(csv_path, gpu, forward_only):
 
     step_start = cpu_t
     ext = 1
-    for name, dims, fw, bw in seq:
+    module = None
+    for i, (name, dims, fw, bw) in enumerate(seq):
+        if layers and lidx[i] >= 0 and (i == 0 or lidx[i - 1] != lidx[i]):
+            module = {"ph": "X", "cat": "python_function", "name": f"nn.Module: {block}_{lidx[i]}",
+                      "pid": 1, "tid": 1, "ts": cpu_t - 0.5, "dur": 0}
+            ev.append(module)
         if fw > 0:
             launch(name, dims, fw, ext)
             ext += 1
+        if module is not None and lidx[i] >= 0:
+            module["dur"] = round(cpu_t - 0.5 - module["ts"], 3)
     for name, dims, fw, bw in reversed(seq):
         if bw > 0:
+            if layers:
+                op = name.replace("aten::", "").title().replace("_", "")
+                ev.append({"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": cpu_t - 0.25,
+                           "name": f"autograd::engine::evaluate_function: {op}Backward0",
+                           "dur": LAUNCH_US + 0.5})
             # The engine costs a backward op by the forward's name with a
             # "_backward" suffix only where it knows one; the kernel is timed
             # as measured either way.
@@ -204,7 +235,7 @@ def main(argv):
     forward_only = "--forward-only" in argv
     if "--gpu" in argv:
         gpu = argv[argv.index("--gpu") + 1]
-    doc = build(csv_path, gpu, forward_only)
+    doc = build(csv_path, gpu, forward_only, "--layers" in argv)
     with gzip.open(out, "wt") as f:
         json.dump(doc, f)
     return 0

@@ -9,6 +9,7 @@
 #include "cost/rv_flops.h"
 #include "graph/rv_graph.h"
 #include "graph/rv_graph_build.h"
+#include "graph/rv_layers.h"
 #include "util/rv_map.h"
 #include "util/rv_mem.h"
 #include "graph/rv_precision.h"
@@ -1010,6 +1011,9 @@ int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **
         goto out;
     if ((rc = cost_ops(g)) != 0)
         goto out;
+    if ((rc = rv_layers_find(g, &g->layers, err)) != 0)
+        goto out;
+    g->owns_layers = 1;
     *out = g;
     g = NULL;
 out:

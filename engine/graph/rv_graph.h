@@ -77,6 +77,8 @@ typedef struct rv_task {
     uint8_t cat;           /* rv_cat of the source event */
     uint8_t phase;         /* rv_phase */
     uint8_t flags;         /* RV_TF_* */
+    uint8_t pardim;        /* inserted collective: its parallelism dimension and kind
+                              (RV_PARDIM_TAG, rv_pardims.h); 0 otherwise. Fits the padding */
 } rv_task;
 
 typedef struct rv_edge {
@@ -144,6 +146,11 @@ typedef struct rv_graph {
      * shared with clones like name_info. */
     struct rv_flops_trace *flops;
     int owns_flops;
+    /* Layer instances (rv_layers.h) found when the graph is built; NULL
+     * when the trace names no repeated module. Owned and shared with
+     * clones like name_info. */
+    struct rv_layers *layers;
+    int owns_layers;
 } rv_graph;
 
 /* Caps on a graph's arrays (RV_ERR_LIMIT past them). */

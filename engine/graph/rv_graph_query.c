@@ -3,6 +3,7 @@
  * graph use. The build passes are in rv_graph.c. See
  * docs/internals/graph.md. */
 #include "cost/rv_flops.h"
+#include "graph/rv_layers.h"
 #include "graph/rv_graph.h"
 #include "util/rv_mem.h"
 
@@ -125,6 +126,8 @@ void rv_graph_free(rv_graph *g)
         rv_flops_trace_free(g->flops);
         free(g->flops);
     }
+    if (g->owns_layers)
+        rv_layers_free(g->layers);
     free(g);
 }
 
@@ -141,6 +144,7 @@ rv_graph *rv_graph_clone(const rv_graph *g)
     c->extra_names = NULL;
     c->owns_name_info = 0; /* shared with g */
     c->owns_flops = 0;
+    c->owns_layers = 0;
     c->tasks = malloc((g->cap_tasks ? g->cap_tasks : 1) * sizeof(rv_task));
     c->edges = malloc((g->cap_edges ? g->cap_edges : 1) * sizeof(rv_edge));
     rv_mem_huge(c->tasks, g->cap_tasks * sizeof(rv_task));

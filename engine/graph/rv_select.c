@@ -8,6 +8,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "graph/rv_layers.h"
 #include "hw/rv_hw.h"
 
 static const char *const sel_kind_names[] = {"kernel", "cpu", "memcpy", "comm", "data"};
@@ -244,6 +245,7 @@ int rv_select_parse(const json_t *obj, const char *field, rv_select *out, rv_err
     out->kind = RV_SEL_ANY;
     out->phase = -1;
     out->stream = -1;
+    out->layer_instance = -1;
     if (!obj || json_is_null(obj))
         return 0;
     if (!json_is_object(obj))
@@ -292,6 +294,14 @@ int rv_select_parse(const json_t *obj, const char *field, rv_select *out, rv_err
                 goto fail;
             }
             out->stream = json_integer_value(v);
+        } else if (strcmp(key, "layer_instance") == 0) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+                json_integer_value(v) > INT32_MAX) {
+                rc = rv_error_field(err, RV_ERR_INVALID, f,
+                                    "%s must be a layer index >= 0 (decoder layer 17: 17)", f);
+                goto fail;
+            }
+            out->layer_instance = json_integer_value(v);
         } else {
             rc = rv_error_field(err, RV_ERR_INVALID, f, "unknown selector field %s", f);
             goto fail;
@@ -343,6 +353,8 @@ int rv_select_match(const rv_select *s, const rv_graph *g, size_t i)
         if (th->kind != RV_THREAD_GPU || th->stream != s->stream)
             return 0;
     }
+    if (s->layer_instance >= 0 && rv_layers_of_task(g->layers, i) != s->layer_instance)
+        return 0;
     if (s->has_name || s->has_layer) {
         static const rv_strtab empty = {0};
         const rv_strtab *tab = g->trace ? &g->trace->strings : &empty;

@@ -1,6 +1,7 @@
 /* Task selection (Daydream section 4.4 "Select") and kernel classification.
  *
- * A selector is the JSON object {"kind", "name", "layer", "phase", "stream"}
+ * A selector is the JSON object {"kind", "name", "layer", "phase", "stream",
+ * "layer_instance"}
  * that what-if optimizations take: every present field must match. name and
  * layer are PCRE2 regular expressions (POSIX-ERE-like) searched anywhere in
  * the task name and the task's layer (outermost framework op) name.
@@ -48,9 +49,10 @@ typedef enum rv_sel_kind {
 } rv_sel_kind;
 
 typedef struct rv_select {
-    int kind;       /* rv_sel_kind */
-    int phase;      /* rv_phase, -1 = any */
-    int64_t stream; /* GPU stream id, -1 = any */
+    int kind;               /* rv_sel_kind */
+    int phase;              /* rv_phase, -1 = any */
+    int64_t stream;         /* GPU stream id, -1 = any */
+    int64_t layer_instance; /* layer index (rv_layers.h), -1 = any */
     int has_name, has_layer;
     struct rv_select_re *name_re, *layer_re; /* owned; compiled pattern + match cache */
 } rv_select;

@@ -128,6 +128,14 @@ int rv_apply_stop(const rv_whatif *w, rv_graph *g, const rv_stop *stop, json_t *
             mark_changed(arr, before != graph_print(g));
     }
     for (int stage = RV_STAGE_PRECISION; stage <= RV_STAGE_DATALOADER; stage++) {
+        if (stage == RV_STAGE_DISTRIBUTED && w->has_par) {
+            if ((rc = rv_stop_check(stop, err)) != 0)
+                goto fail;
+            uint64_t before = graph_print(g);
+            if ((rc = rv_models__parallel(w, g, arr, err)) != 0)
+                goto fail;
+            mark_changed(arr, before != graph_print(g));
+        }
         if (stage == RV_STAGE_DISTRIBUTED && w->has_dist) {
             if ((rc = rv_stop_check(stop, err)) != 0)
                 goto fail;

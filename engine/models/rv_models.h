@@ -58,6 +58,8 @@ int rv_models__generic(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, 
 int rv_models__dataloader(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied,
                           rv_error *err);
 int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
+/* The `parallel` what-if (rv_models_parallel.c). */
+int rv_models__parallel(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
 int rv_models__power(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
 int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied,
                           rv_error *err);

@@ -8,6 +8,8 @@
 #include "cost/rv_flops.h"
 #include "hw/rv_hw.h"
 #include "cost/rv_memory.h"
+#include "models/rv_parallel.h"
+#include "simulate/rv_pardims.h"
 #include "models/rv_apply.h"
 #include "simulate/rv_power.h"
 #include "graph/rv_precision.h"
@@ -414,6 +416,11 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
         json_object_set_new(o, "throughput", json_null());
     }
     json_object_set_new(o, "utilization", utilization_json(r));
+    /* The dimensions the predicted run communicates over (rv_pardims.h). */
+    int32_t deg[RV_PD_COUNT];
+    json_object_set_new(o, "parallelism",
+                        rv_pardims_json(rv_run_pred_graph(r), rv_run_pred_sim(r), &r->pred_win,
+                                        rv_parallel_degrees(w, deg)));
     json_object_set_new(o, "memory", memory_json(r));
     if (rv_memory_predict(json_object_get(o, "memory"), r->applied))
         rv_run_warn(r, "memory_savers_assumed",
@@ -422,5 +429,7 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
                     "and keeps %d layers prefetched, Gist encodes %.0fx, recompute keeps "
                     "2/sqrt(L) of the activations (docs/models/memory.md)",
                     RV_VDNN_PREFETCH_LAYERS, RV_GIST_ENCODING);
+    /* Per GPU after sharding, when the what-if moved the degrees. */
+    rv_parallel_memory(json_object_get(o, "memory"), r->applied);
     return o;
 }

@@ -161,7 +161,8 @@ int rv_whatif_parse(const json_t *doc, rv_whatif **out, rv_error *err)
     w = calloc(1, sizeof(*w));
     if (!w)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-    static const char *const structural[] = {"optimizations", "distributed", "job", NULL};
+    static const char *const structural[] = {"optimizations", "distributed", "parallel", "job",
+                                             NULL};
     if ((rc = rv_spec_read(doc, "", rv_spec_top, rv_spec_ntop, structural, w, err)) != 0)
         goto out;
     w->has_schedule = w->schedule != RV_SCHED_EARLIEST_START;
@@ -203,6 +204,19 @@ int rv_whatif_parse(const json_t *doc, rv_whatif **out, rv_error *err)
         if ((rc = parse_dist(d, &w->dist, err)) != 0)
             goto out;
         w->has_dist = 1;
+    }
+    json_t *par = json_object_get(doc, "parallel");
+    if (par && !json_is_null(par)) {
+        if (!json_is_object(par)) {
+            rc = rv_error_field(err, RV_ERR_INVALID, "parallel", "parallel must be an object");
+            goto out;
+        }
+        w->par.zero = -1;
+        rc =
+            rv_spec_read(par, "parallel.", rv_spec_parallel, rv_spec_nparallel, NULL, &w->par, err);
+        if (rc != 0)
+            goto out;
+        w->has_par = 1;
     }
     json_t *job = json_object_get(doc, "job");
     if (job && !json_is_null(job)) {
@@ -289,7 +303,7 @@ int rv_whatif_parse_text(const char *text, rv_whatif **out, rv_error *err)
 
 int rv_whatif_is_empty(const rv_whatif *w)
 {
-    return !w || (w->nopts == 0 && !w->has_dist && w->power_limit_w <= 0 &&
+    return !w || (w->nopts == 0 && !w->has_dist && !w->has_par && w->power_limit_w <= 0 &&
                   w->power_limit_frac <= 0 && !w->has_schedule && !w->platform_overheads &&
                   !w->platform_kmodels && !w->has_job && !w->gpu[0]);
 }

@@ -99,11 +99,23 @@ typedef struct rv_dist {
     rv_coll_table allreduce;    /* measured all-reduce times; n == 0: alpha-beta */
 } rv_dist;
 
+/* "parallel": other degrees of the parallelism dimensions (0 / -1: as traced). */
+typedef struct rv_par {
+    int data;         /* data-parallel ranks */
+    int zero;         /* ZeRO / FSDP stage 0-3; -1 not given */
+    int tensor;       /* tensor-parallel degree */
+    int pipeline;     /* pipeline stages */
+    int microbatches; /* micro-batches per step (pipeline) */
+    int expert;       /* expert-parallel degree */
+} rv_par;
+
 struct rv_whatif {
     rv_opt *opts;
     size_t nopts;
     int has_dist;
     rv_dist dist;
+    int has_par; /* "parallel" given */
+    rv_par par;
     double power_limit_w;    /* 0: unchanged */
     double power_limit_frac; /* 0: not given; else a share of the GPU's default limit,
                                 resolved to power_limit_w at apply time */

@@ -208,6 +208,9 @@ test('trace page: cards, timeline, breakdowns, kernels, overheads, Perfetto expo
   assert.equal(await attr('#memory-breakdown', 'data-source'), w.memory.breakdown.source, 'breakdown source as the API says');
   assert.equal(w.memory.breakdown.source, 'shapes', 'the ResNet-50 breakdown is read from its op shapes');
   assert.ok((await page.textContent('#memory-breakdown')).includes(fmtBytes(w.memory.breakdown.weights)), 'weights shown');
+  // Parallelism: a row per dimension the API names (none on one GPU).
+  await page.waitForSelector('#parallelism-box .state, #parallelism-table');
+  assert.equal(await page.$$eval('#parallelism-table tbody tr', (els) => els.length), (w.parallelism || []).length, 'a row per parallelism dimension');
   // Top kernels: the first row is the API's first kernel.
   await page.waitForSelector('#top-kernels tbody tr');
   const first = await page.textContent('#top-kernels tbody tr:first-child');
