@@ -10,6 +10,7 @@
 
 #include "cost/rv_memory.h"
 #include "graph/rv_layers.h"
+#include "models/rv_comm_model.h"
 #include "models/rv_models.h"
 #include "trace/rv_shapes.h"
 
@@ -44,29 +45,23 @@ typedef struct par_ctx {
     size_t skipped;
 } par_ctx;
 
-/* The one collective cost of this model. It calls the ring cost of
- * rv_coll.h (MODELS.md B) with the distributed model's defaults (NVLink
- * inside a node of 8, 100 Gb/s between nodes, 5 us per step, 80%
- * efficiency); kept to this function so the communication model being
- * rewritten can replace it. Seconds. */
-static double coll_s(const rv_hw *hw, int op, int n, double bytes)
+/* The one collective cost: the communication model's (models/rv_comm_model.h,
+ * the same network, knobs and NCCL-shaped cost as `distributed`), on the
+ * request's network when it names one, else the traced job's assumed one
+ * (NVLink inside nodes of 8, 100 Gb/s between them). A send/recv crosses
+ * one link. Seconds. */
+static double coll_s(const par_ctx *c, int op, int n, double bytes)
 {
-    rv_net net;
-    memset(&net, 0, sizeof(net));
-    net.n = n;
-    net.g = n < 8 ? n : 8;
-    if (hw && hw->nvlink_gbps > 0)
-        net.intra_bps = hw->nvlink_gbps / 2 * 1e9;
-    else
-        net.intra_bps = (hw ? hw->pcie_gbps : 12) * 1e9;
-    net.inter_bps = 100e9 / 8;
-    net.alpha_s = 5e-6;
-    net.efficiency = 0.8;
     if (n <= 1)
         return 0;
+    rv_dist d;
+    rv_net net;
+    int asked = 0;
+    rv_comm_dist_of(c->w, n, &d, &asked);
+    rv_comm_net_of(&d, c->hw, n, &net);
     if (op == OP_P2P)
         return net.alpha_s + bytes / (net.intra_bps * net.efficiency);
-    return rv_coll_time(&net, op, RV_ALGO_RING, bytes);
+    return rv_comm_time(&d, &net, op, bytes);
 }
 
 static int pd_kind(int op)
@@ -113,7 +108,7 @@ static int64_t insert(par_ctx *c, int slot, int dim, int op, int n, double bytes
             return k;
         c->th[slot] = k;
     }
-    double secs = coll_s(c->hw, op, n, bytes);
+    double secs = coll_s(c, op, n, bytes);
     rv_task t = {0};
     t.dur_ns = (int64_t)llround(secs * 1e9);
     t.meas_start_ns = -1;
