@@ -295,10 +295,12 @@ def main():
                 return 1
             tokens[scope] = out.stdout.strip().splitlines()[0]
         c.token = tokens["read"]
-        # The server reloads its token table every second.
-        for _ in range(50):
-            st, _ = c.call("GET", "/v1/traces", None, check=False)
-            if st == 200:
+        # The server reloads its token table every second: wait until it
+        # knows every token (a reload between two creates knows only some).
+        for _ in range(150):
+            known = [c.call("GET", "/v1/traces", None, token=t, check=False)[0] != 401
+                     for t in tokens.values()]
+            if all(known):
                 break
             time.sleep(0.1)
         exercise(c, tokens, t_small, t_h100, t_resnet)
