@@ -426,6 +426,21 @@ void rv_api_trace_whatif(rv_req *r, void *app)
         rv_req_error_rv(r, &e);
         goto out;
     }
+    if (with_tl) {
+        /* The predicted timeline is as large as the prediction: bounded
+         * like every timeline answer, before it is written. */
+        size_t cap = a->cfg.timeline_max_tasks ? a->cfg.timeline_max_tasks : 200000;
+        size_t n =
+            rv_report_timeline_count(rv_run_pred_graph(res), rv_run_pred_sim(res), &res->pred_win);
+        if (n > cap) {
+            rv_req_error(r, 422, "limit_exceeded", "timeline",
+                         "the predicted timeline has %zu tasks, over the limit of %zu; leave "
+                         "out \"timeline\" and ask GET /v1/traces/%lld/timeline?source="
+                         "predicted with from_us/to_us for a window of it",
+                         n, cap, (long long)id);
+            goto out;
+        }
+    }
     body = rv_run_render_bytes(res, id, &len);
     if (with_tl)
         tl = predicted_chrome(res, &tl_len);
@@ -657,9 +672,10 @@ void rv_api_trace_timeline(rv_req *r, void *app)
     }
     int64_t from_us = rv_req_query_int(r, "from_us", 0, INT64_MAX / 2000);
     int64_t to_us = rv_req_query_int(r, "to_us", INT64_MAX / 2000, INT64_MAX / 2000);
-    int64_t max_tasks =
-        rv_req_query_int(r, "max_tasks", TIMELINE_DEFAULT_TASKS,
-                         a->cfg.timeline_max_tasks ? a->cfg.timeline_max_tasks : 200000);
+    int64_t max_cap = a->cfg.timeline_max_tasks ? a->cfg.timeline_max_tasks : 200000;
+    int64_t max_tasks = rv_req_query_int(
+        r, "max_tasks", TIMELINE_DEFAULT_TASKS < max_cap ? TIMELINE_DEFAULT_TASKS : max_cap,
+        max_cap);
     if (from_us < 0 || to_us < 0 || max_tasks < 0)
         return;
     if (strcmp(source, "predicted") == 0) {
@@ -702,6 +718,17 @@ void rv_api_trace_timeline(rv_req *r, void *app)
     }
     if (format && strcmp(format, "chrome") == 0) {
         rv_window win = {from_us * 1000, to_us * 1000, 1, -1, -1};
+        /* Chrome events cannot be cut short with a note the way the JSON
+         * form's are: a window over the cap is refused, before writing. */
+        size_t cap = (size_t)(rv_req_query(r, "max_tasks") ? max_tasks : max_cap);
+        size_t n = rv_report_timeline_count(g, s, &win);
+        if (n > cap) {
+            rv_req_error(r, 422, "limit_exceeded", "max_tasks",
+                         "the window has %zu tasks, over the limit of %zu for format=chrome; "
+                         "narrow it with from_us/to_us",
+                         n, cap);
+            goto out;
+        }
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);

@@ -89,6 +89,12 @@ typedef struct rv_http_config {
      * answers; none by default (no Access-Control-* header at all). */
     const char *const *cors_origins;
     size_t ncors_origins;
+    /* Answers waiting for slow readers: one larger than answer_mem_one
+     * bytes, or one that would take the answers held in memory past
+     * answer_mem_total, is moved to an unlinked file in spool_dir; past
+     * answer_spool_cap bytes in such files a new large answer is a 503.
+     * 0 means 256 KiB, 64 MiB and 1 GiB. */
+    uint64_t answer_mem_one, answer_mem_total, answer_spool_cap;
     uint64_t upload_cap;    /* bytes per trace upload (compressed as sent) */
     size_t json_body_cap;   /* bytes per JSON request body */
     const char *spool_dir;  /* where uploads are streamed; must exist */

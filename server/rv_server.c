@@ -398,7 +398,7 @@ int rv_server_main(const rv_server_config *c)
     app.cfg.max_events = c->max_events;
     app.cfg.whatif_budget_ms = c->whatif_budget_ms;
     app.cfg.fleet_inline_max = c->fleet_inline_max;
-    app.cfg.timeline_max_tasks = 200000;
+    app.cfg.timeline_max_tasks = c->timeline_max_tasks ? c->timeline_max_tasks : 200000;
     gcache = rv_gcache_new(c->graph_cache_bytes);
     if (!gcache) {
         fprintf(stderr, "reveried: out of memory\n");
@@ -446,6 +446,7 @@ int rv_server_main(const rv_server_config *c)
         .ncors_origins = c->ncors_origins,
         .upload_cap = c->upload_cap,
         .json_body_cap = c->json_body_cap,
+        .answer_spool_cap = c->answer_spool_cap,
         .spool_dir = spool,
         .web_root = c->web_root,
         .routes = routes,
