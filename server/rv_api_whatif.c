@@ -246,6 +246,7 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l0, const json_
      * drain (a fleet job is neither: it is requeued if the server dies). */
     rv_run_opts opts = {.iteration = RV_ITER_MEDIAN,
                         .budget_ms = a->cfg.whatif_budget_ms,
+                        .budget_from_ms = r ? rv_req_started_ms(r) : 0,
                         .keep_predicted = keep_predicted == 1,
                         .summary_only = keep_predicted == RV_API_RUN_SUMMARY,
                         .cancel = r ? &a->draining : NULL,

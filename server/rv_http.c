@@ -512,6 +512,11 @@ const char *rv_req_path(const rv_req *r)
     return r->path;
 }
 
+int64_t rv_req_started_ms(const rv_req *r)
+{
+    return (int64_t)r->t0.tv_sec * 1000 + r->t0.tv_nsec / 1000000;
+}
+
 int rv_req_client_gone(const rv_req *r)
 {
     const union MHD_ConnectionInfo *ci =

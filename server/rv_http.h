@@ -122,6 +122,9 @@ void rv_http_stop(rv_http *h, unsigned grace_ms);
 /* ---- inside a handler ---- */
 
 const char *rv_req_path(const rv_req *r);
+/* When the request's head arrived, in CLOCK_MONOTONIC ms (rv_stop_now_ms's
+ * clock): budgets count from it. */
+int64_t rv_req_started_ms(const rv_req *r);
 /* 1 when the client has closed or reset its connection (one non-blocking
  * peek at the socket; safe on the worker thread while the handler runs),
  * so long work can stop: rv_run_opts.cancel_fn. */
