@@ -242,7 +242,9 @@ static void *pg_thread(void *p)
     return NULL;
 }
 
-/* Removes the spool files ("upload-*") of uploads a killed process left.
+/* Removes the spool files of uploads ("upload-*") and answers
+ * ("answer-*", unlinked as soon as made, so only one caught between the
+ * two steps) a killed process left.
  * Every reveried holds a shared flock on home/reveried.lock for its life;
  * one that gets it exclusively at start is alone with this home and
  * removes them all, otherwise (replicas sharing the home) only those
@@ -265,7 +267,7 @@ static int spool_cleanup(const char *home, const char *spool)
     time_t now = time(NULL);
     while (d && (de = readdir(d))) {
         struct stat sb;
-        if (strncmp(de->d_name, "upload-", 7) != 0)
+        if (strncmp(de->d_name, "upload-", 7) != 0 && strncmp(de->d_name, "answer-", 7) != 0)
             continue;
         if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
             continue;
