@@ -165,7 +165,7 @@ static int insert(const rv_opt *o, rv_graph *g, json_t *applied, rv_error *err)
 {
     int rc = 0;
     size_t n0 = g->ntasks, n = 0;
-    uint8_t *hit = malloc(n0 + 1);
+    uint8_t *hit = calloc(n0 + 1, 1);
     int32_t *next = NULL, *side = NULL;
     int64_t launch = 0;
     if (!hit)

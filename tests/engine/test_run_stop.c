@@ -7,6 +7,7 @@
 
 #include "common/rv_test_util.h"
 #include "graph/rv_graph.h"
+#include "models/rv_apply.h"
 #include "run/rv_run.h"
 #include "simulate/rv_sim.h"
 #include "whatif/rv_whatif.h"
@@ -158,7 +159,7 @@ static void test_insert_bounded(void)
     rv_graph *g = rv_graph_clone(g_graph);
     CU_ASSERT_PTR_NOT_NULL_FATAL(g);
     size_t n0 = g->ntasks;
-    CU_ASSERT_EQUAL(rv_whatif_apply(w, g, NULL, &err), RV_ERR_LIMIT);
+    CU_ASSERT_EQUAL(rv_apply(w, g, NULL, &err), RV_ERR_LIMIT);
     CU_ASSERT_STRING_EQUAL(err.field, "optimizations[4].after");
     /* The four before it ran; the fifth added nothing. */
     CU_ASSERT_EQUAL(g->ntasks, n0 * 16);
