@@ -295,10 +295,12 @@ def main():
                 return 1
             tokens[scope] = out.stdout.strip().splitlines()[0]
         c.token = tokens["read"]
-        # The server reloads its token table every second.
+        # The server reloads its token table every second: wait until it
+        # knows the last token made (the ingest one), not only the read one.
         for _ in range(50):
             st, _ = c.call("GET", "/v1/traces", None, check=False)
-            if st == 200:
+            st_i, _ = c.call("GET", "/v1/traces", None, token=tokens["ingest"], check=False)
+            if st == 200 and st_i == 403:
                 break
             time.sleep(0.1)
         exercise(c, tokens, t_small, t_h100, t_resnet)
