@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "util/rv_error.h"
+#include "util/rv_stop.h"
 #include "trace/rv_trace.h"
 
 typedef enum rv_task_kind {
@@ -151,6 +152,12 @@ typedef struct rv_graph {
      * clones like name_info. */
     struct rv_layers *layers;
     int owns_layers;
+    /* While a what-if changes the graph (rv_apply_stop): the most
+     * tasks and edges it may reach (RV_ERR_LIMIT past them, before any
+     * allocation; 0 = the RV_GRAPH_MAX_* caps only), and the stop that
+     * the models' long loops check (borrowed; NULL = none). */
+    size_t max_tasks, max_edges;
+    const rv_stop *stop;
 } rv_graph;
 
 /* Caps on a graph's arrays (RV_ERR_LIMIT past them). */

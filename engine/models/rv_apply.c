@@ -5,6 +5,7 @@
 #include "models/rv_apply.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "graph/rv_retime.h"
@@ -83,8 +84,51 @@ int rv_apply(const rv_whatif *w, rv_graph *g, json_t **applied, rv_error *err)
     return rv_apply_stop(w, g, NULL, applied, err);
 }
 
+/* A model past the what-if's growth limits (RV_ERR_LIMIT from the graph,
+ * with no field named yet) is named by its place in the document. */
+static int name_growth(const rv_opt *o, const char *model, int rc, rv_error *err)
+{
+    if (rc != RV_ERR_LIMIT || (err && err->field[0]))
+        return rc;
+    char field[48];
+    if (o)
+        snprintf(field, sizeof(field), "optimizations[%d]", o->index);
+    else
+        snprintf(field, sizeof(field), "%s", model ? model : "distributed");
+    return rv_error_field(err, RV_ERR_LIMIT, field,
+                          "%s would grow the graph past what one what-if may add (%zu tasks, "
+                          "%zu edges)",
+                          field, RV_APPLY_MAX_NEW_TASKS, RV_APPLY_MAX_NEW_EDGES);
+}
+
+/* Bounds what the models may add to g and lets their loops see stop;
+ * apply_end puts g back to its own caps. */
+static void apply_begin(rv_graph *g, const rv_stop *stop)
+{
+    g->max_tasks = g->ntasks + RV_APPLY_MAX_NEW_TASKS;
+    g->max_edges = g->nedges + RV_APPLY_MAX_NEW_EDGES;
+    g->stop = stop;
+}
+
+static void apply_end(rv_graph *g)
+{
+    g->max_tasks = g->max_edges = 0;
+    g->stop = NULL;
+}
+
+static int apply_models(const rv_whatif *w, rv_graph *g, const rv_stop *stop, json_t **applied,
+                        rv_error *err);
+
 int rv_apply_stop(const rv_whatif *w, rv_graph *g, const rv_stop *stop, json_t **applied,
                   rv_error *err)
+{
+    int rc = apply_models(w, g, stop, applied, err);
+    apply_end(g);
+    return rc;
+}
+
+static int apply_models(const rv_whatif *w, rv_graph *g, const rv_stop *stop, json_t **applied,
+                        rv_error *err)
 {
     int rc = 0;
     json_t *arr = json_array();
@@ -92,6 +136,7 @@ int rv_apply_stop(const rv_whatif *w, rv_graph *g, const rv_stop *stop, json_t *
         *applied = NULL;
     if (!arr)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    apply_begin(g, stop);
     if (!w)
         goto done;
     if (w->platform_overheads) {
@@ -140,7 +185,8 @@ int rv_apply_stop(const rv_whatif *w, rv_graph *g, const rv_stop *stop, json_t *
             if ((rc = rv_stop_check(stop, err)) != 0)
                 goto fail;
             uint64_t before = graph_print(g);
-            if ((rc = rv_models__distributed(w, g, arr, err)) != 0)
+            if ((rc = name_growth(NULL, "distributed", rv_models__distributed(w, g, arr, err),
+                                  err)) != 0)
                 goto fail;
             mark_changed(arr, before != graph_print(g));
         }
@@ -164,7 +210,7 @@ int rv_apply_stop(const rv_whatif *w, rv_graph *g, const rv_stop *stop, json_t *
              * match limit fails the model (rv_select_finish). */
             rv_select_set_stop(&w->opts[i].sel, stop);
             uint64_t before = graph_print(g);
-            rc = run_opt(w, &w->opts[i], g, arr, err);
+            rc = name_growth(&w->opts[i], NULL, run_opt(w, &w->opts[i], g, arr, err), err);
             int src = rv_select_finish(&w->opts[i].sel, rc ? NULL : err);
             if (rc == 0)
                 rc = src;

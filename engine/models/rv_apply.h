@@ -18,10 +18,15 @@
  * left the graph as it was (it matched no task). */
 int rv_apply(const rv_whatif *w, rv_graph *g, json_t **applied, rv_error *err);
 /* rv_apply that stops (borrowed, may be NULL) when stop says so:
- * checked before each model and while selectors match; then returns
- * RV_ERR_BUDGET and the graph is half-rewritten (throw it away). */
+ * checked before each model, while selectors match and in the models'
+ * long loops; then returns RV_ERR_BUDGET and the graph is half-rewritten
+ * (throw it away). Both forms bound what the models may add to g:
+ * RV_APPLY_MAX_NEW_TASKS tasks and RV_APPLY_MAX_NEW_EDGES edges in all
+ * (past them RV_ERR_LIMIT naming the optimization, before allocating). */
 int rv_apply_stop(const rv_whatif *w, rv_graph *g, const rv_stop *stop, json_t **applied,
                   rv_error *err);
+#define RV_APPLY_MAX_NEW_TASKS ((size_t)3000000)
+#define RV_APPLY_MAX_NEW_EDGES ((size_t)9000000)
 
 /* What the energy of a simulated g under w (NULL: the trace as it ran)
  * assumes: its GPU (the override when given), the cap (the what-if's, else

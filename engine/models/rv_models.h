@@ -30,6 +30,9 @@ void rv_models__remove(rv_graph *g, int32_t i, int keep_gap);
  * entries, -1 = none yet) caches the side thread per original thread. */
 int rv_models__insert_after(rv_graph *g, int32_t anchor, const int32_t *next, int64_t dur_ns,
                             int sel_kind, int32_t *side_of_thread);
+/* The most tasks one insert optimization may add (its selector's matches
+ * are counted first). */
+#define RV_MODELS_MAX_INSERT ((size_t)1000000)
 
 /* ns * mult rounded, saturated at RV_MODELS_MAX_TASK_NS (a task of more
  * than a day is no what-if; past it sums would overflow the clock). */

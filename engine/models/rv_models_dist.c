@@ -516,6 +516,10 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
                 double s = sz / pieces;
                 double secs;
                 int64_t id, last;
+                /* Up to RV_DIST_MAX_COMM pieces: a long loop, so it stops
+                 * with the what-if. */
+                if (ncomm % RV_STOP_EVERY == 0 && (rc = rv_stop_check(g->stop, err)) != 0)
+                    goto out;
                 if (d->blueconnect) {
                     double ti = 0, tx = 0;
                     rv_coll_blueconnect(&net, s, &ti, &tx);
@@ -540,7 +544,8 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
                     id = last = append_comm(g, th, secs, s, it, prio);
                 }
                 if (last < 0) {
-                    rc = rv_error_set(err, (int)last, -1, -1, "distributed: out of memory");
+                    rc = rv_error_set(err, (int)last, -1, -1, "distributed: %s",
+                                      rv_err_name((int)last));
                     goto out;
                 }
                 if ((rc = rv_graph_add_edge(g, ready, (int32_t)id, 0, RV_EDGE_COMM, 0)) != 0)
@@ -656,7 +661,10 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
     }
     goto out;
 nomem:
-    rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "distributed: out of memory");
+    /* rc is the graph's: out of memory, or past the what-if's growth
+     * limit (RV_ERR_LIMIT, named by rv_apply). */
+    rc = rv_error_set(err, rc ? rc : RV_ERR_NOMEM, -1, -1, "distributed: %s",
+                      rv_err_name(rc ? rc : RV_ERR_NOMEM));
 out:
     free(gr);
     free(next);

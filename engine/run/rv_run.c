@@ -244,7 +244,8 @@ rv_stop rv_run_stop_of(const rv_run_opts *o)
                     .cancel_arg = o->cancel_arg};
     /* The budget and the caller's deadline: the earlier one counts. */
     if (o->budget_ms) {
-        int64_t d = rv_stop_now_ms() + (int64_t)o->budget_ms;
+        int64_t from = o->budget_from_ms > 0 ? o->budget_from_ms : rv_stop_now_ms();
+        int64_t d = from + (int64_t)o->budget_ms;
         if (stop.deadline_ms <= 0 || d < stop.deadline_ms) {
             stop.deadline_ms = d;
             stop.budget_ms = o->budget_ms;

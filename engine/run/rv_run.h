@@ -29,6 +29,10 @@ typedef struct rv_run_opts {
     int top_kernels;    /* 0: RV_RUN_TOP_KERNELS */
     int critical_max;   /* 0: RV_RUN_CRITICAL_MAX */
     unsigned budget_ms; /* 0: none; past it the run fails with RV_ERR_BUDGET */
+    /* When the budget started (CLOCK_MONOTONIC ms, rv_stop_now_ms): a
+     * server counts it from the request's arrival, so the parse and the
+     * load before the run are in it; 0: the run's start. */
+    int64_t budget_from_ms;
     /* Stopping a run in progress (rv_stop.h): checked between models,
      * every RV_STOP_EVERY simulated tasks and between reports; a run past
      * either or cancelled fails with RV_ERR_BUDGET. */
