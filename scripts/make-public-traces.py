@@ -54,6 +54,7 @@ FILES = [
     "param/resnet-2080ti.et.json.gz",
     "tracelens/h100-bert-small-forward.json.gz",
     "tracelens/h100-falconsai-vit-forward.json.gz",
+    "tracelens/mi300-qwen-forward.json.gz",
     "tracelens/mi300-vllm-decode-full-graph-exec.json.gz",
 ] + [f"param/dlrm-8rank/worker{r}.{k}.json.gz" for r in range(8) for k in ("kineto", "et")]
 
