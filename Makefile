@@ -14,7 +14,7 @@ WERROR    ?=
 STAGELOG  ?= $(BUILD)/make-test-stages.txt
 STAGE      = sh .ci/stage.sh $(STAGELOG)
 
-.PHONY: all deps build build-san build-tsan run test test-stages test-fast bench fuzz fuzz-run \
+.PHONY: all deps build build-service build-san build-tsan run test test-stages test-fast bench fuzz fuzz-run \
         format check-format tidy clean
 # The stages of `make test` run one after another (cmake parallelizes the
 # builds itself with JOBS).
@@ -30,6 +30,13 @@ build: deps
 	       $(if $(WERROR),-DRV_WERROR=$(WERROR)) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
+# Only what `make run` starts (reverie, reveried: CMake target `service`),
+# none of the test programs.
+build-service: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	       $(if $(WERROR),-DRV_WERROR=$(WERROR)) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target service -- --no-print-directory
+
 build-san:
 	@cmake -S . -B $(SANBUILD) -DCMAKE_BUILD_TYPE=Debug -DRV_ASAN=ON -DRV_UBSAN=ON >/dev/null
 	@cmake --build $(SANBUILD) -j $(JOBS) -- --no-print-directory
@@ -38,7 +45,7 @@ build-tsan:
 	@cmake -S . -B $(TSANBUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRV_TSAN=ON >/dev/null
 	@cmake --build $(TSANBUILD) -j $(JOBS) -- --no-print-directory
 
-run: build
+run: build-service
 	@sh scripts/run.sh $(BUILD) $(SAMPLE)
 
 # Every stage runs even when an earlier one fails (make -k); the summary

@@ -79,6 +79,22 @@ const char *rv_test_require_shared_traces(const char *probe)
     exit(RV_TEST_SKIP);
 }
 
+int rv_test_have_trace(const char *dir, const char *rel)
+{
+    char path[4096];
+
+    if (dir) {
+        snprintf(path, sizeof(path), "%s/%s", dir, rel);
+        if (access(path, R_OK) == 0)
+            return 1;
+    }
+    printf("\n  not checked: %s (a large trace the repository does not ship; it is read "
+           "from RV_SHARED_TRACES, see tests/data/public/README.md)\n",
+           rel);
+    fflush(stdout);
+    return 0;
+}
+
 unsigned rv_test_run(void)
 {
     CU_basic_set_mode(CU_BRM_VERBOSE);

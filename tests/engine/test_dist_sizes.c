@@ -458,7 +458,8 @@ int main(void)
     CU_add_test(s, "fixture: the wait stays, the transfer is re-timed", test_fixture_wait_kept);
     if (traces) {
         CU_add_test(s, "DLRM, 8 ranks", test_dlrm_ranks);
-        CU_add_test(s, "16-rank A100 trace", test_sixteen_ranks);
+        if (rv_test_have_trace(traces, "hta/a100-rank0-of-16-five-streams.json.gz"))
+            CU_add_test(s, "16-rank A100 trace", test_sixteen_ranks);
         CU_add_test(s, "2-rank trace with and without sizes",
                     test_two_ranks_with_and_without_sizes);
     }

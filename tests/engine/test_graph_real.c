@@ -69,9 +69,11 @@ static int cmp_d(const void *a, const void *b)
 
 static void test_golden_replay(void)
 {
-    size_t n = sizeof(goldens) / sizeof(goldens[0]);
+    size_t n = 0;
     double errs[sizeof(goldens) / sizeof(goldens[0])];
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < sizeof(goldens) / sizeof(goldens[0]); i++) {
+        if (!rv_test_have_trace(g_shared, goldens[i].file))
+            continue;
         rv_trace *t;
         rv_graph *g;
         rv_sim *s;
@@ -87,13 +89,15 @@ static void test_golden_replay(void)
         CU_ASSERT_EQUAL(rv_report_iteration(g, s, RV_ITER_MEDIAN, &f, &err), 0);
         if (goldens[i].measured_us > 0)
             CU_ASSERT_DOUBLE_EQUAL(f.measured_us, goldens[i].measured_us, 0.01);
-        errs[i] = fabs(f.simulated_us - f.measured_us) / f.measured_us;
-        printf("\n  %-48s replay error %.4f%%", goldens[i].file, 100 * errs[i]);
-        CU_ASSERT(errs[i] <= 0.05); /* max target */
+        errs[n] = fabs(f.simulated_us - f.measured_us) / f.measured_us;
+        printf("\n  %-48s replay error %.4f%%", goldens[i].file, 100 * errs[n]);
+        CU_ASSERT(errs[n] <= 0.05); /* max target */
+        n++;
         rv_sim_free(s);
         rv_graph_free(g);
         rv_trace_free(t);
     }
+    CU_ASSERT_FATAL(n > 0);
     qsort(errs, n, sizeof(double), cmp_d);
     CU_ASSERT(errs[n / 2] <= 0.02); /* median target */
 }

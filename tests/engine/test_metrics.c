@@ -258,7 +258,9 @@ int main(void)
     CU_add_test(s, "ResNet-50 V100: conv FLOPs, mfu, batch, memory", test_resnet_v100);
     CU_add_test(s, "BERT H100: bf16 mfu, allocator peak, request batch", test_bert_h100);
     CU_add_test(s, "no shapes: null with a warning", test_no_shapes);
-    CU_add_test(s, "FLOPs covering part of the kernels: a warning", test_partial);
-    CU_add_test(s, "memory breakdown from an ET", test_breakdown_from_et);
+    if (rv_test_have_trace(g_traces, "hta/a100-rank0-of-16-five-streams.json.gz"))
+        CU_add_test(s, "FLOPs covering part of the kernels: a warning", test_partial);
+    if (rv_test_have_trace(g_traces, "param/resnet-2080ti.kineto.json.gz"))
+        CU_add_test(s, "memory breakdown from an ET", test_breakdown_from_et);
     return rv_test_run() ? 1 : 0;
 }

@@ -163,7 +163,8 @@ int main(void)
         return 1;
     CU_pSuite s = CU_add_suite("power_limit_frac", NULL, NULL);
     CU_add_test(s, "V100: 0.8 = 240 W", test_v100);
-    CU_add_test(s, "A100: 0.8 = 320 W", test_a100);
+    if (rv_test_have_trace(traces, "hta/a100-rank0-of-16-five-streams.json.gz"))
+        CU_add_test(s, "A100: 0.8 = 320 W", test_a100);
     CU_add_test(s, "H100: 0.8 = 560 W", test_h100);
     CU_add_test(s, "MI300X and B200: 0.8 = 600 W and 800 W", test_mi300_b200);
     CU_add_test(s, "refusals name the field", test_refused);
