@@ -289,10 +289,13 @@ static long trace_count(void)
 
 static int start_server(const char *disk_reserve_mb)
 {
+    /* The settings new with this suite as variables: an older reveried
+     * ignores them and still starts, so the probes run against it
+     * (RV_BIN_DIR=<its bin folder>). */
     setenv("REVERIE_DISK_RESERVE_MB", disk_reserve_mb, 1);
-    const char *args[] = {
-        "--require-auth", "--workers",    "4", "--http-threads", "2", "--max-trace", MAX_TRACE_MB,
-        "--max-archive",  MAX_ARCHIVE_MB, NULL};
+    setenv("REVERIE_MAX_ARCHIVE_MB", MAX_ARCHIVE_MB, 1);
+    const char *args[] = {"--require-auth", "--workers",  "4", "--http-threads", "2",
+                          "--max-trace",    MAX_TRACE_MB, NULL};
     port = rv_testsrv_free_port();
     srv = rv_testsrv_spawn(&g_srv, port, args);
     if (rv_testsrv_wait(port, "/readyz", NULL, 200, 120, &srv) != 0) {
