@@ -489,9 +489,9 @@ void rv_api_upload_answer(rv_req *r, rv_app *a, const rv_db_ingest_result *res, 
     unsigned scopes = 0;
     rv_api_caller(a, r, who, sizeof(who), &scopes);
     int may_read = (scopes & (RV_SCOPE_READ | RV_SCOPE_ADMIN)) != 0;
-    if (res->duplicate && !may_read)
-        t = json_object();
-    else if (rv_db_trace_get(a->db, res->trace_id, &t, &e) != 0 || !t)
+    if ((!res->duplicate || may_read) && rv_db_trace_get(a->db, res->trace_id, &t, &e) != 0)
+        t = NULL;
+    if (!t)
         t = json_object();
     json_object_set_new(t, "id", json_integer(res->trace_id));
     json_object_set_new(t, "duplicate", json_boolean(res->duplicate));

@@ -242,9 +242,9 @@ static void *watchdog_main(void *arg)
                 shutdown(pc->wfd, SHUT_RDWR);
             pc->killed = 1;
             fprintf(stderr,
-                    "reveried: database: a call ran past its %lld ms deadline; its "
+                    "reveried: database: a call ran %lld ms past its deadline; its "
                     "connection was cut (reset before its next use)\n",
-                    (long long)(now - pc->deadline_ms + db->timeout_ms));
+                    (long long)(now - pc->deadline_ms));
         }
     }
     pthread_mutex_unlock(&db->mu);

@@ -234,7 +234,8 @@ static void tar_header(unsigned char *h, const char *name, size_t size)
     snprintf((char *)h + 136, 12, "%011o", 0);
     h[156] = '0';
     memcpy(h + 257, "ustar", 6);
-    memcpy(h + 263, "00", 2);
+    h[263] = (unsigned char)'0';
+    h[264] = (unsigned char)'0';
     memset(h + 148, ' ', 8);
     unsigned sum = 0;
     for (int i = 0; i < 512; i++)
