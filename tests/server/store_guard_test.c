@@ -28,6 +28,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <jansson.h>
+#include <libpq-fe.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -523,6 +524,23 @@ static void test_archive(void)
                         NULL, 0, path, NULL, &r),
                     201);
     tc_resp_free(&r);
+    char conninfo[1024];
+    CU_ASSERT_EQUAL_FATAL(rv_testsrv_conninfo(&g_srv, conninfo, sizeof(conninfo)), 0);
+    PGconn *c = PQconnectdb(conninfo);
+    PGresult *q = PQexec(c, "SELECT count(*), max(octet_length(o.bytes)), min(o.size) FROM "
+                            "trace_originals o JOIN traces t ON t.id = o.trace_id WHERE t.job = "
+                            "'guard-archive'");
+    CU_ASSERT_EQUAL_FATAL(PQresultStatus(q), PGRES_TUPLES_OK);
+    long members = strtol(PQgetvalue(q, 0, 0), NULL, 10);
+    long stored = strtol(PQgetvalue(q, 0, 1), NULL, 10),
+         sent = strtol(PQgetvalue(q, 0, 2), NULL, 10);
+    fprintf(stderr, "\n    archive members stored: %ld, at most %ld bytes each for %ld sent",
+            members, stored, sent);
+    CU_ASSERT_EQUAL(members, 2);
+    CU_ASSERT(sent > 20L << 20);
+    CU_ASSERT(stored > 0 && stored < 1L << 20);
+    PQclear(q);
+    PQfinish(c);
     check_alive("an archive");
 }
 
