@@ -65,6 +65,10 @@ void rv_api_trace_export(rv_req *r, void *app)
     rv_kexport_opts ko = {.max_input = (size_t)a->cfg.max_trace_bytes};
     if (rv_api_original_map(a, id, RV_DB_ORIGINAL_PLAIN, &orig, &e) != 0 ||
         rv_kexport_run(orig.bytes, orig.len, res, baseline, &ko, &out, NULL, &e) != 0) {
+        if (e.code == RV_ERR_LIMIT && strcmp(e.field, "disk_reserve") == 0) {
+            rv_api_spool_full(r, a, rv_api_spool_room(a));
+            goto out;
+        }
         rv_req_error_rv(r, &e);
         goto out;
     }

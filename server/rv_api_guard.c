@@ -2,6 +2,7 @@
  * the caller's token and scopes (ownership of training jobs, what a
  * duplicate answer may show) and the free-space reserve of the database's
  * disk (docs/internals/server.md, "Limits"). */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -56,4 +57,23 @@ int rv_api_disk_guard(rv_req *r, rv_app *a, uint64_t incoming)
                  (unsigned long long)a->cfg.disk_reserve);
     rv_req_add_header(r, "Retry-After", "60");
     return -1;
+}
+
+uint64_t rv_api_spool_room(const rv_app *a)
+{
+    struct statvfs sv;
+    if (!a->cfg.disk_reserve || !a->cfg.spool_dir || statvfs(a->cfg.spool_dir, &sv) != 0)
+        return UINT64_MAX;
+    uint64_t f = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+    return f > a->cfg.disk_reserve ? f - a->cfg.disk_reserve : 0;
+}
+
+void rv_api_spool_full(rv_req *r, const rv_app *a, uint64_t room)
+{
+    rv_req_error(r, 507, "insufficient_storage", NULL,
+                 "the answer is spooled to disk on its way out and only %llu bytes may be "
+                 "written there above this server's free-space reserve of %llu bytes "
+                 "(--disk-reserve); retry later, or ask with Accept-Encoding: gzip",
+                 (unsigned long long)room, (unsigned long long)a->cfg.disk_reserve);
+    rv_req_add_header(r, "Retry-After", "60");
 }

@@ -54,6 +54,13 @@ int rv_api_disk_low(const rv_app *a, uint64_t incoming, int64_t *free_bytes);
  * rv_api_disk_low: an upload is refused before the disk fills. */
 int rv_api_disk_guard(rv_req *r, rv_app *a, uint64_t incoming);
 
+/* Bytes the spool folder may still take above cfg.disk_reserve
+ * (UINT64_MAX when the reserve is off or the folder cannot be read). */
+uint64_t rv_api_spool_room(const rv_app *a);
+/* Answers 507 insufficient_storage with Retry-After: an answer that would
+ * be spooled does not fit in room bytes. */
+void rv_api_spool_full(rv_req *r, const rv_app *a, uint64_t room);
+
 /* A stored original, inflated or not, mapped read-only from an unlinked
  * spool file (rv_api_traces.c). */
 typedef struct rv_api_mapped {
@@ -61,7 +68,9 @@ typedef struct rv_api_mapped {
     size_t len;
 } rv_api_mapped;
 /* Streams trace id's original (mode: RV_DB_ORIGINAL_*) into a spool file,
- * at most cfg.max_trace_bytes (RV_ERR_LIMIT past it), and maps it into *m
+ * inflated at most to cfg.max_trace_bytes (RV_ERR_LIMIT past it, field
+ * max_trace_bytes) and to what the spool folder may take above the disk
+ * reserve (RV_ERR_LIMIT, field disk_reserve), and maps it into *m
  * (rv_api_unmap). 0 or a negative rv_err with err filled. */
 int rv_api_original_map(rv_app *a, int64_t id, int mode, rv_api_mapped *m, rv_error *err);
 /* NULL-safe; leaves *m empty. */

@@ -363,8 +363,15 @@ int rv_api_original_map(rv_app *a, int64_t id, int mode, rv_api_mapped *m, rv_er
     if (fd < 0)
         return RV_ERR_IO;
     /* Bounded by the same cap as an upload: what inflates past it was
-     * refused there (or stored by an older server). */
-    int rc = rv_db_original_write(a->db, id, fd, mode, a->cfg.max_trace_bytes, NULL, &n, err);
+     * refused there (or stored by an older server); and by the disk. */
+    uint64_t room = rv_api_spool_room(a), cap = a->cfg.max_trace_bytes;
+    int by_disk = room < cap || !cap;
+    int rc =
+        rv_db_original_write(a->db, id, fd, mode, by_disk ? (room ? room : 1) : cap, NULL, &n, err);
+    if (rc == RV_ERR_LIMIT && by_disk)
+        rc = rv_error_field(err, RV_ERR_LIMIT, "disk_reserve",
+                            "the original does not fit on the spool disk above this server's "
+                            "free-space reserve (--disk-reserve); retry later");
     if (!rc && n == 0)
         rc = rv_error_set(err, RV_ERR_INTERNAL, -1, -1,
                           "the stored original of trace %lld is empty", (long long)id);
@@ -418,9 +425,17 @@ void rv_api_trace_original(rv_req *r, void *app)
      * unpacks the received bytes; others get them inflated here. */
     int gz_ok = accepts_gzip(r);
     int mode = gz_ok ? RV_DB_ORIGINAL_STORED : RV_DB_ORIGINAL_AS_RECEIVED;
-    if (rv_db_original_write(a->db, id, fd, mode, 0, &info, &n, &e) != 0 ||
+    /* The spool file holds the answer until it is sent: never past the
+     * disk's free-space reserve. */
+    uint64_t room = rv_api_spool_room(a);
+    if (rv_db_original_write(a->db, id, fd, mode, room == UINT64_MAX ? 0 : (room ? room : 1), &info,
+                             &n, &e) != 0 ||
         lseek(fd, 0, SEEK_SET) != 0) {
         close(fd);
+        if (e.code == RV_ERR_LIMIT) {
+            rv_api_spool_full(r, a, room);
+            return;
+        }
         if (e.code == RV_ERR_PARSE) {
             rv_req_error(r, 500, "internal", NULL, "the stored original of trace %lld is damaged",
                          (long long)id);

@@ -72,7 +72,7 @@ typedef struct rv_db_original_info {
 /* Streams the stored original of trace id into fd (borrowed; written at its
  * offset), read from the database RV_DB_ORIGINAL_CHUNK bytes at a time, so
  * that memory stays small whatever the trace inflates to. mode says what
- * is written (RV_DB_ORIGINAL_*). Past max_out bytes
+ * is written (RV_DB_ORIGINAL_*). Past max_out bytes inflated
  * written (0: no cap) RV_ERR_LIMIT, field "max_trace_bytes". *info and
  * *written may be NULL. RV_ERR_NOTFOUND for no such trace, RV_ERR_IO (disk
  * or database), RV_ERR_PARSE for stored bytes that do not inflate. */
