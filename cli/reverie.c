@@ -17,6 +17,7 @@ static const command commands[] = {
     {"kernels", rv_cmd_kernels, "kernel-model error per class and kernel time on other GPUs"},
     {"snapshot", rv_cmd_snapshot, "write a trace's binary snapshot (fast to load)"},
     {"sweep", rv_cmd_sweep, "one row per value of a what-if field (--vary F=a:b:step)"},
+    {"advise", rv_cmd_advise, "search the what-ifs for the best plans (--objective time|energy)"},
     {"whatif", rv_cmd_whatif, "ask reveried for a what-if on a stored trace"},
     {"fleet", rv_cmd_fleet, "fleet-wide what-if on reveried"},
     {"token", rv_cmd_token, "create|list|revoke API tokens"},

@@ -15,6 +15,8 @@ int rv_cli_simulate_job(const char *const *paths, size_t n, const struct rv_what
 int rv_cmd_diff(int argc, char **argv);
 int rv_cmd_upload(int argc, char **argv);
 int rv_cmd_sweep(int argc, char **argv);
+/* `reverie advise TRACE` (cmd_advise.c). */
+int rv_cmd_advise(int argc, char **argv);
 int rv_cmd_migrate(int argc, char **argv);
 int rv_cmd_overheads(int argc, char **argv);
 /* `reverie overheads predict`: needs no database. */

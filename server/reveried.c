@@ -67,9 +67,17 @@ static void usage(FILE *out)
         "      --min-body-rate B   REVERIE_MIN_BODY_RATE   bytes/s a request body must average\n"
         "                                                  once header-timeout-s have passed\n"
         "                                                  (default 1024)\n"
-        "      --per-ip N          REVERIE_PER_IP_LIMIT    connections per client IP (default 64)\n"
-        "      --max-conn N        REVERIE_MAX_CONNECTIONS connections in all; past it 503\n"
-        "                                                  (default 1000)\n"
+        "      --per-ip N          REVERIE_PER_IP_LIMIT    connections per client address; past\n"
+        "                                                  it that address's longest-idle one\n"
+        "                                                  is closed (default 64)\n"
+        "      --max-conn N        REVERIE_MAX_CONNECTIONS connections in all; past it the\n"
+        "                                                  longest-idle one is closed, 503 when\n"
+        "                                                  none is idle (default 1000)\n"
+        "      --answer-spool MIB  REVERIE_ANSWER_SPOOL_MB large answers waiting for their\n"
+        "                                                  readers, kept in spool files; past it\n"
+        "                                                  503 (default 1024)\n"
+        "      --timeline-max-tasks N  REVERIE_TIMELINE_MAX_TASKS  tasks in one timeline answer;\n"
+        "                                                  past it 422 (default 200000)\n"
         "      --allowed-host NAME REVERIE_ALLOWED_HOSTS   a Host name requests may use besides\n"
         "                                                  localhost, loopback and bind addresses\n"
         "                                                  (repeatable; comma-separated in the\n"
@@ -224,7 +232,9 @@ int main(int argc, char **argv)
         O_REQAUTH,
         O_NOAUTH,
         O_MIGRATE,
-        O_VERSION
+        O_VERSION,
+        O_ANSWER_SPOOL,
+        O_TL_MAX
     };
     static const struct option opts[] = {
         {"port", required_argument, NULL, 'p'},
@@ -256,6 +266,8 @@ int main(int argc, char **argv)
         {"require-auth", no_argument, NULL, O_REQAUTH},
         {"insecure-no-auth", no_argument, NULL, O_NOAUTH},
         {"migrate-only", no_argument, NULL, O_MIGRATE},
+        {"answer-spool", required_argument, NULL, O_ANSWER_SPOOL},
+        {"timeline-max-tasks", required_argument, NULL, O_TL_MAX},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, O_VERSION},
         {NULL, 0, NULL, 0},
@@ -266,7 +278,7 @@ int main(int argc, char **argv)
     const char *f_queue = NULL, *f_budget = NULL, *f_finline = NULL, *f_fworkers = NULL;
     const char *f_gcache = NULL, *f_maxevents = NULL;
     const char *f_maxarchive = NULL, *f_diskreserve = NULL, *f_dbtimeout = NULL;
-    const char *f_hdrtimeout = NULL, *f_minrate = NULL;
+    const char *f_hdrtimeout = NULL, *f_minrate = NULL, *f_aspool = NULL, *f_tlmax = NULL;
     int require_auth = truthy("REVERIE_REQUIRE_AUTH");
     int no_auth = truthy("REVERIE_INSECURE_NO_AUTH");
     int migrate_only = 0;
@@ -303,6 +315,8 @@ int main(int argc, char **argv)
         case O_REQAUTH: require_auth = 1; break;
         case O_NOAUTH: no_auth = 1; break;
         case O_MIGRATE: migrate_only = 1; break;
+        case O_ANSWER_SPOOL: f_aspool = optarg; break;
+        case O_TL_MAX: f_tlmax = optarg; break;
         case 'h': usage(stdout); return 0;
         case O_VERSION: printf("reveried %s\n", VERSION); return 0;
         default: usage(stderr); return 2;
@@ -371,6 +385,10 @@ int main(int argc, char **argv)
         (unsigned)num_setting("per-ip limit", f_perip, "REVERIE_PER_IP_LIMIT", 64, 100000);
     sc.conn_limit = (unsigned)num_setting("max connections", f_maxconn, "REVERIE_MAX_CONNECTIONS",
                                           1000, 100000);
+    sc.answer_spool_cap =
+        num_setting("answer spool", f_aspool, "REVERIE_ANSWER_SPOOL_MB", 1024, 1 << 20) << 20;
+    sc.timeline_max_tasks = (unsigned)num_setting("timeline max tasks", f_tlmax,
+                                                  "REVERIE_TIMELINE_MAX_TASKS", 200000, 1u << 26);
     sc.http_threads = (unsigned)num_setting("http threads", f_hthreads, "REVERIE_HTTP_THREADS",
                                             (unsigned long long)ncpu, 256);
     sc.workers = (unsigned)num_setting("workers", f_workers, "REVERIE_WORKERS",
@@ -385,7 +403,8 @@ int main(int argc, char **argv)
     sc.graph_cache_bytes =
         (size_t)num_setting("graph cache", f_gcache, "REVERIE_GRAPH_CACHE_MB", 1024, 1 << 20) << 20;
     if (sc.http_threads == 0 || sc.workers == 0 || sc.queue == 0 || sc.upload_cap == 0 ||
-        sc.json_body_cap == 0 || sc.header_timeout_s == 0 || sc.min_body_rate == 0) {
+        sc.json_body_cap == 0 || sc.header_timeout_s == 0 || sc.min_body_rate == 0 ||
+        sc.answer_spool_cap == 0 || sc.timeline_max_tasks == 0) {
         fprintf(stderr, "reveried: thread counts, queue and caps must be at least 1\n");
         return 2;
     }

@@ -176,6 +176,8 @@ static const rv_route routes[] = {
      "traces_timeline"},
     {"POST", "/v1/traces/{id}/whatif", rv_api_trace_whatif, RV_BODY_JSON, RV_SCOPE_READ, 0,
      "traces_whatif"},
+    {"POST", "/v1/traces/{id}/advise", rv_api_trace_advise, RV_BODY_JSON, RV_SCOPE_READ, 0,
+     "traces_advise"},
     {"PUT", "/v1/traces/{id}/et", rv_api_trace_et_attach, RV_BODY_UPLOAD, RV_SCOPE_INGEST, 0,
      "traces_et"},
     {"POST", "/v1/traces/{id}/whatif/export", rv_api_trace_export, RV_BODY_JSON, RV_SCOPE_READ, 0,

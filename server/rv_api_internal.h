@@ -18,6 +18,8 @@ void rv_api_trace_delete(rv_req *r, void *app);
 void rv_api_trace_original(rv_req *r, void *app);
 void rv_api_trace_timeline(rv_req *r, void *app);
 void rv_api_trace_whatif(rv_req *r, void *app);
+/* POST .../advise: the plan search (rv_api_advise.c). */
+void rv_api_trace_advise(rv_req *r, void *app);
 /* GET .../diff?with=ID2 and POST .../diff with a what-if (rv_api_diff.c). */
 void rv_api_trace_diff_get(rv_req *r, void *app);
 void rv_api_trace_diff_post(rv_req *r, void *app);

@@ -267,6 +267,7 @@ void rv_api_training_whatif(rv_req *r, void *app)
     }
     rv_run_opts opts = {.iteration = RV_ITER_MEDIAN,
                         .budget_ms = a->cfg.whatif_budget_ms,
+                        .budget_from_ms = rv_req_started_ms(r),
                         .cancel = &a->draining,
                         .cancel_fn = client_gone,
                         .cancel_arg = r};

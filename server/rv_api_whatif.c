@@ -246,6 +246,7 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l0, const json_
      * drain (a fleet job is neither: it is requeued if the server dies). */
     rv_run_opts opts = {.iteration = RV_ITER_MEDIAN,
                         .budget_ms = a->cfg.whatif_budget_ms,
+                        .budget_from_ms = r ? rv_req_started_ms(r) : 0,
                         .keep_predicted = keep_predicted == 1,
                         .summary_only = keep_predicted == RV_API_RUN_SUMMARY,
                         .cancel = r ? &a->draining : NULL,
@@ -425,6 +426,21 @@ void rv_api_trace_whatif(rv_req *r, void *app)
     if (rv_api_whatif_run_req(a, r, &l, doc, oh, with_tl, &etm, &res, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
+    }
+    if (with_tl) {
+        /* The predicted timeline is as large as the prediction: bounded
+         * like every timeline answer, before it is written. */
+        size_t cap = a->cfg.timeline_max_tasks ? a->cfg.timeline_max_tasks : 200000;
+        size_t n =
+            rv_report_timeline_count(rv_run_pred_graph(res), rv_run_pred_sim(res), &res->pred_win);
+        if (n > cap) {
+            rv_req_error(r, 422, "limit_exceeded", "timeline",
+                         "the predicted timeline has %zu tasks, over the limit of %zu; leave "
+                         "out \"timeline\" and ask GET /v1/traces/%lld/timeline?source="
+                         "predicted with from_us/to_us for a window of it",
+                         n, cap, (long long)id);
+            goto out;
+        }
     }
     body = rv_run_render_bytes(res, id, &len);
     if (with_tl)
@@ -657,9 +673,10 @@ void rv_api_trace_timeline(rv_req *r, void *app)
     }
     int64_t from_us = rv_req_query_int(r, "from_us", 0, INT64_MAX / 2000);
     int64_t to_us = rv_req_query_int(r, "to_us", INT64_MAX / 2000, INT64_MAX / 2000);
-    int64_t max_tasks =
-        rv_req_query_int(r, "max_tasks", TIMELINE_DEFAULT_TASKS,
-                         a->cfg.timeline_max_tasks ? a->cfg.timeline_max_tasks : 200000);
+    int64_t max_cap = a->cfg.timeline_max_tasks ? a->cfg.timeline_max_tasks : 200000;
+    int64_t max_tasks = rv_req_query_int(
+        r, "max_tasks", TIMELINE_DEFAULT_TASKS < max_cap ? TIMELINE_DEFAULT_TASKS : max_cap,
+        max_cap);
     if (from_us < 0 || to_us < 0 || max_tasks < 0)
         return;
     if (strcmp(source, "predicted") == 0) {
@@ -702,6 +719,17 @@ void rv_api_trace_timeline(rv_req *r, void *app)
     }
     if (format && strcmp(format, "chrome") == 0) {
         rv_window win = {from_us * 1000, to_us * 1000, 1, -1, -1};
+        /* Chrome events cannot be cut short with a note the way the JSON
+         * form's are: a window over the cap is refused, before writing. */
+        size_t cap = (size_t)(rv_req_query(r, "max_tasks") ? max_tasks : max_cap);
+        size_t n = rv_report_timeline_count(g, s, &win);
+        if (n > cap) {
+            rv_req_error(r, 422, "limit_exceeded", "max_tasks",
+                         "the window has %zu tasks, over the limit of %zu for format=chrome; "
+                         "narrow it with from_us/to_us",
+                         n, cap);
+            goto out;
+        }
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);

@@ -95,7 +95,11 @@ int rv_auth_check(rv_auth *a, const char *authorization, unsigned scope, char *p
     const char *tok = authorization + 7;
     while (*tok == ' ')
         tok++;
-    size_t len = strcspn(tok, " \t\r\n");
+    /* RFC 6750's token68 alphabet: a byte outside it (a control byte, a
+     * quote, a non-ASCII byte) is never part of a token. */
+    size_t len =
+        strspn(tok, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/");
+    len += strspn(tok + len, "=");
     if (len != RV_TOKEN_LEN)
         return 401;
     /* "Bearer TOKEN" and nothing else: trailing words are not ignored. */

@@ -95,6 +95,7 @@ static void req_free(rv_req *r)
         unlink(r->spool_path);
         free(r->spool_path);
     }
+    rv_http__release_answer(r);
     rv_http__clear_response(r);
     rv_buf_free(&r->body);
     free(r->path);
@@ -220,6 +221,7 @@ static void run_handler(rv_req *r)
 {
     r->route->fn(r, r->h->cfg.app);
     rv_http__gzip(r);
+    rv_http__bound_answer(r);
 }
 
 static void work_main(void *arg)
@@ -303,6 +305,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->resp_fd = -1;
         clock_gettime(CLOCK_MONOTONIC, &r->t0);
         snprintf(r->method, sizeof(r->method), "%s", method);
+        r->http11 = version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0;
         r->path = strdup(url ? url : "/");
         r->metric_route = "unmatched";
         *con_cls = r;
@@ -402,6 +405,12 @@ int rv_http_start(const rv_http_config *cfg, rv_http **out, rv_error *err)
         h->cfg.header_timeout_s = 10;
     if (!h->cfg.min_body_rate)
         h->cfg.min_body_rate = 1024;
+    if (!h->cfg.answer_mem_one)
+        h->cfg.answer_mem_one = 256u << 10;
+    if (!h->cfg.answer_mem_total)
+        h->cfg.answer_mem_total = 64u << 20;
+    if (!h->cfg.answer_spool_cap)
+        h->cfg.answer_spool_cap = 1u << 30;
     if (!h->cfg.threads) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         h->cfg.threads = n > 0 ? (unsigned)n : 2;
@@ -431,11 +440,14 @@ int rv_http_start(const rv_http_config *cfg, rv_http **out, rv_error *err)
         flags, (uint16_t)cfg->port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
         h, MHD_OPTION_SOCK_ADDR, &ss, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)h->cfg.threads,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->cfg.conn_timeout_s,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)h->cfg.per_ip_limit,
-        /* Above our own limit, so that the connections past
-         * ours reach rv_http__on_connection (which answers them
-         * 503) instead of waiting in the listen backlog;
-         * libmicrohttpd splits it among its threads. */
+        /* No MHD_OPTION_PER_IP_CONNECTION_LIMIT: the library refuses the
+         * newcomer, so one client's idle connections locked out everyone
+         * behind the same address; rv_http__on_connection closes that
+         * address's longest-idle connection instead. The total is above
+         * our own limit, so that the connections past ours reach
+         * rv_http__on_connection (which evicts or answers 503) instead
+         * of waiting in the listen backlog; libmicrohttpd splits it
+         * among its threads. */
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)h->cfg.conn_limit + 256u,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_LIMIT, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, rv_http__on_connection, h,
@@ -498,6 +510,11 @@ void rv_http_stop(rv_http *h, unsigned grace_ms)
 const char *rv_req_path(const rv_req *r)
 {
     return r->path;
+}
+
+int64_t rv_req_started_ms(const rv_req *r)
+{
+    return (int64_t)r->t0.tv_sec * 1000 + r->t0.tv_nsec / 1000000;
 }
 
 int rv_req_client_gone(const rv_req *r)

@@ -89,6 +89,12 @@ typedef struct rv_http_config {
      * answers; none by default (no Access-Control-* header at all). */
     const char *const *cors_origins;
     size_t ncors_origins;
+    /* Answers waiting for slow readers: one larger than answer_mem_one
+     * bytes, or one that would take the answers held in memory past
+     * answer_mem_total, is moved to an unlinked file in spool_dir; past
+     * answer_spool_cap bytes in such files a new large answer is a 503.
+     * 0 means 256 KiB, 64 MiB and 1 GiB. */
+    uint64_t answer_mem_one, answer_mem_total, answer_spool_cap;
     uint64_t upload_cap;    /* bytes per trace upload (compressed as sent) */
     size_t json_body_cap;   /* bytes per JSON request body */
     const char *spool_dir;  /* where uploads are streamed; must exist */
@@ -116,6 +122,9 @@ void rv_http_stop(rv_http *h, unsigned grace_ms);
 /* ---- inside a handler ---- */
 
 const char *rv_req_path(const rv_req *r);
+/* When the request's head arrived, in CLOCK_MONOTONIC ms (rv_stop_now_ms's
+ * clock): budgets count from it. */
+int64_t rv_req_started_ms(const rv_req *r);
 /* 1 when the client has closed or reset its connection (one non-blocking
  * peek at the socket; safe on the worker thread while the handler runs),
  * so long work can stop: rv_run_opts.cancel_fn. */

@@ -80,9 +80,90 @@ void rv_http__conn_body(rv_http *h, rv_conn *c, size_t n)
     pthread_mutex_unlock(&h->cmu);
 }
 
+/* The client's address of mc into c (IPv4-mapped IPv6 as IPv4), so that
+ * connections are counted per address; left unknown (never limited per
+ * address) when libmicrohttpd gives none. */
+static void conn_addr(struct MHD_Connection *mc, rv_conn *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+
+    if (!sa)
+        return;
+    if (sa->sa_family == AF_INET) {
+        memcpy(c->addr, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        c->addr_len = 4;
+    } else if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a6)) {
+            memcpy(c->addr, a6->s6_addr + 12, 4);
+            c->addr_len = 4;
+        } else {
+            memcpy(c->addr, a6->s6_addr, 16);
+            c->addr_len = 16;
+        }
+    }
+}
+
+static int same_addr(const rv_conn *a, const rv_conn *b)
+{
+    return a->addr_len && a->addr_len == b->addr_len && memcmp(a->addr, b->addr, a->addr_len) == 0;
+}
+
+static int older(const rv_conn *a, const rv_conn *b)
+{
+    return !b || a->since.tv_sec < b->since.tv_sec ||
+           (a->since.tv_sec == b->since.tv_sec && a->since.tv_nsec < b->since.tv_nsec);
+}
+
+/* Makes room for the new connection c (cmu held): past the per-address
+ * limit the longest-idle connection of c's address is closed, past the
+ * total limit the longest-idle of any; idle means no request yet or a
+ * request head still arriving (nothing is being worked on). Returns 0,
+ * or -1 when every connection that counts is working: c is refused. */
+static int conn_admit(rv_http *h, rv_conn *c)
+{
+    unsigned live = 0, same = 0;
+    rv_conn *idle_same = NULL, *idle_any = NULL, *victim = NULL;
+
+    for (rv_conn *x = h->conns; x; x = x->next) {
+        if (x == c || x->killed || x->refused)
+            continue;
+        int s = same_addr(x, c);
+        live++;
+        same += (unsigned)s;
+        if (x->phase != RV_CONN_IDLE && x->phase != RV_CONN_HEAD)
+            continue;
+        if (older(x, idle_any))
+            idle_any = x;
+        if (s && older(x, idle_same))
+            idle_same = x;
+    }
+    if (c->addr_len && same >= h->cfg.per_ip_limit)
+        victim = idle_same;
+    else if (live >= h->cfg.conn_limit)
+        victim = idle_any;
+    else
+        return 0;
+    if (!victim)
+        return -1;
+    /* A head in progress is told why; an idle connection is closed as
+     * an idle keep-alive connection is, which clients retry. */
+    if (victim->phase == RV_CONN_HEAD)
+        rv_http__raw_error(victim->fd, 503, "busy", NULL,
+                           "the connection was closed for another one: too many connections "
+                           "from this address, or in all; retry shortly",
+                           "Retry-After: 1\r\n");
+    shutdown(victim->fd, SHUT_RDWR);
+    victim->killed = 1;
+    return 0;
+}
+
 /* MHD_OPTION_NOTIFY_CONNECTION: keeps the connection list; a connection
- * past the limit is answered 503 at once and closed rather than left in
- * the listen backlog where every client would wait behind it. */
+ * past a limit takes the place of the longest-idle one (conn_admit), or
+ * when none is idle is answered 503 at once and closed rather than left
+ * in the listen backlog where every client would wait behind it. */
 void rv_http__on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
                             enum MHD_ConnectionNotificationCode code)
 {
@@ -97,13 +178,15 @@ void rv_http__on_connection(void *cls, struct MHD_Connection *mc, void **socket_
         if (!c)
             return; /* untracked: no deadline, not counted */
         c->fd = ci->connect_fd;
+        conn_addr(mc, c);
         clock_gettime(CLOCK_MONOTONIC, &c->since);
         pthread_mutex_lock(&h->cmu);
         c->next = h->conns;
         if (h->conns)
             h->conns->prev = c;
         h->conns = c;
-        if (++h->nconns > h->cfg.conn_limit) {
+        h->nconns++;
+        if (conn_admit(h, c) != 0) {
             c->refused = 1;
             rv_http__raw_error(c->fd, 503, "busy", NULL,
                                "the server has too many connections open; retry shortly",
@@ -311,6 +394,44 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
+/* RFC 9110 token characters, the only ones a header name may have. */
+static int is_tchar(unsigned char ch)
+{
+    return isalnum(ch) || (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+/* Remembers a header name that is not a token: whitespace before the
+ * colon ("Transfer-Encoding : chunked") or a folded line, which
+ * libmicrohttpd 0.9.75 joins onto the name ("Transfer-Encoding:" CRLF
+ * " chunked" reaches us as the name "Transfer-Encodingchunked"). Such a
+ * name that starts with a framing header's is named as that header. */
+static void check_name(rv_req *r, const char *key)
+{
+    static const char *const framing[] = {"Transfer-Encoding", "Content-Length", "Host"};
+    size_t n = strlen(key), ok = 0;
+
+    while (ok < n && is_tchar((unsigned char)key[ok]))
+        ok++;
+    for (size_t i = 0; i < sizeof(framing) / sizeof(framing[0]); i++) {
+        size_t fl = strlen(framing[i]);
+        /* "Host" is a prefix of ordinary names (Hostname): only its
+         * whitespace form counts. */
+        if (n > fl && strncasecmp(key, framing[i], fl) == 0 && (i < 2 || ok == fl)) {
+            snprintf(r->bad_name, sizeof(r->bad_name), "%s", framing[i]);
+            return;
+        }
+    }
+    if (ok == n && n > 0)
+        return;
+    /* Named as sent, up to the first byte that is not allowed, so that
+     * the field is printable text. */
+    size_t keep = ok < sizeof(r->bad_name) - 1 ? ok : sizeof(r->bad_name) - 1;
+    memcpy(r->bad_name, key, keep);
+    r->bad_name[keep] = '\0';
+    if (!keep)
+        snprintf(r->bad_name, sizeof(r->bad_name), "header");
+}
+
 /* Request headers: kept up to RV_HTTP_MAX_KV entries and
  * RV_HTTP_MAX_KV_BYTES (past either 431). Cookie is neither kept nor
  * counted: no endpoint reads it, and a browser sends every loopback cookie
@@ -322,12 +443,23 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const 
 
     if (!key || !value)
         return MHD_YES;
-    if (strcasecmp(key, "Content-Length") == 0)
+    if (!r->bad_name[0])
+        check_name(r, key);
+    if (strcasecmp(key, "Content-Length") == 0) {
         r->ncontent_length++;
-    else if (strcasecmp(key, "Transfer-Encoding") == 0)
+    } else if (strcasecmp(key, "Transfer-Encoding") == 0) {
         r->has_te = 1;
-    else if (strcasecmp(key, "Cookie") == 0)
+        r->nte++;
+        /* libmicrohttpd reads a body in chunks only for exactly this
+         * value (any case); anything else would be framed differently
+         * by a proxy in front. */
+        if (strcasecmp(value, "chunked") != 0)
+            r->te_other = 1;
+    } else if (strcasecmp(key, "Host") == 0) {
+        r->nhost++;
+    } else if (strcasecmp(key, "Cookie") == 0) {
         return MHD_YES;
+    }
     if (r->nheaders >= RV_HTTP_MAX_KV) {
         note_over(r, &r->header_over, key);
         return MHD_YES;
@@ -431,6 +563,58 @@ static const char *cors_match(const rv_http *h, const char *origin)
     return NULL;
 }
 
+/* A 400 that closes the connection: after a framing error the bytes
+ * that follow cannot be trusted to be the next request. */
+static void framing_fail(rv_req *r, const char *field, const char *msg)
+{
+    rv_req_error(r, 400, "bad_request", field, "%s", msg);
+    rv_req_add_header(r, "Connection", "close");
+}
+
+/* Framing that parsers read differently (request smuggling behind a
+ * proxy): two lengths, a length and chunks, two Transfer-Encodings or
+ * Hosts, a coding other than chunked (no way to find the body's end), a
+ * name with whitespace or a folded line, HTTP/1.1 without Host. Returns
+ * 1 with the 400 set. */
+static int framing_error(rv_req *r)
+{
+    if (r->bad_name[0]) {
+        framing_fail(r, r->bad_name,
+                     "a header name has a character that is not allowed (whitespace before "
+                     "the colon, or a folded header line)");
+        return 1;
+    }
+    if (r->ncontent_length > 1) {
+        framing_fail(r, "Content-Length", "the request has more than one Content-Length header");
+        return 1;
+    }
+    if (r->nte > 1) {
+        framing_fail(r, "Transfer-Encoding",
+                     "the request has more than one Transfer-Encoding header");
+        return 1;
+    }
+    if (r->te_other) {
+        framing_fail(r, "Transfer-Encoding",
+                     "Transfer-Encoding must be chunked (send other codings as "
+                     "Content-Encoding)");
+        return 1;
+    }
+    if (r->ncontent_length && r->has_te) {
+        framing_fail(r, "Transfer-Encoding",
+                     "the request has both Transfer-Encoding and Content-Length");
+        return 1;
+    }
+    if (r->nhost > 1) {
+        framing_fail(r, "Host", "the request has more than one Host header");
+        return 1;
+    }
+    if (r->http11 && r->nhost == 0) {
+        framing_fail(r, "Host", "an HTTP/1.1 request needs a Host header");
+        return 1;
+    }
+    return 0;
+}
+
 void rv_http__screen(rv_req *r)
 {
     rv_http *h = r->h;
@@ -447,18 +631,8 @@ void rv_http__screen(rv_req *r)
                      RV_HTTP_MAX_KV, RV_HTTP_MAX_KV_BYTES);
         return;
     }
-    /* Two lengths, or a length and chunks, are read differently by
-     * different parsers (request smuggling): neither is served. */
-    if (r->ncontent_length > 1) {
-        rv_req_error(r, 400, "bad_request", "Content-Length",
-                     "the request has more than one Content-Length header");
+    if (framing_error(r))
         return;
-    }
-    if (r->ncontent_length && r->has_te) {
-        rv_req_error(r, 400, "bad_request", "Transfer-Encoding",
-                     "the request has both Transfer-Encoding and Content-Length");
-        return;
-    }
     const char *host = rv_req_header(r, "Host");
     if (!host_allowed(h, host)) {
         rv_req_error(r, 421, "host_not_allowed", "Host",

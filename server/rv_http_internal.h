@@ -44,10 +44,12 @@ typedef struct rv_conn {
     struct rv_conn *prev, *next;
     int fd;
     rv_conn_phase phase;
-    struct timespec since; /* start of the current deadline */
-    uint64_t body_bytes;   /* received in RV_CONN_BODY */
-    int refused;           /* over the connection limit: 503 sent */
-    int killed;            /* shut down by the watchdog */
+    struct timespec since;  /* start of the current deadline */
+    uint64_t body_bytes;    /* received in RV_CONN_BODY */
+    int refused;            /* over the connection limit: 503 sent */
+    int killed;             /* shut down by the watchdog, or evicted */
+    unsigned char addr[16]; /* the client's address (IPv4 in the first 4 bytes) */
+    int addr_len;           /* 4, 16, or 0 when unknown (never limited per address) */
 } rv_conn;
 
 struct rv_http {
@@ -57,6 +59,9 @@ struct rv_http {
     pthread_mutex_t mu;
     int inflight;  /* requests with a live context */
     int suspended; /* requests handed to the worker pool */
+    /* Bytes of the answers of live requests (mu guards them): in memory,
+     * and in spool files (rv_http__bound_answer). */
+    uint64_t answers_mem, answers_spooled;
 
     /* Connections and their watchdog (cmu guards conns, nconns, stop). */
     pthread_mutex_t cmu;
@@ -93,6 +98,10 @@ struct rv_req {
     char bad_query[64];     /* a query key whose key or value is not UTF-8 text */
     int ncontent_length;    /* Content-Length headers seen */
     int has_te;             /* Transfer-Encoding seen */
+    int nte, nhost;         /* Transfer-Encoding and Host headers seen */
+    int te_other;           /* a Transfer-Encoding that is not exactly "chunked" */
+    char bad_name[48];      /* a header name that is not an RFC 9110 token (trimmed) */
+    int http11;             /* the request line says HTTP/1.1 */
     const char *cors_allow; /* the request's Origin when it is a CORS origin */
     rv_conn *cc;            /* the connection's record; NULL if untracked */
     char principal[RV_TOKEN_ID_LEN + 8];
@@ -120,6 +129,7 @@ struct rv_req {
     size_t resp_len;
     int resp_fd;
     uint64_t resp_fd_size;
+    uint64_t held_mem, held_spool; /* counted in h->answers_mem / answers_spooled */
     char content_type[80];
     rv_http_kv resp_headers[RV_HTTP_MAX_RESP_HEADERS];
     int nresp_headers;
@@ -174,6 +184,12 @@ void rv_http__raw_error(int fd, unsigned status, const char *code, const char *f
 void rv_http__clear_response(rv_req *r);
 /* Compresses r's answer with gzip when it is worth it and the client takes it. */
 void rv_http__gzip(rv_req *r);
+/* Bounds the bytes answers hold while clients read them (see
+ * rv_http_config.answer_*): counts r's answer in memory, or moves it to
+ * an unlinked spool file, or replaces it with a 503 past the spool cap.
+ * release_answer uncounts it (from req_free). */
+void rv_http__bound_answer(rv_req *r);
+void rv_http__release_answer(rv_req *r);
 /* Queues r's answer (a 500 when the handler set none) on its connection. */
 enum MHD_Result rv_http__queue(rv_req *r);
 

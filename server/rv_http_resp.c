@@ -8,6 +8,8 @@
  * connection's memory) keep its status and plain body: it has no
  * supported way to replace them, and they are answered before any
  * handler of ours runs. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +150,121 @@ void rv_http__gzip(rv_req *r)
     r->resp_len = n;
     rv_req_add_header(r, "Content-Encoding", "gzip");
     rv_req_add_header(r, "Vary", "Accept-Encoding");
+}
+
+/* ------------------------------------------------ answers held */
+
+/* Writes buf to a new unlinked file in dir; its fd, or -1 (errno). */
+static int spool_answer(const char *dir, const char *buf, size_t len)
+{
+    size_t dl = strlen(dir);
+    char *path = malloc(dl + 32);
+    int fd = -1;
+
+    if (!path)
+        return -1;
+    snprintf(path, dl + 32, "%s/answer-XXXXXX", dir);
+    fd = mkostemp(path, O_CLOEXEC);
+    if (fd >= 0)
+        unlink(path); /* gone with the last close, even after a crash */
+    free(path);
+    for (size_t off = 0; fd >= 0 && off < len;) {
+        ssize_t w = write(fd, buf + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : ENOSPC;
+            close(fd);
+            fd = -1;
+            errno = e;
+            break;
+        }
+        off += (size_t)w;
+    }
+    return fd;
+}
+
+/* Replaces r's answer with a 503 (its headers go too: they described
+ * the answer, such as its Content-Encoding), counted in memory: it is
+ * small. */
+static void answer_refused(rv_req *r, const char *code, const char *msg)
+{
+    rv_http *h = r->h;
+
+    for (int i = 0; i < r->nresp_headers; i++) {
+        free(r->resp_headers[i].key);
+        free(r->resp_headers[i].value);
+    }
+    r->nresp_headers = 0;
+    rv_req_error(r, 503, code, NULL, "%s", msg);
+    rv_req_add_header(r, "Retry-After", "2");
+    pthread_mutex_lock(&h->mu);
+    h->answers_mem += r->resp_len;
+    r->held_mem = r->resp_len;
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* A client that does not read holds its answer until the connection's
+ * timeout: in memory that was every byte of it (100 unread 24 MB exports
+ * took 1.4 GB). Small answers stay in memory up to a total; the others
+ * wait in files, which cost page cache (reclaimable), not the process's
+ * memory, up to their own cap. */
+void rv_http__bound_answer(rv_req *r)
+{
+    rv_http *h = r->h;
+    const rv_http_config *c = &h->cfg;
+    size_t len = r->resp_len;
+
+    if (!r->has_response || !r->resp_buf || len == 0)
+        return;
+    pthread_mutex_lock(&h->mu);
+    int in_memory = len <= c->answer_mem_one && h->answers_mem + len <= c->answer_mem_total;
+    int over = !in_memory && h->answers_spooled + len > c->answer_spool_cap;
+    if (in_memory) {
+        h->answers_mem += len;
+        r->held_mem = len;
+    } else if (!over) {
+        h->answers_spooled += len;
+        r->held_spool = len;
+    }
+    pthread_mutex_unlock(&h->mu);
+    if (in_memory)
+        return;
+    if (over) {
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "the server holds too many large answers for clients still reading them "
+                 "(over %llu MiB); retry shortly",
+                 (unsigned long long)(c->answer_spool_cap >> 20));
+        answer_refused(r, "busy", msg);
+        return;
+    }
+    int fd = spool_answer(c->spool_dir, r->resp_buf, len);
+    if (fd < 0) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "cannot hold the answer for sending: %s", strerror(errno));
+        rv_http__release_answer(r);
+        answer_refused(r, "unavailable", msg);
+        return;
+    }
+    free(r->resp_buf);
+    r->resp_buf = NULL;
+    r->resp_len = 0;
+    r->resp_fd = fd;
+    r->resp_fd_size = len;
+}
+
+void rv_http__release_answer(rv_req *r)
+{
+    rv_http *h = r->h;
+
+    if (!r->held_mem && !r->held_spool)
+        return;
+    pthread_mutex_lock(&h->mu);
+    h->answers_mem -= r->held_mem;
+    h->answers_spooled -= r->held_spool;
+    pthread_mutex_unlock(&h->mu);
+    r->held_mem = r->held_spool = 0;
 }
 
 /* ------------------------------------------------------ responses */

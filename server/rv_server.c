@@ -261,7 +261,9 @@ static void *pg_thread(void *p)
     return NULL;
 }
 
-/* Removes the spool files ("upload-*") of uploads a killed process left.
+/* Removes the spool files of uploads ("upload-*") and answers
+ * ("answer-*", unlinked as soon as made, so only one caught between the
+ * two steps) a killed process left.
  * Every reveried holds a shared flock on home/reveried.lock for its life;
  * one that gets it exclusively at start is alone with this home and
  * removes them all, otherwise (replicas sharing the home) only those
@@ -284,7 +286,7 @@ static int spool_cleanup(const char *home, const char *spool)
     time_t now = time(NULL);
     while (d && (de = readdir(d))) {
         struct stat sb;
-        if (strncmp(de->d_name, "upload-", 7) != 0)
+        if (strncmp(de->d_name, "upload-", 7) != 0 && strncmp(de->d_name, "answer-", 7) != 0)
             continue;
         if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
             continue;
@@ -423,7 +425,7 @@ int rv_server_main(const rv_server_config *c)
     app.cfg.max_events = c->max_events;
     app.cfg.whatif_budget_ms = c->whatif_budget_ms;
     app.cfg.fleet_inline_max = c->fleet_inline_max;
-    app.cfg.timeline_max_tasks = 200000;
+    app.cfg.timeline_max_tasks = c->timeline_max_tasks ? c->timeline_max_tasks : 200000;
     app.cfg.max_archive = c->max_archive_bytes;
     app.cfg.disk_reserve = c->disk_reserve_bytes;
     app.cfg.disk_path = database_dir(pg, db, datadir, sizeof(datadir));
@@ -477,6 +479,7 @@ int rv_server_main(const rv_server_config *c)
         .ncors_origins = c->ncors_origins,
         .upload_cap = c->upload_cap,
         .json_body_cap = c->json_body_cap,
+        .answer_spool_cap = c->answer_spool_cap,
         .spool_dir = spool,
         .web_root = c->web_root,
         .routes = routes,

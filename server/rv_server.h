@@ -28,7 +28,9 @@ typedef struct rv_server_config {
     size_t ncors_origins;
     unsigned http_threads, workers, queue;
     unsigned whatif_budget_ms, fleet_inline_max, fleet_workers;
-    size_t graph_cache_bytes; /* loaded-trace cache; 0 = off */
+    size_t graph_cache_bytes;    /* loaded-trace cache; 0 = off */
+    uint64_t answer_spool_cap;   /* see rv_http_config.answer_spool_cap */
+    unsigned timeline_max_tasks; /* tasks in one timeline answer (rv_app_config) */
     int require_auth;
     int migrate_only;
     const char *version;

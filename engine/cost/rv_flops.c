@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/rv_precision.h"
+#include "trace/rv_kname.h"
 #include "trace/rv_shapes.h"
 
 /* The inputs of one op, positional as in the op's schema. */
@@ -696,7 +696,7 @@ int rv_flops_op(const rv_trace *t, int32_t event, rv_op_cost *c)
         if (o.nin < (int)(sizeof(o.in) / sizeof(o.in[0])))
             o.in[o.nin++] = a;
         if (is_tensor(a))
-            pt = rv_prec_type_merge(pt, a->ptype);
+            pt = rv_kname_type_merge(pt, a->ptype);
     }
     const char *n = rv_trace_str(t, t->events[event].name);
     int ok = gemm(&o, n, c) || conv(&o, n, c) || attention(&o, n, c) || embedding(&o, n, c) ||

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/rv_precision.h"
+#include "trace/rv_kname.h"
 
 static int compute_class(int cls)
 {

@@ -342,7 +342,9 @@ int rv_memory_predict(json_t *mem, const json_t *applied)
             scale *= getnum(a, "factor", 1);
             any |= getnum(a, "factor", 1) != 1;
         } else if (!strcmp(m, "gradient_accumulation")) {
-            scale /= getnum(a, "steps", 1) > 0 ? getnum(a, "steps", 1) : 1;
+            /* Its time model runs each micro-batch at the trace's batch
+             * (the optimizer once per k of them), so a micro-batch holds
+             * the trace's activations: the peak stays. */
             any = 1;
         } else if (!strcmp(m, "vdnn")) {
             /* All but the prefetch window stays on the host. */

@@ -256,7 +256,7 @@ int rv_diff_compute(const rv_diff_side *a, const rv_diff_side *b, rv_diff **out,
         goto out;
     for (int c = 0; c < RV_KC_COUNT; c++) {
         rv_diff_row *r = &d->classes[c];
-        r->name = (char *)rv_kclass_name(c);
+        r->name = (char *)rv_kname_class_name(c);
         r->count_a = x[0].c_cnt[c] / per[0];
         r->count_b = x[1].c_cnt[c] / per[1];
         r->time_us_a = x[0].c_time[c] / per[0] / 1000.0;

@@ -9,9 +9,11 @@
 #include "cost/rv_flops.h"
 #include "graph/rv_graph.h"
 #include "graph/rv_graph_build.h"
+#include "graph/rv_layers.h"
 #include "util/rv_map.h"
 #include "util/rv_mem.h"
 #include "graph/rv_precision.h"
+#include "trace/rv_kname.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,38 +207,6 @@ int rv_graph_check_trace(const rv_trace *tr, rv_error *err)
     return 0;
 }
 
-/* Collective kernels of every library seen in real traces, matched without
- * case: NCCL and RCCL, MSCCL, NVSHMEM (and DeepEP on it), PyTorch's
- * symmetric-memory kernels (multimem_all_reduce, one/two-shot all-reduce),
- * and kernels named after the collective they run. A name must say which
- * collective: "reduce_kernel" alone is a reduction, not a collective. */
-static int is_nccl_name(const char *n)
-{
-    static const char *const marks[] = {
-        "nccl",
-        "rccl",
-        "msccl",
-        "nvshmem",
-        "deep_ep",
-        "multimem_",
-        "symmetric_memory",
-        "all_reduce",
-        "allreduce",
-        "all_gather",
-        "allgather",
-        "reduce_scatter",
-        "reducescatter",
-        "all_to_all",
-        "alltoall",
-        "one_shot_all",
-        "two_shot_all",
-    };
-    for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]); k++)
-        if (strcasestr(n, marks[k]))
-            return 1;
-    return 0;
-}
-
 /* Sort key for tasks: by thread, then measured start, then input order. */
 typedef struct task_order {
     int32_t thread;
@@ -390,7 +360,7 @@ static int make_tasks(builder *b)
         t->dur_ns = ev->dur_ns;
         t->bytes = ev->bytes;
         if (gpu && ev->cat == RV_CAT_KERNEL && ev->name < tr->strings.count && !nccl[ev->name])
-            nccl[ev->name] = is_nccl_name(rv_trace_str(tr, ev->name)) ? 1 : 2;
+            nccl[ev->name] = rv_kname_is_comm(rv_trace_str(tr, ev->name)) ? 1 : 2;
         if (gpu && ev->cat == RV_CAT_KERNEL && ev->name < tr->strings.count &&
             nccl[ev->name] == 1) {
             t->flags |= RV_TF_NCCL;
@@ -815,6 +785,7 @@ static int link_launches(builder *b)
         for (int32_t k = th->first; k < th->first + th->norig && g->tasks[k].launch < 0; k++) {
             b->launch_ts[k] = INT64_MIN;
             g->prewindow_gpu++;
+            g->prewindow_gpu_ns += g->tasks[k].meas_dur_ns;
         }
     }
     /* Several CPU threads may feed one stream and their calls overlap, so
@@ -917,11 +888,40 @@ static int add_structural_edges(builder *b)
             for (int32_t k = th->first; k < th->first + th->norig; k++)
                 g->tasks[k].gap_ns = g->gpu_gap_ns;
     }
+    /* A call that launched several GPU tasks (a CUDA/HIP graph) keeps the
+     * lag the trace shows between the call and its first task: a graph's
+     * launch (upload, instantiation, a busy device) takes far longer than
+     * one kernel's, and nothing in the graph explains it. */
+    int32_t *count = calloc(g->ntasks + 1, sizeof(*count));
+    int64_t *first = malloc((g->ntasks + 1) * sizeof(*first));
+    if (!count || !first) {
+        free(count);
+        free(first);
+        return RV_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < g->ntasks; i++)
+        first[i] = INT64_MAX;
+    for (size_t i = 0; i < g->ntasks; i++) {
+        const rv_task *t = &g->tasks[i];
+        if (t->launch < 0)
+            continue;
+        count[t->launch]++;
+        if (t->meas_start_ns >= 0 && t->meas_start_ns < first[t->launch])
+            first[t->launch] = t->meas_start_ns;
+    }
     for (size_t i = 0; i < g->ntasks && rc == 0; i++) {
         const rv_task *t = &g->tasks[i];
-        if (t->launch >= 0)
-            rc = rv_graph_add_edge(g, t->launch, (int32_t)i, g->launch_lat_ns, RV_EDGE_LAUNCH, 1);
+        if (t->launch < 0)
+            continue;
+        int64_t delay = g->launch_lat_ns;
+        const rv_task *l = &g->tasks[t->launch];
+        if (count[t->launch] > 1 && first[t->launch] != INT64_MAX && l->meas_start_ns >= 0 &&
+            first[t->launch] - l->meas_start_ns > delay)
+            delay = first[t->launch] - l->meas_start_ns;
+        rc = rv_graph_add_edge(g, t->launch, (int32_t)i, delay, RV_EDGE_LAUNCH, 1);
     }
+    free(count);
+    free(first);
     return rc;
 }
 
@@ -1077,6 +1077,9 @@ int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **
         goto out;
     if ((rc = cost_ops(g)) != 0)
         goto out;
+    if ((rc = rv_layers_find(g, &g->layers, err)) != 0)
+        goto out;
+    g->owns_layers = 1;
     *out = g;
     g = NULL;
 out:

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "util/rv_error.h"
+#include "util/rv_stop.h"
 #include "trace/rv_trace.h"
 
 typedef enum rv_task_kind {
@@ -77,6 +78,8 @@ typedef struct rv_task {
     uint8_t cat;           /* rv_cat of the source event */
     uint8_t phase;         /* rv_phase */
     uint8_t flags;         /* RV_TF_* */
+    uint8_t pardim;        /* inserted collective: its parallelism dimension and kind
+                              (RV_PARDIM_TAG, rv_pardims.h); 0 otherwise. Fits the padding */
 } rv_task;
 
 typedef struct rv_edge {
@@ -126,6 +129,7 @@ typedef struct rv_graph {
     size_t inferred_holds;     /* GPU tasks without a launch held by their likely launcher */
     size_t inferred_idle;      /* unexplained stream idle gaps kept as measured */
     size_t prewindow_gpu; /* GPU tasks queued before profiling began (no launch, stream start) */
+    int64_t prewindow_gpu_ns; /* their measured GPU time */
     size_t ngpu_tasks;
     size_t uncorrelated_gpu; /* GPU tasks without a launching call */
     uint32_t *extra_names;   /* reserved */
@@ -143,6 +147,17 @@ typedef struct rv_graph {
      * shared with clones like name_info. */
     struct rv_flops_trace *flops;
     int owns_flops;
+    /* Layer instances (rv_layers.h) found when the graph is built; NULL
+     * when the trace names no repeated module. Owned and shared with
+     * clones like name_info. */
+    struct rv_layers *layers;
+    int owns_layers;
+    /* While a what-if changes the graph (rv_apply_stop): the most
+     * tasks and edges it may reach (RV_ERR_LIMIT past them, before any
+     * allocation; 0 = the RV_GRAPH_MAX_* caps only), and the stop that
+     * the models' long loops check (borrowed; NULL = none). */
+    size_t max_tasks, max_edges;
+    const rv_stop *stop;
 } rv_graph;
 
 /* Caps on a graph's arrays (RV_ERR_LIMIT past them). */

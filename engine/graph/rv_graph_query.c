@@ -3,6 +3,7 @@
  * graph use. The build passes are in rv_graph.c. See
  * docs/internals/graph.md. */
 #include "cost/rv_flops.h"
+#include "graph/rv_layers.h"
 #include "graph/rv_graph.h"
 #include "util/rv_mem.h"
 
@@ -27,12 +28,14 @@ const char *rv_task_kind_name(int kind)
     }
 }
 
+/* Makes room for need elements; past max RV_ERR_LIMIT even when the
+ * room is there (a what-if's limit is on the count). */
 static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t max)
 {
-    if (need <= *cap)
-        return 0;
     if (need > max)
         return RV_ERR_LIMIT;
+    if (need <= *cap)
+        return 0;
     size_t n = *cap ? *cap : 256;
     while (n < need)
         n *= 2;
@@ -47,11 +50,21 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t max)
     return 0;
 }
 
+/* The caps on g's arrays: the graph's own, or a what-if's lower ones. */
+static size_t tasks_cap(const rv_graph *g)
+{
+    return g->max_tasks && g->max_tasks < RV_GRAPH_MAX_TASKS ? g->max_tasks : RV_GRAPH_MAX_TASKS;
+}
+
+static size_t edges_cap(const rv_graph *g)
+{
+    return g->max_edges && g->max_edges < RV_GRAPH_MAX_EDGES ? g->max_edges : RV_GRAPH_MAX_EDGES;
+}
+
 int rv_graph_add_edge(rv_graph *g, int32_t src, int32_t dst, int64_t delay_ns, int kind,
                       int from_start)
 {
-    int rc =
-        grow((void **)&g->edges, &g->cap_edges, g->nedges + 1, sizeof(rv_edge), RV_GRAPH_MAX_EDGES);
+    int rc = grow((void **)&g->edges, &g->cap_edges, g->nedges + 1, sizeof(rv_edge), edges_cap(g));
     if (rc)
         return rc;
     rv_edge *e = &g->edges[g->nedges++];
@@ -78,8 +91,7 @@ int64_t rv_graph_append_task(rv_graph *g, int32_t t, const rv_task *task)
 {
     if (t < 0 || (size_t)t >= g->nthreads)
         return RV_ERR_INVALID;
-    int rc =
-        grow((void **)&g->tasks, &g->cap_tasks, g->ntasks + 1, sizeof(rv_task), RV_GRAPH_MAX_TASKS);
+    int rc = grow((void **)&g->tasks, &g->cap_tasks, g->ntasks + 1, sizeof(rv_task), tasks_cap(g));
     if (rc)
         return rc;
     int32_t idx = (int32_t)g->ntasks++;
@@ -125,6 +137,8 @@ void rv_graph_free(rv_graph *g)
         rv_flops_trace_free(g->flops);
         free(g->flops);
     }
+    if (g->owns_layers)
+        rv_layers_free(g->layers);
     free(g);
 }
 
@@ -141,6 +155,9 @@ rv_graph *rv_graph_clone(const rv_graph *g)
     c->extra_names = NULL;
     c->owns_name_info = 0; /* shared with g */
     c->owns_flops = 0;
+    c->owns_layers = 0;
+    c->max_tasks = c->max_edges = 0;
+    c->stop = NULL;
     c->tasks = malloc((g->cap_tasks ? g->cap_tasks : 1) * sizeof(rv_task));
     c->edges = malloc((g->cap_edges ? g->cap_edges : 1) * sizeof(rv_edge));
     rv_mem_huge(c->tasks, g->cap_tasks * sizeof(rv_task));
@@ -165,7 +182,7 @@ rv_graph *rv_graph_clone(const rv_graph *g)
 
 int rv_graph_reserve_edges(rv_graph *g, size_t n)
 {
-    return grow((void **)&g->edges, &g->cap_edges, n, sizeof(rv_edge), RV_GRAPH_MAX_EDGES);
+    return grow((void **)&g->edges, &g->cap_edges, n, sizeof(rv_edge), edges_cap(g));
 }
 
 int rv_graph_is_sync_call(const char *n)

@@ -11,7 +11,8 @@
  *      the only source for Triton kernels, whose names say nothing;
  *   3. weak hints in ATen template arguments (<float>, <long>, OpaqueType<2>);
  *   4. nothing: RV_PREC_UNKNOWN, which the models read as fp32.
- * docs/models/amp.md lists the rules. */
+ * docs/models/amp.md lists the rules; the name rules and the codes of
+ * "Input type" entries live in trace/rv_kname.h. */
 #ifndef RV_PRECISION_H
 #define RV_PRECISION_H
 
@@ -20,48 +21,8 @@
 
 #include "graph/rv_graph.h"
 #include "hw/rv_hw.h"
+#include "trace/rv_kname.h"
 #include "util/rv_map.h"
-
-/* Results besides rv_dtype values. */
-#define RV_PREC_UNKNOWN  (-1) /* nothing says: fp32 is assumed */
-#define RV_PREC_NONFLOAT (-2) /* integer, bool, fp64 or complex data: AMP leaves it */
-
-/* Element-type codes of an op's "Input type" (rv_event.in_type). */
-typedef enum rv_prec_type {
-    RV_PT_NONE = 0, /* no tensor input named a type */
-    RV_PT_FP32,
-    RV_PT_FP16,
-    RV_PT_BF16,
-    RV_PT_FP8,
-    RV_PT_FP64,     /* fp64 or complex: floating, but not autocast */
-    RV_PT_NONFLOAT, /* only integer or bool tensors */
-    RV_PT_COUNT
-} rv_prec_type;
-
-/* The code of one "Input type" entry as Kineto writes it ("c10::BFloat16",
- * "float", "long int", "c10::Float8_e4m3fn"); RV_PT_NONE for what is not a
- * tensor ("Scalar", "", "ScalarList", and the old "Int"/"Double"/"Bool"). */
-int rv_prec_type_code(const char *s, size_t n);
-
-/* Folds one more entry into an op's code: the first floating-point tensor
- * (fp64 included: aten::add_(double, float) runs in fp64) wins; integer
- * and bool tensors count only when no floating one comes. */
-int rv_prec_type_merge(int code, int next);
-
-/* rv_dtype, RV_PREC_NONFLOAT or RV_PREC_UNKNOWN for a code. */
-int rv_prec_of_type(int code);
-
-/* What a kernel's name says through library markers (step 1 above):
- * rv_dtype, RV_PREC_NONFLOAT or RV_PREC_UNKNOWN. */
-int rv_prec_of_name(const char *name);
-
-/* The precision of a kernel from its name and the launching op's code
- * (RV_PT_NONE when unknown): steps 1 to 4. */
-int rv_prec_kernel_dtype(const char *name, int op_type);
-
-/* The kernel class (rv_kclass) with the GEMM families rv_kclass_of_name
- * does not name: AMD Tensile (Cijk_*) and Triton matmul templates. */
-int rv_prec_kclass(const char *name);
 
 /* Where a task's precision came from. */
 typedef enum rv_prec_source {

@@ -8,6 +8,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "graph/rv_layers.h"
 #include "hw/rv_hw.h"
 
 static const char *const sel_kind_names[] = {"kernel", "cpu", "memcpy", "comm", "data"};
@@ -244,6 +245,7 @@ int rv_select_parse(const json_t *obj, const char *field, rv_select *out, rv_err
     out->kind = RV_SEL_ANY;
     out->phase = -1;
     out->stream = -1;
+    out->layer_instance = -1;
     if (!obj || json_is_null(obj))
         return 0;
     if (!json_is_object(obj))
@@ -292,6 +294,14 @@ int rv_select_parse(const json_t *obj, const char *field, rv_select *out, rv_err
                 goto fail;
             }
             out->stream = json_integer_value(v);
+        } else if (strcmp(key, "layer_instance") == 0) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+                json_integer_value(v) > INT32_MAX) {
+                rc = rv_error_field(err, RV_ERR_INVALID, f,
+                                    "%s must be a layer index >= 0 (decoder layer 17: 17)", f);
+                goto fail;
+            }
+            out->layer_instance = json_integer_value(v);
         } else {
             rc = rv_error_field(err, RV_ERR_INVALID, f, "unknown selector field %s", f);
             goto fail;
@@ -343,6 +353,8 @@ int rv_select_match(const rv_select *s, const rv_graph *g, size_t i)
         if (th->kind != RV_THREAD_GPU || th->stream != s->stream)
             return 0;
     }
+    if (s->layer_instance >= 0 && rv_layers_of_task(g->layers, i) != s->layer_instance)
+        return 0;
     if (s->has_name || s->has_layer) {
         static const rv_strtab empty = {0};
         const rv_strtab *tab = g->trace ? &g->trace->strings : &empty;
@@ -352,63 +364,6 @@ int rv_select_match(const rv_select *s, const rv_graph *g, size_t i)
             return 0;
     }
     return 1;
-}
-
-/* Case-insensitive substring test on a lowercased copy. */
-static int has(const char *lower, const char *key)
-{
-    return strstr(lower, key) != NULL;
-}
-
-static void lower_copy(const char *s, char *out, size_t cap)
-{
-    size_t n = 0;
-    for (; *s && n + 1 < cap; s++)
-        out[n++] = (char)tolower((unsigned char)*s);
-    out[n] = '\0';
-}
-
-/* The LAMB optimizer, not the "lambda" of every ATen elementwise kernel
- * (which made ReLU, GELU and friends optimizer kernels). */
-static int has_lamb(const char *s)
-{
-    for (const char *p = strstr(s, "lamb"); p; p = strstr(p + 4, "lamb"))
-        if (strncmp(p, "lambda", 6) != 0)
-            return 1;
-    return 0;
-}
-
-int rv_kclass_of_name(const char *name)
-{
-    char s[256];
-    if (!name || !*name)
-        return RV_KC_OTHER;
-    lower_copy(name, s, sizeof(s));
-    if (has(s, "nccl") || has(s, "rccl"))
-        return RV_KC_COMM;
-    if (has(s, "memcpy") || has(s, "memset"))
-        return RV_KC_MEMCPY;
-    /* Optimizer updates before the generic elementwise rule. */
-    if (has(s, "multi_tensor_apply") || has(s, "adam") || has(s, "sgd_") || has(s, "fusedsgd") ||
-        has_lamb(s) || has(s, "_foreach"))
-        return RV_KC_OPTIMIZER;
-    /* Matrix-vector products are memory-bound. */
-    if (has(s, "gemv") || has(s, "gemmsn"))
-        return RV_KC_MEMBOUND;
-    if (has(s, "gemm") || has(s, "scudnn") || has(s, "hcudnn") || has(s, "conv") ||
-        has(s, "xmma") || has(s, "hmma") || has(s, "h884") || has(s, "h1688") || has(s, "s1688") ||
-        has(s, "s884") || has(s, "wgrad") || has(s, "dgrad") || has(s, "fprop") ||
-        has(s, "winograd") || has(s, "flash") || has(s, "fmha") || has(s, "matmul") ||
-        has(s, "cutlass") || has(s, "cublas") || has(s, "tensorop"))
-        return RV_KC_GEMM;
-    if (has(s, "elementwise") || has(s, "bn_") || has(s, "norm") || has(s, "reduce") ||
-        has(s, "pool") || has(s, "softmax") || has(s, "relu") || has(s, "threshold") ||
-        has(s, "copy") || has(s, "cast") || has(s, "fill") || has(s, "index") || has(s, "cat") ||
-        has(s, "scatter") || has(s, "gather") || has(s, "embedding") || has(s, "transpose") ||
-        has(s, "nchwtonhwc") || has(s, "nhwctonchw") || has(s, "scan") || has(s, "sort") ||
-        has(s, "dropout") || has(s, "gelu") || has(s, "pointwise") || has(s, "at::native"))
-        return RV_KC_MEMBOUND;
-    return RV_KC_OTHER;
 }
 
 int rv_kclass_of_task(const rv_graph *g, size_t i)
@@ -423,30 +378,5 @@ int rv_kclass_of_task(const rv_graph *g, size_t i)
     /* Classified once with the graph (rv_graph_classify). */
     if (t->name < g->nname_info && g->name_info[t->name])
         return (int)(g->name_info[t->name] & 0xff) - 1;
-    return rv_kclass_of_name(rv_task_name(g, i));
-}
-
-const char *rv_kclass_name(int kc)
-{
-    static const char *const n[RV_KC_COUNT] = {"other",     "gemm", "membound",
-                                               "optimizer", "comm", "memcpy"};
-    return kc >= 0 && kc < RV_KC_COUNT ? n[kc] : "other";
-}
-
-int rv_kernel_dtype(const char *name)
-{
-    char s[256];
-    if (!name)
-        return -1;
-    lower_copy(name, s, sizeof(s));
-    if (has(s, "e4m3") || has(s, "e5m2") || has(s, "fp8"))
-        return RV_DT_FP8;
-    if (has(s, "bf16") || has(s, "bfloat16"))
-        return RV_DT_BF16;
-    if (has(s, "h884") || has(s, "h1688") || has(s, "h16816") || has(s, "hmma") || has(s, "half") ||
-        has(s, "fp16") || has(s, "f16f16") || has(s, "hcudnn") || has(s, "hgemm"))
-        return RV_DT_FP16;
-    if (has(s, "tf32") || has(s, "s1688") || has(s, "s16816"))
-        return RV_DT_TF32;
-    return -1;
+    return rv_kname_class(rv_task_name(g, i));
 }

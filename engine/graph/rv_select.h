@@ -1,6 +1,7 @@
 /* Task selection (Daydream section 4.4 "Select") and kernel classification.
  *
- * A selector is the JSON object {"kind", "name", "layer", "phase", "stream"}
+ * A selector is the JSON object {"kind", "name", "layer", "phase", "stream",
+ * "layer_instance"}
  * that what-if optimizations take: every present field must match. name and
  * layer are PCRE2 regular expressions (POSIX-ERE-like) searched anywhere in
  * the task name and the task's layer (outermost framework op) name.
@@ -24,6 +25,7 @@
 
 #include "util/rv_error.h"
 #include "graph/rv_graph.h"
+#include "trace/rv_kname.h"
 #include "util/rv_stop.h"
 
 /* Limits of the name and layer patterns (docs/whatif.md "Selectors"). */
@@ -47,9 +49,10 @@ typedef enum rv_sel_kind {
 } rv_sel_kind;
 
 typedef struct rv_select {
-    int kind;       /* rv_sel_kind */
-    int phase;      /* rv_phase, -1 = any */
-    int64_t stream; /* GPU stream id, -1 = any */
+    int kind;               /* rv_sel_kind */
+    int phase;              /* rv_phase, -1 = any */
+    int64_t stream;         /* GPU stream id, -1 = any */
+    int64_t layer_instance; /* layer index (rv_layers.h), -1 = any */
     int has_name, has_layer;
     struct rv_select_re *name_re, *layer_re; /* owned; compiled pattern + match cache */
 } rv_select;
@@ -79,28 +82,8 @@ void rv_select_set_stop(const rv_select *s, const rv_stop *stop);
  * is cleared, so the selector can be used again. */
 int rv_select_finish(const rv_select *s, rv_error *err);
 
-/* What a GPU kernel computes, from its name (cuDNN/cuBLAS/CUTLASS/ATen
- * conventions). Drives AMP, the power model and fusion. */
-typedef enum rv_kclass {
-    RV_KC_OTHER = 0, /* unknown: treated as memory-bound */
-    RV_KC_GEMM,      /* GEMM / convolution / attention: tensor-core eligible */
-    RV_KC_MEMBOUND,  /* elementwise, normalization, reduction, copy, pooling */
-    RV_KC_OPTIMIZER, /* optimizer update kernels (adam, sgd, multi_tensor_apply) */
-    RV_KC_COMM,      /* NCCL / RCCL collective */
-    RV_KC_MEMCPY,    /* memcpy / memset */
-    RV_KC_COUNT
-} rv_kclass;
-
-int rv_kclass_of_name(const char *name);
 /* Class of task i (uses its category and flags too); CPU tasks -> RV_KC_OTHER. */
 int rv_kclass_of_task(const rv_graph *g, size_t i);
-const char *rv_kclass_name(int kc);
-
-/* The precision a kernel ran in, from name markers (h884/hmma/half/fp16 ->
- * fp16, bf16, e4m3/fp8, tf32/s1688 -> tf32); -1 when the name says nothing
- * (assume fp32). */
-int rv_kernel_dtype(const char *name);
-
 /* Task name (borrowed from the trace's string table; "" when none). */
 const char *rv_task_name(const rv_graph *g, size_t i);
 

@@ -115,6 +115,10 @@ static const rv_hw rv_hw_rows[] = {
     {"T4", "nvidia", 40, 1590, 300, 320, {8.1, 0, 65, 0, 0}, 70, 60, 10, 0, 12, 5},
     /* [M] AMD Instinct (OAM). */
     {"MI250", "amd", 208, 1700, 500, 3277, {90.5, 0, 362, 362, 0}, 560, 200, 90, 400, 25, 6},
+    /* [M] MI210 (CDNA2, one die of an MI250, PCIe): 104 CUs at 1700 MHz,
+     * 1638 GB/s, fp32 matrix 45.3, fp16/bf16 181 TFLOPS, 300 W; the
+     * NeuSight tables measured it. */
+    {"MI210", "amd", 104, 1700, 500, 1638, {45.3, 0, 181, 181, 0}, 300, 100, 40, 300, 25, 6},
     {"MI250X", "amd", 220, 1700, 500, 3277, {95.7, 0, 383, 383, 0}, 560, 200, 90, 400, 25, 6},
     /* MI300X: default limit 750 W checked against the OAM's board power;
      * minimum limit unchecked. */
@@ -190,8 +194,10 @@ const rv_hw *rv_hw_lookup(const char *device_name)
         return row("MI300X");
     if (strstr(s, "MI250X"))
         return row("MI250X");
-    if (strstr(s, "MI250") || strstr(s, "MI210"))
+    if (strstr(s, "MI250"))
         return row("MI250");
+    if (strstr(s, "MI210"))
+        return row("MI210");
     if (has_model(s, "B200") || has_model(s, "GB200"))
         return row("B200");
     if (has_model(s, "H200"))

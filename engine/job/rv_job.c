@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "trace/rv_coll.h"
+#include "models/rv_comm_model.h"
 #include "graph/rv_select.h"
 
 #define job_warn rv_job__warn_build
@@ -221,7 +222,7 @@ static int match_by_order(rv_job *j, rv_error *err)
             int named, op0 = -1, bad = 0;
             for (size_t p = 0; p < n && !bad; p++) {
                 int32_t t = rcs[p].task[rcs[p].ch_start[c] + k];
-                int op = rv_coll_op_of(rv_task_name(j->r[p].g, (size_t)t), &named);
+                int op = rv_kname_coll_op(rv_task_name(j->r[p].g, (size_t)t), &named);
                 if (op0 < 0)
                     op0 = op;
                 else if (op != op0)
@@ -394,65 +395,6 @@ static void split(rv_job *j)
     }
 }
 
-/* Collective annotations ("nccl:all_reduce", with a message size) of
- * one trace, by start time. */
-typedef struct note_index {
-    const rv_trace *t;
-    int32_t *ev;
-    size_t n;
-} note_index;
-
-static int cmp_note(const void *a, const void *b, void *ctx)
-{
-    const rv_trace *t = ctx;
-    int64_t x = t->events[*(const int32_t *)a].ts_ns, y = t->events[*(const int32_t *)b].ts_ns;
-    return (x > y) - (x < y);
-}
-
-static int index_notes(const rv_trace *t, note_index *ix)
-{
-    ix->t = t;
-    ix->n = 0;
-    ix->ev = malloc((t->nevents + 1) * sizeof(int32_t));
-    if (!ix->ev)
-        return RV_ERR_NOMEM;
-    for (size_t i = 0; i < t->nevents; i++) {
-        const rv_event *e = &t->events[i];
-        if (e->cat == RV_CAT_USER_ANNOTATION && e->bytes > 0 &&
-            !strncmp(rv_trace_str(t, e->name), "nccl:", 5))
-            ix->ev[ix->n++] = (int32_t)i;
-    }
-    qsort_r(ix->ev, ix->n, sizeof(int32_t), cmp_note, (void *)t);
-    return 0;
-}
-
-/* The message of a collective kernel: its own size (newer Kineto), else
- * the size on the annotation around the call that launched it. 0 when
- * neither says. */
-static double task_bytes(const rv_graph *g, const note_index *ix, int32_t task)
-{
-    const rv_task *k = &g->tasks[task];
-    if (k->bytes > 0)
-        return (double)k->bytes;
-    if (k->launch < 0 || g->tasks[k->launch].event < 0 || ix->n == 0)
-        return 0;
-    const rv_event *call = &ix->t->events[g->tasks[k->launch].event];
-    size_t lo = 0, hi = ix->n;
-    while (lo < hi) { /* the first note that starts after the call */
-        size_t mid = (lo + hi) / 2;
-        if (ix->t->events[ix->ev[mid]].ts_ns <= call->ts_ns)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (size_t back = 0; back < 8 && lo > back; back++) {
-        const rv_event *a = &ix->t->events[ix->ev[lo - 1 - back]];
-        if (a->pid == call->pid && a->tid == call->tid && a->ts_ns + a->dur_ns >= call->ts_ns)
-            return (double)a->bytes;
-    }
-    return 0;
-}
-
 /* Each matched collective's message size, the largest any rank names. */
 static int sizes(rv_job *j, rv_error *err)
 {
@@ -461,19 +403,19 @@ static int sizes(rv_job *j, rv_error *err)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
     for (size_t p = 0; p < j->n; p++) {
         const rv_graph *g = j->r[p].g;
-        note_index ix = {0};
+        rv_comm_sizes ix = {0};
         if (!g->trace)
             continue;
-        if (index_notes(g->trace, &ix) != 0)
+        if (rv_comm_sizes_index(g->trace, &ix) != 0)
             return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
         for (size_t c = 0; c < j->ncoll; c++) {
             if (j->coll_task[c * j->n + p] < 0)
                 continue;
-            double b = task_bytes(g, &ix, j->coll_task[c * j->n + p]);
+            double b = rv_comm_task_bytes(g, &ix, j->coll_task[c * j->n + p]);
             if (b > j->coll_bytes[c])
                 j->coll_bytes[c] = b;
         }
-        free(ix.ev);
+        rv_comm_sizes_free(&ix);
     }
     return 0;
 }

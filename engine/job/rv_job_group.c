@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "trace/rv_coll.h"
+#include "trace/rv_kname.h"
 
 #define MAX_GROUP_RANKS 65536
 
@@ -73,12 +74,6 @@ static int parse_ranks(const char *s, int *out, int cap)
     return n;
 }
 
-static int is_p2p(const char *name)
-{
-    return strstr(name, "SendRecv") || strstr(name, "_Send") || strstr(name, "_Recv") ||
-           strstr(name, "ncclSend") || strstr(name, "ncclRecv");
-}
-
 static int pos_of(const rv_job *j, int rank)
 {
     size_t lo = 0, hi = j->n;
@@ -132,8 +127,8 @@ static int collect_recs(rv_job *j, coll_rec **out, size_t *nout, int *any, int *
             r->seq = e->seq;
             r->start = k->meas_start_ns;
             r->bytes = e->bytes;
-            r->op = rv_coll_op_of(name, &named);
-            if (is_p2p(name)) {
+            r->op = rv_kname_coll_op(name, &named);
+            if (rv_kname_is_p2p(name)) {
                 /* The peer the trace names, else the other of a group of two. */
                 if (e->peer >= 0 && e->peer < MAX_GROUP_RANKS)
                     r->peer = e->peer;

@@ -82,7 +82,14 @@ struct rv_job_result {
     double bandwidth_gbps, latency_us;
     double *sizes;         /* per collective: the size the network what-if used; NULL none */
     size_t inferred_sizes; /* of those, inferred from the measured transfer */
-    rv_graph **pred;       /* per traced rank: its predicted graph (owned), NULL: as traced */
+    double largest_bytes;  /* the largest of those */
+    /* The whole job per step: energy of every rank's GPUs, and samples per
+     * second (each rank's batch over the job's step); < 0 unknown. */
+    double energy_j, baseline_energy_j;
+    double samples_per_s, baseline_samples_per_s;
+    int64_t batch_per_rank; /* 0: unknown (the ranks disagree, or no shapes) */
+    size_t nallreduce;      /* collectives that are all-reduces */
+    rv_graph **pred;        /* per traced rank: its predicted graph (owned), NULL: as traced */
     size_t npred;
     json_t *applied; /* the per-rank models' applied entries (first rank that ran any) */
     rv_warning warnings[RV_RUN_MAX_WARNINGS];

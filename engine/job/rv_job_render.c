@@ -106,8 +106,18 @@ json_t *rv_job_render(const rv_job_result *r, const char *label)
         json_array_append_new(sa, json_pack("{s:i,s:f,s:I}", "rank", st[i].rank, "delay_us",
                                             st[i].delay_us, "last_in", (json_int_t)st[i].last_in));
     bad |= !st;
-    /* The slowest rank: the one whose late arrivals held the job most. */
-    bad |= put(o, "slowest_rank", json_integer(st && nst ? st[0].rank : -1));
+    /* The slowest rank has the longest step; the one whose late arrivals
+     * held the others most is the last to arrive (often the fastest: it
+     * waits least). */
+    int slowest = -1;
+    double longest = -1;
+    for (size_t i = 0; i < r->nslots; i++)
+        if (r->slots[i].predicted_us > longest) {
+            longest = r->slots[i].predicted_us;
+            slowest = r->slots[i].rank;
+        }
+    bad |= put(o, "slowest_rank", json_integer(slowest));
+    bad |= put(o, "last_arriving_rank", json_integer(st && nst ? st[0].rank : -1));
     free(st);
     bad |= put(o, "stragglers", sa);
     json_t *ca = json_array();
@@ -133,6 +143,18 @@ json_t *rv_job_render(const rv_job_result *r, const char *label)
         json_object_set_new(jo, "straggler_gpu_factor", json_real(r->straggler_factor));
     }
     bad |= put(o, "job_whatif", jo);
+    bad |=
+        put(o, "energy_j",
+            r->energy_j >= 0 && r->baseline_energy_j >= 0
+                ? json_pack("{s:f,s:f}", "baseline", r->baseline_energy_j, "predicted", r->energy_j)
+                : json_null());
+    bad |=
+        put(o, "throughput",
+            r->samples_per_s >= 0
+                ? json_pack("{s:I,s:i,s:{s:f,s:f}}", "batch_per_rank",
+                            (json_int_t)r->batch_per_rank, "ranks", (int)r->nslots, "samples_per_s",
+                            "baseline", r->baseline_samples_per_s, "predicted", r->samples_per_s)
+                : json_null());
     bad |= put(o, "applied", r->applied ? json_incref(r->applied) : json_array());
     if (bad) {
         json_decref(o);

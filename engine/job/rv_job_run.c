@@ -11,8 +11,12 @@
 #include <string.h>
 
 #include "trace/rv_coll.h"
+#include "models/rv_comm_model.h"
 #include "hw/rv_hw.h"
+#include "models/rv_apply.h"
+#include "simulate/rv_power.h"
 #include "simulate/rv_report.h"
+#include "trace/rv_shapes.h"
 #include "util/rv_stop.h"
 
 void rv_job__warn(rv_job_result *r, const char *code, const char *fmt, ...)
@@ -357,47 +361,26 @@ static void critical_path(rv_job_result *r, const merged *m)
     }
 }
 
-/* Baseline network of the traced job: the GPU's NVLink (else PCIe)
- * inside 8-GPU nodes, 100 Gb/s between them, 5 us per step, 80% of the
- * link (the distributed model's baseline, docs/models/distributed.md). */
-static void base_net(const rv_graph *g, int n, rv_net *net)
-{
-    const rv_trace *t = g->trace;
-    const rv_hw *hw = t ? rv_hw_lookup(rv_trace_str(t, t->platform_gpu)) : NULL;
-    memset(net, 0, sizeof(*net));
-    net->n = n;
-    net->g = n < 8 ? n : 8;
-    if (hw && hw->nvlink_gbps > 0)
-        net->intra_bps = hw->nvlink_gbps / 2 * 1e9;
-    else
-        net->intra_bps = (hw ? hw->pcie_gbps : 12) * 1e9;
-    net->inter_bps = 100e9 / 8;
-    net->alpha_s = 5e-6;
-    net->efficiency = 0.8;
-}
-
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
 }
 
-/* Network and rank-count what-ifs: each collective keeps the message
- * size the baseline network needs for its measured transfer (the median
- * rank's), and its transfer scales by the ratio of the two networks'
- * times for that size (rv_coll_time). */
-static int net_ratios(const rv_job *j, const rv_job_whatif *jw, int world, double *ratio,
-                      rv_job_result *r)
+/* Network and rank-count what-ifs, through the one communication model
+ * (rv_comm_model.h): each collective keeps the message size the traces
+ * name, else the size the baseline network needs for its measured
+ * transfer (the median rank's), and its transfer scales by the ratio of
+ * the two networks' times for that size. d: the request's distributed
+ * setup with the job aliases folded in (rv_comm_dist_of). */
+static int net_ratios(const rv_job *j, const rv_dist *d, int world, double *ratio, rv_job_result *r)
 {
     rv_net b, x;
-    base_net(j->r[0].g, j->world, &b);
-    base_net(j->r[0].g, world, &x);
-    if (jw && jw->bandwidth_gbps > 0) {
-        x.intra_bps = jw->bandwidth_gbps * 1e9 / 8;
-        x.inter_bps = jw->bandwidth_gbps * 1e9 / 8;
-    }
-    if (jw && jw->latency_us >= 0)
-        x.alpha_s = jw->latency_us * 1e-6;
+    const rv_graph *g0 = j->r[0].g;
+    const rv_hw *hw =
+        g0->trace ? rv_hw_lookup(rv_trace_str(g0->trace, g0->trace->platform_gpu)) : NULL;
+    rv_comm_net_base(hw, j->world, &b);
+    rv_comm_net_of(d, hw, world, &x);
     r->bandwidth_gbps = x.intra_bps * 8 / 1e9;
     r->latency_us = x.alpha_s * 1e6;
     int64_t *v = malloc((j->n + 1) * sizeof(int64_t));
@@ -415,18 +398,22 @@ static int net_ratios(const rv_job *j, const rv_job_whatif *jw, int world, doubl
         rv_net bs = b, xs = x;
         if (nm < j->n && nm > 0) {
             bs.n = xs.n = (int)nm;
-            bs.g = xs.g = nm < 8 ? (int)nm : 8;
+            bs.g = nm < 8 ? (int)nm : 8;
+            xs.g = (int)nm < x.g ? (int)nm : x.g;
         }
         double secs = (double)v[mid] * 1e-9, bytes = j->coll_bytes[c];
         if (bytes <= 0) {
-            bytes = rv_coll_bytes_for_time(&bs, j->coll_op[c], RV_ALGO_RING, secs);
+            bytes = rv_comm_bytes_for_time(NULL, &bs, j->coll_op[c], secs);
             r->inferred_sizes++;
         }
         if (bytes < 1)
             bytes = 1;
         r->sizes[c] = bytes;
-        double t0 = rv_coll_time(&bs, j->coll_op[c], RV_ALGO_RING, bytes);
-        double t1 = rv_coll_time(&xs, j->coll_op[c], RV_ALGO_RING, bytes);
+        double t0 = rv_comm_time(NULL, &bs, j->coll_op[c], bytes);
+        double t1 = rv_comm_time(d, &xs, j->coll_op[c], bytes);
+        if (bytes > r->largest_bytes)
+            r->largest_bytes = bytes;
+        r->nallreduce += j->coll_op[c] == RV_COLL_ALLREDUCE;
         ratio[c] = t0 > 0 ? t1 / t0 : 1;
     }
     free(v);
@@ -524,6 +511,9 @@ static int rank_whatif(const rv_job *j, size_t p, const rv_whatif *w, const rv_r
     *pred = NULL;
     if (rc != 0)
         return rc;
+    /* The job answers network and scale questions itself (net_ratios),
+     * once for every rank's collectives: the ranks do not re-time them. */
+    wr->has_dist = 0;
     if (rv_whatif_is_empty(wr))
         goto out;
     rv_run_opts ro = *o;
@@ -581,6 +571,52 @@ static void graph_warnings(const rv_job *j, rv_job_result *r)
                      single, j->n);
 }
 
+/* The knobs that cannot act on the traced collectives, said once. */
+static void comm_warnings(rv_job_result *r, const rv_dist *d, int world)
+{
+    rv_net x;
+    rv_comm_net_of(d, NULL, world, &x);
+    json_t *e = json_object();
+    rv_comm_warn_traced(e, d, &x, r->largest_bytes, r->nallreduce);
+    size_t i;
+    json_t *wn;
+    json_array_foreach(json_object_get(e, "warnings"), i, wn)
+        rv_job__warn(r, json_string_value(json_object_get(wn, "code")), "%s",
+                     json_string_value(json_object_get(wn, "message")));
+    json_decref(e);
+}
+
+/* Energy of one rank's reported step (its GPUs only), joules; < 0 when
+ * the power model cannot say (a GPU not in the hardware table). */
+static double rank_energy(const rv_whatif *w, const rv_graph *g, const rv_sim *v, int32_t iter)
+{
+    rv_energy_params ep;
+    rv_energy e;
+    rv_apply_energy_params(w, g, &ep);
+    ep.ranks = 1;
+    rv_window win = rv_report_window(g, v, iter);
+    if (!ep.hw || rv_power_energy(g, v, &ep, win.t0_ns, win.t1_ns, &e) != 0)
+        return -1;
+    return e.energy_j / (win.per > 0 ? win.per : 1);
+}
+
+/* The batch of every rank: the request's batch_size, else what each
+ * trace's shapes say when they agree; 0 unknown. */
+static int64_t job_batch(const rv_job *j, const rv_whatif *w)
+{
+    if (w && w->batch_size > 0)
+        return w->batch_size;
+    int64_t b = 0;
+    for (size_t p = 0; p < j->n; p++) {
+        const char *from = NULL;
+        int64_t x = j->r[p].g->trace ? rv_shapes_batch(j->r[p].g->trace, &from) : 0;
+        if (x <= 0 || (b > 0 && x != b))
+            return 0;
+        b = x;
+    }
+    return b;
+}
+
 static double ratio_of(double num, double den)
 {
     return den > 0 ? num / den : 0;
@@ -629,9 +665,14 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
         if ((rc = rv_report_iteration(job->r[p].g, &v, o.iteration, &bfig[p], err)) != 0)
             goto out;
     }
-    /* The prediction's slots: the traced ranks, fewer, or copies. */
-    int world = jw && jw->world_size > 0 ? jw->world_size : (int)n;
-    r->world_simulated = jw && jw->world_size > 0 ? world : job->world;
+    /* The prediction's slots: the traced ranks, fewer, or copies.
+     * job.world_size is an alias of distributed.workers. */
+    rv_dist dist;
+    int net_asked = 0;
+    rv_comm_dist_of(w, job->world, &dist, &net_asked);
+    int scaled = net_asked && dist.workers > 0 && dist.workers != job->world;
+    int world = scaled ? dist.workers : (int)n;
+    r->world_simulated = scaled ? world : job->world;
     r->nslots = (size_t)world;
     r->slots = calloc(r->nslots, sizeof(*r->slots));
     if (!r->slots) {
@@ -648,17 +689,17 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
         r->slots[s].rank = s < n ? job->r[p].rank : (int)s;
         r->slots[s].g = pred[p] ? pred[p] : job->r[p].g;
     }
-    if (jw && (jw->world_size > 0 && (size_t)jw->world_size > n))
+    if (scaled && (size_t)world > n)
         rv_job__warn(r, "ranks_repeated",
                      "world_size %d is more than the %zu traced ranks: rank k runs as traced "
                      "rank k mod %zu",
-                     jw->world_size, n, n);
+                     world, n, n);
     merged *final = &bm;
     if (need_pred) {
-        if (jw && (jw->bandwidth_gbps > 0 || jw->latency_us >= 0 || jw->world_size > 0)) {
+        if (net_asked) {
             ratio = malloc((job->ncoll + 1) * sizeof(double));
             r->sizes = calloc(job->ncoll + 1, sizeof(double));
-            if (!ratio || !r->sizes || net_ratios(job, jw, world, ratio, r) != 0) {
+            if (!ratio || !r->sizes || net_ratios(job, &dist, world, ratio, r) != 0) {
                 rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
                 goto out;
             }
@@ -669,6 +710,7 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
                              "else PCIe, in 8-GPU nodes, 100 Gb/s between them, 5 us per "
                              "step) moves in its measured transfer",
                              r->inferred_sizes, job->ncoll);
+            comm_warnings(r, &dist, world);
         }
         if ((rc = merge(job, r->slots, r->nslots, ratio, &pm, err)) != 0 ||
             (rc = simulate(&pm, job->ncoll, rv_whatif_schedule(w), &stop, err)) != 0)
@@ -722,6 +764,7 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
     r->edges = final->g->nedges;
     /* Figures: per rank, then the job's step (its slowest rank). */
     rv_run_summary *sum = &r->sum;
+    r->energy_j = r->baseline_energy_j = 0;
     for (size_t s = 0; s < r->nslots; s++) {
         rv_job_slot *sl = &r->slots[s];
         size_t p = (size_t)sl->pos;
@@ -744,6 +787,15 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
         sl->measured_us = bf.measured_us;
         sl->baseline_us = bf.simulated_us;
         sl->predicted_us = pf.simulated_us;
+        double ej = rank_energy(w, sl->g, &pv, pf.iter);
+        r->energy_j = ej < 0 || r->energy_j < 0 ? -1 : r->energy_j + ej;
+        if (s < n) {
+            rv_sim bv;
+            view(&bm, &bslots[p], &bv);
+            double bj = rank_energy(NULL, job->r[p].g, &bv, bf.iter);
+            r->baseline_energy_j =
+                bj < 0 || r->baseline_energy_j < 0 ? -1 : r->baseline_energy_j + bj;
+        }
         sl->replay_error = ratio_of(fabs(sl->baseline_us - sl->measured_us), sl->measured_us);
         if (s < n) {
             if (sl->measured_us > sum->measured_us)
@@ -757,6 +809,13 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
             sum->predicted_us = sl->predicted_us;
     }
     sum->speedup = ratio_of(sum->baseline_us, sum->predicted_us);
+    /* Throughput of the whole job: every rank's batch per job step. */
+    r->batch_per_rank = job_batch(job, w);
+    r->samples_per_s = r->baseline_samples_per_s = -1;
+    if (r->batch_per_rank > 0 && sum->predicted_us > 0 && sum->baseline_us > 0) {
+        r->samples_per_s = (double)r->batch_per_rank * (double)r->nslots / sum->predicted_us * 1e6;
+        r->baseline_samples_per_s = (double)r->batch_per_rank * (double)n / sum->baseline_us * 1e6;
+    }
     if (sum->replay_error > 0.02)
         rv_job__warn(r, "replay_error",
                      "the job's unmodified graph replays a rank's measured step up to %.1f%% "

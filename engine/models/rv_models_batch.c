@@ -10,7 +10,7 @@
 #include "cost/rv_flops.h"
 #include "cost/rv_kmodel.h"
 #include "cost/rv_kmodel_acc.h"
-#include "run/rv_metrics.h"
+#include "trace/rv_shapes.h"
 #include "models/rv_models.h"
 
 int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied,
@@ -28,7 +28,7 @@ int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *
         return rv_error_field(err, RV_ERR_INVALID, "factor",
                               "batch_size takes one of factor or to");
     if (!b0 && t)
-        b0 = rv_metrics_infer_batch(t, &from);
+        b0 = rv_shapes_batch(t, &from);
     if (o->batch_to > 0 && b0 <= 0)
         return rv_error_field(err, RV_ERR_UNSUPPORTED, "to",
                               "batch_size to: the trace's batch size is unknown (no op shapes "

@@ -278,7 +278,7 @@ int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json
             continue;
         rv_task *t = &g->tasks[i];
         const char *name = rv_task_name(g, i);
-        int c = rv_prec_kclass(name), src;
+        int c = rv_kname_class(name), src;
         int d0 = rv_prec_of_task(&prec, i, &src);
         if (c == RV_KC_GEMM)
             gemm_ns += (double)t->dur_ns;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/rv_comm_model.h"
 #include "models/rv_models.h"
 #include "whatif/rv_whatif.h"
 
@@ -20,34 +21,16 @@
 /* Cap on inserted communication tasks per apply (P3 slices can be many). */
 #define RV_DIST_MAX_COMM 2000000
 
-typedef struct grad {
-    int32_t task; /* the kernel after which the gradient is ready */
-    double bytes;
-} grad;
+typedef rv_comm_grad grad;
 
 static void net_of(const rv_whatif *w, const rv_hw *hw, int n, rv_net *net)
 {
-    const rv_dist *d = &w->dist;
-    memset(net, 0, sizeof(*net));
-    net->n = n;
-    net->g = d->gpus_per_node < n ? d->gpus_per_node : n;
-    if (net->g < 1)
-        net->g = 1;
-    if (d->intra_gbps > 0)
-        net->intra_bps = d->intra_gbps * 1e9 / 8;
-    else if (hw && hw->nvlink_gbps > 0)
-        net->intra_bps = hw->nvlink_gbps / 2 * 1e9; /* bidirectional GB/s -> one way */
-    else
-        net->intra_bps = (hw ? hw->pcie_gbps : 12) * 1e9;
-    net->inter_bps = d->inter_gbps * 1e9 / 8;
-    net->alpha_s = d->latency_us * 1e-6;
-    net->efficiency = d->efficiency;
-    net->ps_servers = d->ps_servers;
+    rv_comm_net_of(&w->dist, hw, n, net);
 }
 
 static int coll_op_of(const char *name, int *named)
 {
-    return rv_coll_op_of(name, named);
+    return rv_kname_coll_op(name, named);
 }
 
 static const char *coll_op_name(int op)
@@ -57,7 +40,7 @@ static const char *coll_op_name(int op)
     return op >= 0 && op <= RV_COLL_ALLTOALL ? names[op] : "collective";
 }
 
-static int32_t opt_anchor(const rv_graph *g, int32_t it);
+static int32_t opt_anchor(const rv_graph *g, int32_t it, int64_t after_ns);
 
 /* Collectives without a message size in the trace, grouped by kind,
  * kernel name, stream (each NCCL communicator, so each process group, has
@@ -118,8 +101,8 @@ static void key_of(const rv_graph *g, int32_t task, int op, coll_key *k)
  *   which may be mostly waiting.
  * group_of[task] receives the group's index (-1 elsewhere). Returns the
  * number of groups written to out (at most nkeys). */
-static size_t infer_groups(const rv_graph *g, const rv_net *b, int algo, coll_key *keys,
-                           size_t nkeys, coll_group *out, int32_t *group_of)
+static size_t infer_groups(const rv_graph *g, const rv_net *b, coll_key *keys, size_t nkeys,
+                           coll_group *out, int32_t *group_of)
 {
     size_t ng = 0;
     qsort_r(keys, nkeys, sizeof(*keys), cmp_coll_key, (void *)g);
@@ -156,20 +139,10 @@ static size_t infer_groups(const rv_graph *g, const rv_net *b, int algo, coll_ke
             out[k].repeated = out[k].count > 1;
             if (!out[k].repeated || out[k].fastest_s < 0)
                 out[k].fastest_s = fastest > 0 ? fastest : 0;
-            out[k].bytes = rv_coll_bytes_for_time(b, out[k].op, algo, out[k].fastest_s);
+            out[k].bytes = rv_comm_bytes_for_time(NULL, b, out[k].op, out[k].fastest_s);
         }
     }
     return ng;
-}
-
-/* Time of `bytes` under the requested network: the measured table for an
- * all-reduce when one is given, else alpha-beta. A size of 0 (a transfer
- * the latency alone explains) is timed as one byte: the latency. */
-static double time_at(const rv_whatif *w, const rv_net *x, int op, double bytes)
-{
-    if (bytes >= 1 && op == RV_COLL_ALLREDUCE && w->dist.allreduce.n > 0)
-        return rv_coll_table_time(&w->dist.allreduce, bytes);
-    return rv_coll_time(x, op, w->dist.algorithm, bytes < 1 ? 1 : bytes);
 }
 
 /* Multi-rank trace: each collective kernel's time is a transfer plus the
@@ -182,22 +155,15 @@ static double time_at(const rv_whatif *w, const rv_net *x, int op, double bytes)
  *   geometry); the rest of a slower instance is waiting. The group's size
  *   is what the baseline network moves in that time; the answer warns
  *   (message_sizes_inferred) and lists the groups (inferred_sizes).
- * The baseline network is the trace's world size on 8-GPU nodes: the
- * hardware table's NVLink (else PCIe) inside a node, 100 Gb/s between
- * nodes, 5 us per step. */
+ * Sizes, the baseline network and the cost function are the one
+ * communication model's (rv_comm_model.h), as in a multi-rank job. */
 static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t *applied)
 {
     int n0 = g->trace && g->trace->world_size > 1 ? g->trace->world_size : 2;
-    int algo = w->dist.algorithm;
-    rv_whatif base = *w;
-    base.dist.intra_gbps = 0;
-    base.dist.inter_gbps = 100;
-    base.dist.latency_us = 5;
-    base.dist.gpus_per_node = n0 < 8 ? n0 : 8;
-    base.dist.allreduce.n = 0; /* the baseline is alpha-beta, whatever the what-if times */
     rv_net b, x;
-    net_of(&base, hw, n0, &b);
+    rv_comm_net_base(hw, n0, &b);
     net_of(w, hw, w->dist.workers, &x);
+    rv_comm_sizes ix = {0};
     size_t n = 0, linked = 0, known = 0, inferred = 0, ng = 0, nkeys = 0;
     size_t by_kind[RV_COLL_ALLTOALL + 1] = {0};
     double before = 0, after = 0;
@@ -210,35 +176,48 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
     coll_key *keys = malloc((g->ntasks + 1) * sizeof(*keys));
     coll_group *groups = NULL;
     json_t *r = NULL;
-    if (!waited || !group_of || !keys)
+    double *bytes_of = malloc((g->ntasks + 1) * sizeof(*bytes_of));
+    size_t nallreduce = 0;
+    double largest = 0;
+    if (!waited || !group_of || !keys || !bytes_of || rv_comm_sizes_index(g->trace, &ix) != 0)
         goto out;
     for (size_t e = 0; e < g->nedges; e++) {
         const rv_edge *ed = &g->edges[e];
         if (g->tasks[ed->src].thread != g->tasks[ed->dst].thread)
             waited[ed->src] = 1;
     }
-    for (size_t i = 0; i < g->ntasks; i++) {
+    /* Edges added below never add tasks: both passes cover the same ones. */
+    const size_t ntasks = g->ntasks;
+    for (size_t i = 0; i < ntasks; i++) {
         const rv_task *t = &g->tasks[i];
         int named;
         group_of[i] = -1;
-        if (!(t->flags & RV_TF_NCCL) || (t->flags & RV_TF_REMOVED) || t->bytes > 0)
+        bytes_of[i] = 0;
+        if (!(t->flags & RV_TF_NCCL) || (t->flags & RV_TF_REMOVED))
             continue;
-        key_of(g, (int32_t)i, coll_op_of(rv_task_name(g, i), &named), &keys[nkeys++]);
+        int op = coll_op_of(rv_task_name(g, i), &named);
+        nallreduce += op == RV_COLL_ALLREDUCE;
+        /* The kernel's own size, else its launch's annotation. */
+        bytes_of[i] = rv_comm_task_bytes(g, &ix, (int32_t)i);
+        if (bytes_of[i] > largest)
+            largest = bytes_of[i];
+        if (bytes_of[i] <= 0)
+            key_of(g, (int32_t)i, op, &keys[nkeys++]);
     }
     if (nkeys) {
         groups = malloc(nkeys * sizeof(*groups));
         if (!groups)
             goto out;
-        ng = infer_groups(g, &b, algo, keys, nkeys, groups, group_of);
+        ng = infer_groups(g, &b, keys, nkeys, groups, group_of);
     }
-    for (size_t i = 0; i < g->ntasks; i++) {
+    for (size_t i = 0; i < ntasks; i++) {
         rv_task *t = &g->tasks[i];
         if (!(t->flags & RV_TF_NCCL) || (t->flags & RV_TF_REMOVED))
             continue;
         int named;
         int op = coll_op_of(rv_task_name(g, i), &named);
         if (named && !waited[i] && t->iteration >= 0 && op == RV_COLL_ALLREDUCE) {
-            int32_t a = opt_anchor(g, t->iteration);
+            int32_t a = opt_anchor(g, t->iteration, t->meas_start_ns);
             if (a >= 0 && g->tasks[a].meas_start_ns > t->meas_start_ns) {
                 if (rv_graph_add_edge(g, (int32_t)i, a, 0, RV_EDGE_COMM, 0))
                     goto out;
@@ -246,23 +225,27 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
             }
         }
         double tb = (double)t->dur_ns * 1e-9, s, moved;
-        if (t->bytes > 0) {
+        if (bytes_of[i] > 0) {
             /* What the baseline network needs for the named message. */
-            s = (double)t->bytes;
-            moved = rv_coll_time(&b, op, algo, s);
+            s = bytes_of[i];
+            moved = rv_comm_time(NULL, &b, op, s);
             known++;
         } else {
+            if (!groups || group_of[i] < 0)
+                continue; /* unreachable: every sizeless collective has a group */
             const coll_group *c = &groups[group_of[i]];
             s = c->bytes;
             moved = c->fastest_s;
             inferred++;
             by_kind[op]++;
+            if (s > largest)
+                largest = s;
         }
         if (moved > tb)
             moved = tb;
         /* The wait (tb - moved) stays; the transfer scales by the ratio of
          * the two networks' times for the message. */
-        double t0 = time_at(&base, &b, op, s), t1 = time_at(w, &x, op, s);
+        double t0 = rv_comm_time(NULL, &b, op, s), t1 = rv_comm_time(&w->dist, &x, op, s);
         double tn = x.n <= 1 ? 0 : (tb - moved) + (t0 > 0 ? moved * t1 / t0 : 0);
         before += tb;
         after += tn;
@@ -276,7 +259,8 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
     if (!r)
         goto out;
     json_object_set_new(r, "allreduce_model",
-                        json_string(w->dist.allreduce.n > 0 ? "measured_table" : "alpha_beta"));
+                        json_string(w->dist.allreduce.n > 0 ? "measured_table" : "nccl"));
+    rv_comm_warn_traced(r, &w->dist, &x, largest, nallreduce);
     json_object_set_new(r, "sizes_from_trace", json_integer((json_int_t)known));
     json_object_set_new(r, "sizes_inferred", json_integer((json_int_t)inferred));
     if (inferred) {
@@ -312,6 +296,8 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
     r = NULL;
 out:
     json_decref(r);
+    rv_comm_sizes_free(&ix);
+    free(bytes_of);
     free(waited);
     free(group_of);
     free(keys);
@@ -319,38 +305,14 @@ out:
     return rc;
 }
 
-/* Gradients of one iteration, in ready order. */
-static int find_grads(const rv_graph *g, const rv_hw *hw, grad *out, size_t *n, size_t cap)
-{
-    double bw = (hw ? hw->hbm_gbps : RV_HW_DEFAULT_HBM_GBPS) * 1e9;
-    *n = 0;
-    for (size_t i = 0; i < g->ntasks && *n < cap; i++) {
-        const rv_task *t = &g->tasks[i];
-        if (t->kind != RV_TASK_GPU || t->cat != RV_CAT_KERNEL || (t->flags & RV_TF_REMOVED))
-            continue;
-        const char *op = g->trace ? rv_trace_str(g->trace, t->op) : "";
-        const char *layer = g->trace ? rv_trace_str(g->trace, t->layer) : "";
-        if (!strstr(op, "AccumulateGrad") && !strstr(layer, "AccumulateGrad"))
-            continue;
-        /* grad += new_grad reads two tensors and writes one. */
-        double busy = (double)t->dur_ns * 1e-9 - 1e-6;
-        double bytes = busy > 0 ? busy * bw / 3 : 0;
-        out[*n].task = (int32_t)i;
-        out[*n].bytes = bytes < 4096 ? 4096 : bytes;
-        (*n)++;
-    }
-    return 0;
-}
-
-/* GPU order on one stream is index order within the thread; across
- * streams, the measured start decides. */
+/* Measured order: the inserted copy kernels share one side stream, so
+ * they must queue in time order (gradients outside every step, after the
+ * last one, sorted first would wait for the whole trace: a cycle). */
 static int cmp_grad(const void *a, const void *b, void *ctx)
 {
     const rv_graph *g = ctx;
     const grad *x = a, *y = b;
     const rv_task *p = &g->tasks[x->task], *q = &g->tasks[y->task];
-    if (p->iteration != q->iteration)
-        return p->iteration < q->iteration ? -1 : 1;
     if (p->meas_start_ns != q->meas_start_ns)
         return p->meas_start_ns < q->meas_start_ns ? -1 : 1;
     return (x->task > y->task) - (x->task < y->task);
@@ -360,11 +322,15 @@ static int cmp_grad(const void *a, const void *b, void *ctx)
  * kernel of Optimizer.step (DDP's finalize makes the compute stream wait
  * for the collectives; the CPU does not block), else the first GPU task of
  * the next step. */
-static int32_t opt_anchor(const rv_graph *g, int32_t it)
+static int32_t opt_anchor(const rv_graph *g, int32_t it, int64_t after_ns)
 {
+    /* Only a kernel measured after the last gradient: a step window that
+     * also holds the previous step's update (the annotation placed after
+     * it) must not make the update wait for a later gradient, a cycle. */
     for (size_t i = 0; i < g->ntasks; i++) {
         const rv_task *t = &g->tasks[i];
-        if (t->kind != RV_TASK_GPU || t->iteration != it || t->phase != RV_PHASE_OPTIMIZER)
+        if (t->kind != RV_TASK_GPU || t->iteration != it || t->phase != RV_PHASE_OPTIMIZER ||
+            t->meas_start_ns <= after_ns)
             continue;
         const char *layer = g->trace ? rv_trace_str(g->trace, t->layer) : "";
         if (strstr(layer, "zero_grad"))
@@ -372,7 +338,8 @@ static int32_t opt_anchor(const rv_graph *g, int32_t it)
         return (int32_t)i;
     }
     for (size_t i = 0; i < g->ntasks; i++)
-        if (g->tasks[i].kind == RV_TASK_GPU && g->tasks[i].iteration == it + 1)
+        if (g->tasks[i].kind == RV_TASK_GPU && g->tasks[i].iteration == it + 1 &&
+            g->tasks[i].meas_start_ns > after_ns)
             return (int32_t)i;
     return -1;
 }
@@ -451,13 +418,17 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
     }
     for (size_t t = 0; t < g->nthreads; t++)
         side[t] = -1;
-    find_grads(g, hw, gr, &ngr, g->ntasks);
-    if (ngr == 0) {
+    rv_comm_grad_info gi;
+    rc = rv_comm_grads(g, hw, gr, g->ntasks, &ngr, &gi);
+    if (rc == RV_ERR_NOMEM) {
+        rc = rv_error_set(err, rc, -1, -1, "out of memory");
+        goto out;
+    }
+    if (rc != 0 || ngr == 0) {
         rc = rv_error_field(err, RV_ERR_UNSUPPORTED, "distributed",
-                            "no gradient-ready points: the trace has no AccumulateGrad kernels "
-                            "(since PyTorch 2.0 zero_grad defaults to set_to_none=True: "
-                            "profile with zero_grad(set_to_none=False), or give a "
-                            "multi-rank trace)");
+                            "no gradients to communicate: the trace has no backward pass "
+                            "(AccumulateGrad kernels or ops, or backward kernels) nor "
+                            "parameter shapes; give a training trace or a multi-rank one");
         goto out;
     }
     qsort_r(gr, ngr, sizeof(*gr), cmp_grad, g);
@@ -500,7 +471,7 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
             rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
             goto out;
         }
-        int32_t anchor = ps ? -1 : opt_anchor(g, it);
+        int32_t anchor = ps ? -1 : opt_anchor(g, it, g->tasks[gr[e - 1].task].meas_start_ns);
         size_t nf = 0;
         if (ps && it >= 0 && (size_t)it + 1 < g->niters)
             nf = forward_kernels(g, it + 1, fwd, g->ntasks);
@@ -545,6 +516,10 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
                 double s = sz / pieces;
                 double secs;
                 int64_t id, last;
+                /* Up to RV_DIST_MAX_COMM pieces: a long loop, so it stops
+                 * with the what-if. */
+                if (ncomm % RV_STOP_EVERY == 0 && (rc = rv_stop_check(g->stop, err)) != 0)
+                    goto out;
                 if (d->blueconnect) {
                     double ti = 0, tx = 0;
                     rv_coll_blueconnect(&net, s, &ti, &tx);
@@ -557,12 +532,10 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
                         last = RV_ERR_NOMEM;
                     secs = ti + tx;
                 } else {
-                    if (d->dgc_density > 0)
-                        secs = rv_coll_dgc(&net, s, d->dgc_density);
-                    else if (d->allreduce.n > 0)
-                        secs = rv_coll_table_time(&d->allreduce, s); /* measured */
-                    else
-                        secs = rv_coll_time(&net, RV_COLL_ALLREDUCE, d->algorithm, s);
+                    /* The one cost function; this loop already made the pieces. */
+                    rv_dist one = *d;
+                    one.tensor_partition_mb = 0;
+                    secs = rv_comm_time(&one, &net, RV_COLL_ALLREDUCE, s);
                     if (d->tensor_fusion_mb > 0)
                         secs += 2.0 * s / bw_hbm; /* pack and unpack */
                     /* P3: forward order is the reverse of ready order, so the
@@ -571,7 +544,8 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
                     id = last = append_comm(g, th, secs, s, it, prio);
                 }
                 if (last < 0) {
-                    rc = rv_error_set(err, (int)last, -1, -1, "distributed: out of memory");
+                    rc = rv_error_set(err, (int)last, -1, -1, "distributed: %s",
+                                      rv_err_name((int)last));
                     goto out;
                 }
                 if ((rc = rv_graph_add_edge(g, ready, (int32_t)id, 0, RV_EDGE_COMM, 0)) != 0)
@@ -653,11 +627,31 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
             "comm_tasks_inserted", (json_int_t)ncomm, "comm_us_per_iteration",
             comm_s * 1e6 / (double)iters, "compute_tasks_inserted", (json_int_t)nextra, "p3", d->p3,
             "blueconnect", d->blueconnect);
+        if (r) {
+            static const char *const rs[] = {"accumulate_grad_kernels", "accumulate_grad_ops",
+                                             "backward_kernels"};
+            static const char *const bs[] = {"parameter_shapes", "accumulate_grad_kernels",
+                                             "optimizer_kernels"};
+            json_object_set_new(r, "gradient_ready_from", json_string(rs[gi.ready_source]));
+            json_object_set_new(r, "gradient_bytes_from",
+                                json_string(d->gradient_mb > 0 ? "request" : bs[gi.bytes_source]));
+            if (gi.ready_source == RV_GRAD_READY_BACKWARD)
+                rv_models__warn(r, "gradient_ready_inferred",
+                                "no AccumulateGrad records: %zu gradient-ready points per step "
+                                "spaced evenly over the backward kernels",
+                                gi.param_ops ? gi.param_ops : (size_t)32);
+            if (d->gradient_mb <= 0 && gi.bytes_source != RV_GRAD_BYTES_SHAPES)
+                rv_models__warn(r, "gradient_size_estimated",
+                                "the trace has no parameter shapes (record_shapes): gradient "
+                                "bytes estimated from measured %s times at HBM bandwidth; give "
+                                "distributed.gradient_mb if known",
+                                bs[gi.bytes_source]);
+        }
         if (r && d->dgc_density > 0)
             json_object_set_new(r, "dgc_density", json_real(d->dgc_density));
         if (r)
             json_object_set_new(r, "allreduce_model",
-                                json_string(d->allreduce.n > 0 ? "measured_table" : "alpha_beta"));
+                                json_string(d->allreduce.n > 0 ? "measured_table" : "nccl"));
         if (r && nremoved)
             json_object_set_new(r, "optimizer_tasks_removed", json_integer((json_int_t)nremoved));
         if (!r || json_array_append_new(applied, r)) {
@@ -667,7 +661,10 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
     }
     goto out;
 nomem:
-    rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "distributed: out of memory");
+    /* rc is the graph's: out of memory, or past the what-if's growth
+     * limit (RV_ERR_LIMIT, named by rv_apply). */
+    rc = rv_error_set(err, rc ? rc : RV_ERR_NOMEM, -1, -1, "distributed: %s",
+                      rv_err_name(rc ? rc : RV_ERR_NOMEM));
 out:
     free(gr);
     free(next);

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "models/rv_apply.h"
 #include "models/rv_models.h"
 
 static json_t *report(const char *model, const rv_opt *o)
@@ -16,6 +17,8 @@ static int scale(const rv_opt *o, rv_graph *g, json_t *applied)
     int64_t before = 0, after = 0;
     for (size_t i = 0; i < g->ntasks; i++) {
         rv_task *t = &g->tasks[i];
+        if (i % RV_STOP_EVERY == 0 && rv_stop_check(g->stop, NULL) != 0)
+            return RV_ERR_BUDGET;
         if ((t->flags & RV_TF_REMOVED) || !rv_select_match(&o->sel, g, i))
             continue;
         before += t->dur_ns;
@@ -37,9 +40,14 @@ static int remove_tasks(const rv_opt *o, rv_graph *g, json_t *applied)
     uint8_t *hit = calloc(g->ntasks + 1, 1);
     if (!hit)
         return RV_ERR_NOMEM;
-    for (size_t i = 0; i < g->ntasks; i++)
+    for (size_t i = 0; i < g->ntasks; i++) {
+        if (i % RV_STOP_EVERY == 0 && rv_stop_check(g->stop, NULL) != 0) {
+            free(hit);
+            return RV_ERR_BUDGET;
+        }
         if (!(g->tasks[i].flags & RV_TF_REMOVED) && rv_select_match(&o->sel, g, i))
             hit[i] = 1;
+    }
     for (size_t i = 0; i < g->ntasks; i++) {
         if (!hit[i])
             continue;
@@ -133,25 +141,72 @@ int rv_models__insert_after(rv_graph *g, int32_t anchor, const int32_t *next, in
     return rc ? rc : (int)0;
 }
 
-static int insert(const rv_opt *o, rv_graph *g, json_t *applied)
+/* The tasks o selects, marked in hit (n0 bytes); their count, or a
+ * negative rv_err (the stop said stop: err filled). */
+static int64_t insert_anchors(const rv_opt *o, rv_graph *g, size_t n0, uint8_t *hit, rv_error *err)
+{
+    int64_t n = 0;
+    for (size_t i = 0; i < n0; i++) {
+        int rc;
+        if (i % RV_STOP_EVERY == 0 && (rc = rv_stop_check(g->stop, err)) != 0)
+            return rc;
+        hit[i] = !(g->tasks[i].flags & RV_TF_REMOVED) && rv_select_match(&o->sel, g, i);
+        n += hit[i];
+    }
+    return n;
+}
+
+/* One insert runs after every task its selector matches, and matches
+ * count the tasks earlier inserts added: 256 inserts after {} doubled the
+ * graph 256 times. The matches are counted first and a count past
+ * RV_MODELS_MAX_INSERT, or past what the what-if may still add, is
+ * refused before anything is allocated. */
+static int insert(const rv_opt *o, rv_graph *g, json_t *applied, rv_error *err)
 {
     int rc = 0;
     size_t n0 = g->ntasks, n = 0;
-    int32_t *next = rv_models__thread_next(g);
-    int32_t *side = malloc((g->nthreads + 1) * sizeof(int32_t));
-    int64_t launch = rv_models__launch_ns(g);
+    uint8_t *hit = calloc(n0 + 1, 1);
+    int32_t *next = NULL, *side = NULL;
+    int64_t launch = 0;
+    if (!hit)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    int64_t want = insert_anchors(o, g, n0, hit, err);
+    if (want < 0) {
+        rc = (int)want;
+        goto out;
+    }
+    size_t room = g->max_tasks > n0 ? g->max_tasks - n0 : RV_MODELS_MAX_INSERT;
+    if (o->insert_kind != RV_SEL_CPU &&
+        ((size_t)want > RV_MODELS_MAX_INSERT || (size_t)want > room)) {
+        char field[48];
+        snprintf(field, sizeof(field), "optimizations[%d].after", o->index);
+        rc = rv_error_field(err, RV_ERR_LIMIT, field,
+                            "%s matches %lld tasks: over the limit of %zu inserted tasks per "
+                            "optimization, or of the %zu the what-if may still add (of %zu); "
+                            "narrow the selector",
+                            field, (long long)want, (size_t)RV_MODELS_MAX_INSERT, room,
+                            (size_t)RV_APPLY_MAX_NEW_TASKS);
+        goto out;
+    }
+    next = rv_models__thread_next(g);
+    side = malloc((g->nthreads + 1) * sizeof(int32_t));
+    launch = rv_models__launch_ns(g);
     if (!next || !side) {
-        rc = RV_ERR_NOMEM;
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
         goto out;
     }
     for (size_t t = 0; t < g->nthreads; t++)
         side[t] = -1;
     int64_t dur = (int64_t)llround(o->dur_us * 1e3);
     for (size_t i = 0; i < n0; i++) {
-        if ((g->tasks[i].flags & RV_TF_REMOVED) || !rv_select_match(&o->sel, g, i))
+        if (!hit[i])
             continue;
-        if ((rc = rv_models__insert_after(g, (int32_t)i, next, dur, o->insert_kind, side)) != 0)
+        if (n % RV_STOP_EVERY == 0 && (rc = rv_stop_check(g->stop, err)) != 0)
             goto out;
+        if ((rc = rv_models__insert_after(g, (int32_t)i, next, dur, o->insert_kind, side)) != 0) {
+            rv_error_set(err, rc, -1, -1, "optimizations[%d]: %s", o->index, rv_err_name(rc));
+            goto out;
+        }
         /* A new kernel needs a launch: the anchor's launching call (or the
          * anchor itself when it is a CPU call) stays busy one launch longer. */
         if (o->insert_kind != RV_SEL_CPU) {
@@ -165,8 +220,10 @@ static int insert(const rv_opt *o, rv_graph *g, json_t *applied)
     json_object_set_new(r, "tasks_inserted", json_integer((json_int_t)n));
     json_object_set_new(r, "duration_us", json_real(o->dur_us));
     json_object_set_new(r, "launch_us", json_real((double)launch / 1e3));
-    rc = json_array_append_new(applied, r) ? RV_ERR_NOMEM : 0;
+    if (json_array_append_new(applied, r))
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
 out:
+    free(hit);
     free(next);
     free(side);
     return rc;
@@ -179,10 +236,13 @@ int rv_models__generic(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, 
     switch (o->kind) {
     case RV_OPT_SCALE: rc = scale(o, g, applied); break;
     case RV_OPT_REMOVE: rc = remove_tasks(o, g, applied); break;
-    case RV_OPT_INSERT: rc = insert(o, g, applied); break;
+    case RV_OPT_INSERT: return insert(o, g, applied, err);
     case RV_OPT_CPU_SPEED: rc = cpu_speed(o, g, applied); break;
     default: rc = RV_ERR_INTERNAL; break;
     }
+    /* The stop's own message says why. */
+    if (rc == RV_ERR_BUDGET && rv_stop_check(g->stop, err) != 0)
+        return rc;
     if (rc)
         return rv_error_set(err, rc, -1, -1, "optimizations[%d]: %s", o->index, rv_err_name(rc));
     return 0;

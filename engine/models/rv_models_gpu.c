@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "cost/rv_flops.h"
+#include "cost/rv_keff.h"
 #include "cost/rv_kmodel.h"
 #include "models/rv_models.h"
+#include "trace/rv_kname.h"
 #include "graph/rv_precision.h"
 
 /* Class-level ratios for kernels without a cost: compute (GEMM, conv,
@@ -35,18 +37,22 @@ static double tail(double blocks, int sms)
  * name (cuDNN/cuBLAS markers). */
 static int ran_tf32(const char *name)
 {
-    return rv_kernel_dtype(name) == RV_DT_TF32;
+    return rv_kname_dtype(name) == RV_DT_TF32;
 }
 
-/* Seconds on `to` of a costed kernel measured at t_s on `from`. */
+/* Seconds on `to` of a costed kernel measured at t_s on `from`: the
+ * roofline ratio, times the ratio of the two GPUs' achievable efficiencies
+ * for its class and size where the fitted table (cost/rv_keff.h) speaks
+ * for them; *how says whether it did. */
 static double costed_s(const rv_hw *from, const rv_hw *to, int cls, int ptype, double flops,
-                       double bytes, double t_s, int was_tf32)
+                       double bytes, double t_s, int was_tf32, int *how)
 {
-    double a =
-        rv_kmodel_roofline_s(from, rv_kmodel_dtype(from, ptype, cls, was_tf32), flops, bytes);
-    double b = rv_kmodel_roofline_s(
-        to, rv_kmodel_dtype(to, ptype, cls, rv_kmodel_tf32_default(cls, was_tf32)), flops, bytes);
-    return rv_kmodel_keep_eff_s(a, b, t_s);
+    int dt_from = rv_kmodel_dtype(from, ptype, cls, was_tf32);
+    int dt_to = rv_kmodel_dtype(to, ptype, cls, rv_kmodel_tf32_default(cls, was_tf32));
+    double a = rv_kmodel_roofline_s(from, dt_from, flops, bytes);
+    double b = rv_kmodel_roofline_s(to, dt_to, flops, bytes);
+    double f = rv_keff_factor(from, to, cls, dt_from, dt_to, flops, bytes, a, b, how);
+    return rv_kmodel_keep_eff_s(a, b, t_s) * f;
 }
 
 /* Seconds of a costed kernel on `to` at the efficiency the target's stored
@@ -129,7 +135,7 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
     double grp_before[GRP_COUNT] = {0}, grp_after[GRP_COUNT] = {0};
     double k_before = 0, k_costed = 0, k_class = 0, k_after = 0, k_kept = 0;
     size_t n_costed = 0, n_class = 0, n_tf32 = 0, n_target = 0, n_tf32_kept = 0;
-    double k_target = 0, k_tf32_kept = 0;
+    double k_target = 0, k_tf32_kept = 0, k_eff[RV_KEFF_ESTIMATED + 1] = {0};
     double bw = from->hbm_gbps / to->hbm_gbps;
     for (size_t i = 0; i < g->ntasks; i++) {
         const rv_task *k = &g->tasks[i];
@@ -148,7 +154,9 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
             n_target++;
             k_target += s;
         } else {
-            p = costed_s(from, to, cls, f->ptype[e], f->flops[e], f->bytes[e], s, was);
+            int how = RV_KEFF_KEPT;
+            p = costed_s(from, to, cls, f->ptype[e], f->flops[e], f->bytes[e], s, was, &how);
+            k_eff[how] += s;
         }
         if (p <= 0)
             continue;
@@ -188,7 +196,7 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
                 k_costed += s;
                 n_costed++;
             } else {
-                int kc = rv_prec_kclass(name);
+                int kc = rv_kname_class(name);
                 if (kc == RV_KC_COMM) {
                     /* Collectives are the distributed model's (links). */
                     k_kept += s;
@@ -203,6 +211,12 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
             if (ev && ev->grid[0] > 0 && !on_target[i]) {
                 double blocks = (double)ev->grid[0] * (ev->grid[1] > 0 ? ev->grid[1] : 1) *
                                 (ev->grid[2] > 0 ? ev->grid[2] : 1);
+                /* Tensile grids count threads: workgroups are grid / block. */
+                double per = (double)(ev->block[0] > 0 ? ev->block[0] : 1) *
+                             (ev->block[1] > 0 ? ev->block[1] : 1) *
+                             (ev->block[2] > 0 ? ev->block[2] : 1);
+                if (rv_kname_grid_in_threads(name) && per > 1)
+                    blocks = ceil(blocks / per);
                 m *= tail(blocks, to->sms) / tail(blocks, from->sms);
             }
         } else {
@@ -245,6 +259,24 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
     json_object_set_new(o, "compute_ratio", json_real(grp_ratio[GRP_COMPUTE]));
     json_object_set_new(o, "memory_ratio", json_real(grp_ratio[GRP_MEMORY]));
     json_object_set_new(o, "model_error", model_error(t, f, from));
+    json_object_set_new(o, "efficiency_table", json_string(rv_keff_version));
+    json_object_set_new(o, "kernel_time_share_fitted_efficiency",
+                        json_real(k_before > 0 ? k_eff[RV_KEFF_FITTED] / k_before : 0));
+    json_object_set_new(o, "kernel_time_share_estimated_efficiency",
+                        json_real(k_before > 0 ? k_eff[RV_KEFF_ESTIMATED] / k_before : 0));
+    rv_models__warn(o, "gpu_host_kept",
+                    "CPU time (framework ops, launches, data loading) is kept as traced: the "
+                    "host of a %s machine is not modelled; \"platform_overheads\" with stored "
+                    "traces of that platform re-times launches and ops",
+                    to->name);
+    if (k_eff[RV_KEFF_ESTIMATED] > 0)
+        rv_models__warn(o, "gpu_efficiency_estimated",
+                        "%.1f%% of kernel time is fp32 work moved with efficiencies estimated "
+                        "from other GPUs of the same vendor (%s or %s is not in the fitted "
+                        "table): about 15%% median error leaving one GPU out, up to 57%% "
+                        "(docs/ACCURACY.md)",
+                        k_before > 0 ? k_eff[RV_KEFF_ESTIMATED] / k_before * 100 : 0, from->name,
+                        to->name);
     if (k_class + k_kept > 0)
         rv_models__warn(o, "gpu_partly_modelled",
                         "%.1f%% of kernel time has no cost from op shapes: %.1f%% took its "

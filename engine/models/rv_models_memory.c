@@ -27,7 +27,7 @@ static int default_pick(int kind, const rv_graph *g, size_t i)
     if (g->tasks[i].phase != RV_PHASE_FORWARD)
         return 0;
     const char *n = rv_task_name(g, i);
-    int c = rv_kclass_of_name(n);
+    int c = rv_kname_class(n);
     switch (kind) {
     case RV_OPT_VDNN: return c == RV_KC_GEMM; /* conv outputs are offloaded */
     case RV_OPT_GIST:

@@ -44,7 +44,7 @@ int rv_models__power(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv
         if (!n[c])
             continue;
         double p = rv_power_demand_w(&pm, c);
-        json_object_set_new(cls, rv_kclass_name(c),
+        json_object_set_new(cls, rv_kname_class_name(c),
                             json_pack("{s:i, s:f, s:f, s:f}", "tasks_scaled", (json_int_t)n[c],
                                       "time_factor", factor[c], "clock_ratio",
                                       rv_power_clock(&pm, p, cap), "power_w",

@@ -17,7 +17,7 @@
 #include "util/rv_jscan.h"
 #include "util/rv_jsonw.h"
 #include "util/rv_map.h"
-#include "graph/rv_precision.h"
+#include "trace/rv_kname.h"
 #include "trace/rv_shapes.h"
 
 #define MAX_NAME      ((size_t)4 << 20) /* longest event name kept */
@@ -275,6 +275,20 @@ static int add_flow(reader *r, const evscan *s)
     return 0;
 }
 
+/* Python events that mark a module instance: "nn.Module: Qwen2DecoderLayer_3"
+ * (with_modules) and a python-stack module forward ("modeling_qwen2.py(243):
+ * forward"). Kept even without keep_python: rv_layers finds layer
+ * instances in them, and there are few (one per module call). */
+static int python_module_event(const char *name, size_t len)
+{
+    static const char mod[] = "nn.Module: ", fwd[] = "): forward";
+    if (len > sizeof(mod) - 1 && memcmp(name, mod, sizeof(mod) - 1) == 0)
+        return 1;
+    return len > sizeof(fwd) - 1 &&
+           memcmp(name + len - (sizeof(fwd) - 1), fwd, sizeof(fwd) - 1) == 0 &&
+           memmem(name, len, ".py(", 4) != NULL;
+}
+
 static int parse_event(reader *r, int depth)
 {
     evscan s;
@@ -341,7 +355,9 @@ static int parse_event(reader *r, int depth)
             return rc;
     }
 
-    if (s.ph == 'X' && s.cat >= 0 && (s.cat != RV_CAT_PYTHON || r->opts->keep_python)) {
+    if (s.ph == 'X' && s.cat >= 0 &&
+        (s.cat != RV_CAT_PYTHON || r->opts->keep_python ||
+         (s.have_name && python_module_event(r->name.p, r->name.len)))) {
         if (s.ts_st == ST_ABSENT)
             return FAIL_AT(r, RV_ERR_INVALID, start,
                            "complete event (ph \"X\", cat \"%s\") has no \"ts\"",
@@ -739,7 +755,7 @@ int rv_kineto_error_is_et(const rv_error *err)
 static int is_collective_kernel(const rv_trace *t, const rv_event *e)
 {
     const char *n = rv_trace_str(t, e->name);
-    return e->cat == RV_CAT_KERNEL && (strstr(n, "nccl") || strstr(n, "Nccl") || strstr(n, "rccl"));
+    return e->cat == RV_CAT_KERNEL && rv_kname_is_comm(n);
 }
 
 /* Collective kernels that record no group, sequence number or peer take

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "reader/rv_kineto_internal.h"
-#include "graph/rv_precision.h"
+#include "trace/rv_kname.h"
 #include "trace/rv_shapes.h"
 
 /* The reader state (rv_kineto_internal.h), by its short local name. */
@@ -51,7 +51,7 @@ static int ctype_bytes(const char *s, size_t n)
     return 0;
 }
 
-/* An op's "Input type" list: its precision code (rv_precision.h, the
+/* An op's "Input type" list: its precision code (trace/rv_kname.h, the
  * first floating tensor type) and (first, may be NULL) the element width
  * of its first entry; other shapes are skipped. */
 static int read_input_types(reader *r, int depth, uint8_t *code, int *first)
@@ -66,7 +66,7 @@ static int read_input_types(reader *r, int depth, uint8_t *code, int *first)
         if (ok && first && i == 0)
             *first = ctype_bytes(r->sbuf.p, r->sbuf.len);
         if (ok)
-            k = rv_prec_type_merge(k, rv_prec_type_code(r->sbuf.p, r->sbuf.len));
+            k = rv_kname_type_merge(k, rv_kname_type_code(r->sbuf.p, r->sbuf.len));
         rv_shapes_note_type(r->shp, (size_t)i, ok ? r->sbuf.p : NULL, r->sbuf.len);
         c = ws(r);
         if (c == ',') {

@@ -1,7 +1,7 @@
 #include "reader/rv_snapshot.h"
 #include "util/rv_buf.h"
 #include "util/rv_mem.h"
-#include "graph/rv_precision.h"
+#include "trace/rv_kname.h"
 #include "trace/rv_shapes.h"
 
 #include <limits.h>

@@ -8,6 +8,9 @@
 #include "cost/rv_flops.h"
 #include "hw/rv_hw.h"
 #include "cost/rv_memory.h"
+#include "models/rv_parallel.h"
+#include "simulate/rv_pardims.h"
+#include "models/rv_apply.h"
 #include "simulate/rv_power.h"
 #include "graph/rv_precision.h"
 #include "trace/rv_shapes.h"
@@ -45,47 +48,6 @@ static int gpu_count(const rv_graph *g)
         }
     }
     return n > 0 ? n : 1;
-}
-
-/* The batch size the shapes say: the leading dim of the first conv input,
- * else of the first attention query or rank >= 3 linear/matmul input,
- * else of the first 2-D linear/addmm input. 0 when none. *from names it. */
-int64_t rv_metrics_infer_batch(const rv_trace *t, const char **from)
-{
-    static const char *const conv[] = {"aten::conv2d",      "aten::conv1d",       "aten::conv3d",
-                                       "aten::convolution", "aten::_convolution", NULL};
-    static const char *const seq[] = {"aten::scaled_dot_product_attention", "aten::linear",
-                                      "aten::matmul", NULL};
-    static const char *const mlp[] = {"aten::linear", "aten::addmm", NULL};
-    const char *const *lists[3] = {conv, seq, mlp};
-    static const char *const names[3] = {"the first convolution's input",
-                                         "the first attention or 3-D linear input",
-                                         "the first linear layer's input rows"};
-    for (int pass = 0; pass < 3; pass++) {
-        for (size_t k = 0; k < t->nop_shapes; k++) {
-            const rv_op_shape *s = &t->op_shapes[k];
-            const char *n = rv_trace_str(t, t->events[s->event].name);
-            int hit = 0;
-            for (const char *const *l = lists[pass]; *l && !hit; l++)
-                hit = !strcmp(n, *l);
-            if (!hit)
-                continue;
-            /* addmm's input rows are its second argument. */
-            uint32_t ai = (pass == 2 && !strcmp(n, "aten::addmm")) ? 1 : 0;
-            if (ai >= s->nargs)
-                continue;
-            const rv_shape_arg *a = &t->shape_args[s->first + ai];
-            int min_rank = pass == 0 ? 3 : pass == 1 ? 3 : 2;
-            if (a->ndims < min_rank || (pass == 2 && a->ndims != 2))
-                continue;
-            int64_t b = rv_shapes_dims(t, a)[0];
-            if (b > 0) {
-                *from = names[pass];
-                return b;
-            }
-        }
-    }
-    return 0;
 }
 
 /* Points in memory.series. */
@@ -432,11 +394,11 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
     }
     /* Batch size: the request's, else what the shapes say. */
     rv_energy_params ep;
-    rv_whatif_energy_params(w, g, &ep);
+    rv_apply_energy_params(w, g, &ep);
     const char *from = "the request";
     int64_t batch = ep.batch_size > 0 ? ep.batch_size : 0;
     if (!batch && t)
-        batch = rv_metrics_infer_batch(t, &from);
+        batch = rv_shapes_batch(t, &from);
     if (batch > 0 && r->sum.baseline_us > 0 && r->sum.predicted_us > 0) {
         json_object_set_new(o, "batch_size",
                             json_pack("{s:I,s:s}", "value", (json_int_t)batch, "source", from));
@@ -454,6 +416,11 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
         json_object_set_new(o, "throughput", json_null());
     }
     json_object_set_new(o, "utilization", utilization_json(r));
+    /* The dimensions the predicted run communicates over (rv_pardims.h). */
+    int32_t deg[RV_PD_COUNT];
+    json_object_set_new(o, "parallelism",
+                        rv_pardims_json(rv_run_pred_graph(r), rv_run_pred_sim(r), &r->pred_win,
+                                        rv_parallel_degrees(w, deg)));
     json_object_set_new(o, "memory", memory_json(r));
     if (rv_memory_predict(json_object_get(o, "memory"), r->applied))
         rv_run_warn(r, "memory_savers_assumed",
@@ -462,5 +429,7 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
                     "and keeps %d layers prefetched, Gist encodes %.0fx, recompute keeps "
                     "2/sqrt(L) of the activations (docs/models/memory.md)",
                     RV_VDNN_PREFETCH_LAYERS, RV_GIST_ENCODING);
+    /* Per GPU after sharding, when the what-if moved the degrees. */
+    rv_parallel_memory(json_object_get(o, "memory"), r->applied);
     return o;
 }

@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "run/rv_run.h"
+#include "run/rv_run_result.h"
 #include "whatif/rv_whatif.h"
 
 /* Computes r's metrics from its graph, baseline and prediction into a new
@@ -16,9 +16,5 @@
  * NULL) gives a request's batch_size and gpu. Returns the object (new
  * reference) or NULL on OOM. */
 json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w);
-
-/* The batch size t's op shapes say (0 when none); *from (static) names
- * where it was read. */
-int64_t rv_metrics_infer_batch(const rv_trace *t, const char **from);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "models/rv_apply.h"
 #include "reader/rv_et.h"
 #include "run/rv_metrics.h"
 
@@ -21,48 +22,6 @@
 static double ratio(double num, double den)
 {
     return den > 0 ? num / den : 0.0;
-}
-
-void rv_run_warn(rv_run_result *r, const char *code, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (r->nwarnings >= RV_RUN_MAX_WARNINGS) {
-        r->sum.warnings++;
-        return;
-    }
-    rv_warning *w = &r->warnings[r->nwarnings++];
-    snprintf(w->code, sizeof(w->code), "%s", code);
-    va_start(ap, fmt);
-    vsnprintf(w->message, sizeof(w->message), fmt, ap);
-    va_end(ap);
-    r->sum.warnings++;
-}
-
-const rv_graph *rv_run_pred_graph(const rv_run_result *r)
-{
-    return r->pred_graph ? r->pred_graph : r->graph;
-}
-
-const rv_sim *rv_run_pred_sim(const rv_run_result *r)
-{
-    return r->pred_sim ? r->pred_sim : r->base;
-}
-
-void rv_run_result_free(rv_run_result *r)
-{
-    if (!r)
-        return;
-    json_decref(r->applied);
-    json_decref(r->breakdown_base);
-    json_decref(r->breakdown_pred);
-    json_decref(r->top_kernels);
-    json_decref(r->critical_path);
-    json_decref(r->per_iteration);
-    json_decref(r->metrics);
-    rv_sim_free(r->pred_sim);
-    rv_graph_free(r->pred_graph);
-    free(r);
 }
 
 /* The baseline's reports read only the baseline graph and simulation, so
@@ -80,7 +39,7 @@ static void *base_reports(void *arg)
     rv_run_result *r = j->r;
     rv_energy_params p;
 
-    rv_whatif_energy_params(NULL, r->graph, &p);
+    rv_apply_energy_params(NULL, r->graph, &p);
     j->have_energy = rv_power_energy(r->graph, r->base, &p, r->base_win.t0_ns, r->base_win.t1_ns,
                                      &r->base_energy) == 0;
     if (j->summary_only)
@@ -100,7 +59,7 @@ static int predict(rv_run_result *r, const rv_whatif *w, const rv_run_opts *o, c
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory cloning the graph");
     json_decref(r->applied);
     r->applied = NULL;
-    int rc = rv_whatif_apply_stop(w, r->pred_graph, stop, &r->applied, err);
+    int rc = rv_apply_stop(w, r->pred_graph, stop, &r->applied, err);
     if (rc == 0)
         rc = rv_stop_check(stop, err);
     if (rc != 0)
@@ -230,6 +189,12 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
                         missing);
     }
     /* "gpu" says itself whether kernel times were rescaled (rv_models_gpu.c). */
+    if (g->prewindow_gpu_ns > 0)
+        rv_run_warn(r, "queued_before_profiling",
+                    "%zu GPU tasks (%.1f ms of GPU time) were queued before the profiler "
+                    "started; a step that waits for them spends that time finishing earlier "
+                    "work (queueing, replayed as measured), and a what-if does not change it",
+                    g->prewindow_gpu, (double)g->prewindow_gpu_ns / 1e6);
     if (g->inferred_waits || g->inferred_idle || g->inferred_holds || g->prewindow_gpu)
         rv_run_warn(r, "graph_inferred",
                     "the trace lacks records the graph needed: %zu cross-stream waits inferred, "
@@ -279,7 +244,8 @@ rv_stop rv_run_stop_of(const rv_run_opts *o)
                     .cancel_arg = o->cancel_arg};
     /* The budget and the caller's deadline: the earlier one counts. */
     if (o->budget_ms) {
-        int64_t d = rv_stop_now_ms() + (int64_t)o->budget_ms;
+        int64_t from = o->budget_from_ms > 0 ? o->budget_from_ms : rv_stop_now_ms();
+        int64_t d = from + (int64_t)o->budget_ms;
         if (stop.deadline_ms <= 0 || d < stop.deadline_ms) {
             stop.deadline_ms = d;
             stop.budget_ms = o->budget_ms;
@@ -337,7 +303,7 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     const rv_sim *ps = rv_run_pred_sim(r);
     r->pred_win = r->pred_graph ? rv_report_window(pg, ps, r->pred_fig.iter) : r->base_win;
     rv_energy_params p;
-    rv_whatif_energy_params(w, pg, &p);
+    rv_apply_energy_params(w, pg, &p);
     int pred_energy =
         rv_power_energy(pg, ps, &p, r->pred_win.t0_ns, r->pred_win.t1_ns, &r->pred_energy) == 0;
     if (!r->summary_only) {
@@ -380,7 +346,7 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
         memset(&r->pred_energy, 0, sizeof(r->pred_energy));
     }
     rv_energy_params bp;
-    rv_whatif_energy_params(NULL, g, &bp);
+    rv_apply_energy_params(NULL, g, &bp);
     step_stats(r);
     assess(r, w, &bp);
     r->metrics = rv_metrics_compute(r, w);
@@ -492,13 +458,14 @@ static json_t *render(const rv_run_result *r, const char *label, int64_t trace_i
     bad |= put(o, "top_kernels", json_incref(r->top_kernels));
     bad |= put(o, "critical_path", json_incref(r->critical_path));
     bad |= put(o, "model",
-               json_pack("{s:f,s:f,s:I,s:I,s:I,s:I,s:I}", "launch_latency_us", r->launch_latency_us,
-                         "gpu_queue_gap_us", r->gpu_queue_gap_us, "uncorrelated_gpu_tasks",
-                         (json_int_t)r->uncorrelated_gpu, "inferred_stream_waits",
-                         (json_int_t)r->graph->inferred_waits, "inferred_launch_holds",
-                         (json_int_t)r->graph->inferred_holds, "kept_stream_idle",
-                         (json_int_t)r->graph->inferred_idle, "queued_before_window",
-                         (json_int_t)r->graph->prewindow_gpu));
+               json_pack("{s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:f}", "launch_latency_us",
+                         r->launch_latency_us, "gpu_queue_gap_us", r->gpu_queue_gap_us,
+                         "uncorrelated_gpu_tasks", (json_int_t)r->uncorrelated_gpu,
+                         "inferred_stream_waits", (json_int_t)r->graph->inferred_waits,
+                         "inferred_launch_holds", (json_int_t)r->graph->inferred_holds,
+                         "kept_stream_idle", (json_int_t)r->graph->inferred_idle,
+                         "queued_before_window", (json_int_t)r->graph->prewindow_gpu,
+                         "queued_before_window_us", (double)r->graph->prewindow_gpu_ns / 1e3));
     const char *mk;
     json_t *mv;
     json_object_foreach(r->metrics, mk, mv) bad |= put(o, mk, json_incref(mv));

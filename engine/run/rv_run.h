@@ -17,18 +17,22 @@
 #include "simulate/rv_report.h"
 #include "simulate/rv_sim.h"
 #include "util/rv_stop.h"
+#include "run/rv_run_result.h"
 #include "whatif/rv_whatif.h"
 
 /* Defaults shared by every caller. */
 #define RV_RUN_TOP_KERNELS  10
 #define RV_RUN_CRITICAL_MAX 20
-#define RV_RUN_MAX_WARNINGS 32
 
 typedef struct rv_run_opts {
     int64_t iteration;  /* step number (ProfilerStep#N) or RV_ITER_MEDIAN */
     int top_kernels;    /* 0: RV_RUN_TOP_KERNELS */
     int critical_max;   /* 0: RV_RUN_CRITICAL_MAX */
     unsigned budget_ms; /* 0: none; past it the run fails with RV_ERR_BUDGET */
+    /* When the budget started (CLOCK_MONOTONIC ms, rv_stop_now_ms): a
+     * server counts it from the request's arrival, so the parse and the
+     * load before the run are in it; 0: the run's start. */
+    int64_t budget_from_ms;
     /* Stopping a run in progress (rv_stop.h): checked between models,
      * every RV_STOP_EVERY simulated tasks and between reports; a run past
      * either or cancelled fails with RV_ERR_BUDGET. */
@@ -44,56 +48,6 @@ typedef struct rv_run_opts {
     int summary_only;
 } rv_run_opts;
 
-/* The figures a fleet row or a sweep row shows, and what the what-if cache
- * keeps beside the rendered bytes. Energies are per iteration; 0 with
- * have_energy 0 when the GPU is unknown. */
-typedef struct rv_run_summary {
-    double measured_us, baseline_us, predicted_us, speedup, replay_error;
-    int have_energy;
-    double baseline_energy_j, energy_j;
-    int warnings; /* how many warnings the answer carries */
-} rv_run_summary;
-
-/* What an answer rests on: a stable code and one sentence. */
-typedef struct rv_warning {
-    char code[40];
-    char message[240];
-} rv_warning;
-
-/* The measured steps behind the median (warm-up left out). */
-typedef struct rv_step_stats {
-    size_t count;
-    double min_us, median_us, max_us;
-    int bimodal; /* two groups far apart: the median matches no real step */
-    size_t low_count, high_count;
-    double low_median_us, high_median_us;
-} rv_step_stats;
-
-typedef struct rv_run_result {
-    rv_run_summary sum;
-    /* The trace as simulated. */
-    const rv_graph *graph; /* borrowed from the input */
-    const rv_sim *base;    /* borrowed from the input */
-    size_t tasks, edges, iterations;
-    int64_t step; /* the reported step number; -1 median, -2 whole trace */
-    rv_iter_figures base_fig, pred_fig;
-    rv_window base_win, pred_win;
-    rv_energy base_energy, pred_energy; /* zero when !sum.have_energy */
-    double launch_latency_us, gpu_queue_gap_us;
-    size_t uncorrelated_gpu;
-    /* Reports (owned; each may be NULL only after an allocation failure). */
-    json_t *applied, *breakdown_base, *breakdown_pred, *top_kernels, *critical_path, *per_iteration;
-    json_t *metrics; /* TBD's metrics (rv_metrics.h): keys appended to the answer */
-    rv_step_stats steps;
-    rv_warning warnings[RV_RUN_MAX_WARNINGS];
-    size_t nwarnings;
-    /* The prediction, kept when opts.keep_predicted (owned; NULL when the
-     * what-if changes nothing: the baseline is the prediction). */
-    rv_graph *pred_graph;
-    rv_sim *pred_sim;
-    int summary_only; /* opts.summary_only: the reports are NULL; not renderable */
-} rv_run_result;
-
 /* Runs w (borrowed, may be NULL: the unmodified trace) on g and its
  * baseline simulation base (both borrowed; must outlive *out). w's
  * overhead table, when it asks for one, is set by the caller.
@@ -107,18 +61,6 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
 /* The stop a run with these options checks: the caller's deadline and
  * cancel hooks, and the budget counted from now (the earlier one wins). */
 rv_stop rv_run_stop_of(const rv_run_opts *o);
-
-/* Adds a warning (at most RV_RUN_MAX_WARNINGS; later ones are counted in
- * the last). */
-void rv_run_warn(rv_run_result *r, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* The graph and simulation the prediction's reports come from. */
-const rv_graph *rv_run_pred_graph(const rv_run_result *r);
-const rv_sim *rv_run_pred_sim(const rv_run_result *r);
-
-/* NULL-safe. */
-void rv_run_result_free(rv_run_result *r);
 
 /* The answer as JSON (new reference; NULL on OOM). label is what the
  * answer is about: the trace's path for the CLI, NULL for the API (which

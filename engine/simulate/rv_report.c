@@ -694,6 +694,22 @@ json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_win
 
 /* ---- Chrome trace ------------------------------------------------------- */
 
+/* Whether task i is written by rv_report_timeline_chrome for w. */
+static int timeline_has(const rv_graph *g, const rv_sim *s, const rv_window *w, size_t i)
+{
+    if (g->tasks[i].flags & RV_TF_REMOVED)
+        return 0;
+    return !w || (s->end_ns[i] >= w->t0_ns && s->start_ns[i] < w->t1_ns);
+}
+
+size_t rv_report_timeline_count(const rv_graph *g, const rv_sim *s, const rv_window *w)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g->ntasks; i++)
+        n += (size_t)timeline_has(g, s, w, i);
+    return n;
+}
+
 int rv_report_timeline_chrome(const rv_graph *g, const rv_sim *s, const rv_window *w, FILE *f)
 {
     uint8_t *crit = calloc(g->ntasks + 1, 1);
@@ -716,9 +732,7 @@ int rv_report_timeline_chrome(const rv_graph *g, const rv_sim *s, const rv_windo
                ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"GPU\"}}");
     for (size_t i = 0; i < g->ntasks; i++) {
         const rv_task *t = &g->tasks[i];
-        if (t->flags & RV_TF_REMOVED)
-            continue;
-        if (w && (s->end_ns[i] < w->t0_ns || s->start_ns[i] >= w->t1_ns))
+        if (!timeline_has(g, s, w, i))
             continue;
         const rv_thread *th = &g->threads[t->thread];
         fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", rv_cat_name(t->cat));

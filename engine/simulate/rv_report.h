@@ -70,6 +70,9 @@ json_t *rv_report_iterations(const rv_graph *g, const rv_sim *s);
 /* Writes the simulated timeline of [w->t0, w->t1) (all when w is NULL) as
  * Chrome-trace JSON that Perfetto opens. Returns 0 or RV_ERR_IO. */
 int rv_report_timeline_chrome(const rv_graph *g, const rv_sim *s, const rv_window *w, FILE *f);
+/* The number of task events rv_report_timeline_chrome writes for w, so a
+ * caller can bound an answer before writing it. */
+size_t rv_report_timeline_count(const rv_graph *g, const rv_sim *s, const rv_window *w);
 
 /* Marks the tasks on the critical path ending at the window's end; out has
  * g->ntasks bytes. Returns the number of tasks marked. */

@@ -364,7 +364,14 @@ int64_t rv_sim_map_time(const rv_graph *g, const rv_sim *s, int32_t thread, int6
     int32_t p = lo - 1;
     if (p < th->first) {
         const rv_task *f = &g->tasks[th->first];
-        return s->start_ns[th->first] - (f->meas_start_ns - meas);
+        int64_t anchor = s->start_ns[th->first];
+        /* A first call that waits (a sync on work queued before the
+         * window) entered its wait at its measured start, not at its
+         * simulated start after the wait: nothing earlier on its thread
+         * could have moved it. */
+        if ((f->flags & RV_TF_SYNC) && f->meas_start_ns >= 0 && f->meas_start_ns < anchor)
+            anchor = f->meas_start_ns;
+        return anchor - (f->meas_start_ns - meas);
     }
     const rv_task *t = &g->tasks[p];
     int64_t meas_end = t->meas_start_ns + t->meas_dur_ns;

@@ -77,6 +77,42 @@ double rv_coll_time(const rv_net *net, int op, int algo, double bytes)
            rv_coll_busbw_factor(op, n) * bytes / rv_coll_ring_bw(net);
 }
 
+double rv_coll_nccl_time(const rv_net *net, int op, int algo, double bytes)
+{
+    /* {LL, LL128, Simple} */
+    static const double proto_bw[3] = {0.5, 0.92, 1.0};
+    static const double base_ring[3] = {6.6, 14, 8.4}, base_tree[3] = {6.8, 14, 8.4};
+    static const double nvlink[3] = {0.6, 1.9, 3.4}, pcie[3] = {1.0, 2.5, 5.7};
+    static const double net_ring[3] = {2.7, 4.0, 14}, net_tree[3] = {5, 8.5, 14};
+    int n = net->n;
+    if (n <= 1 || bytes <= 0)
+        return 0;
+    int tree = algo == RV_ALGO_TREE && op == RV_COLL_ALLREDUCE;
+    if (algo != RV_ALGO_RING && !tree)
+        return rv_coll_time(net, op, algo, bytes);
+    int m = rv_net_nodes(net);
+    double scale = net->alpha_s > 0 ? net->alpha_s / 5e-6 : 0;
+    const double *intra = net->intra_bps < 30e9 ? pcie : nvlink;
+    double busbw = rv_coll_ring_bw(net), best = -1;
+    for (int p = 0; p < 3; p++) {
+        double lat, bw;
+        if (tree) {
+            int per = (n + m - 1) / m;
+            lat =
+                base_tree[p] + 2.0 * ((per - 1) * intra[p] + log2((double)m) * net_tree[p]) * scale;
+            bw = bytes / (0.5 * 0.92 * busbw * proto_bw[p]);
+        } else {
+            double steps = ring_steps(op, n), inter = m > 1 ? ring_steps(op, m) : 0;
+            lat = base_ring[p] + ((steps - inter) * intra[p] + inter * net_ring[p]) * scale;
+            bw = rv_coll_busbw_factor(op, n) * bytes / (busbw * proto_bw[p]);
+        }
+        double t = lat * 1e-6 + bw;
+        if (best < 0 || t < best)
+            best = t;
+    }
+    return best;
+}
+
 double rv_coll_bytes_for_time(const rv_net *net, int op, int algo, double seconds)
 {
     if (net->n <= 1 || !(seconds > 0) || rv_coll_time(net, op, algo, 1.0) >= seconds)
@@ -162,41 +198,4 @@ double rv_coll_table_time(const rv_coll_table *t, double bytes)
     double y0 = log(t->seconds[k - 1]), y1 = log(t->seconds[k]);
     double slope = (y1 - y0) / (x1 - x0);
     return exp(y0 + slope * (log(bytes) - x0));
-}
-
-/* The kind of a collective kernel, by its name. RV_TF_NCCL (rv_graph.c)
- * says which kernels are collectives, whatever library ran them; the name
- * only says which kind. *named is 0 when the name says nothing: such a
- * kernel is costed as an all-reduce, the usual collective of training. */
-int rv_coll_op_of(const char *name, int *named)
-{
-    static const struct {
-        const char *mark;
-        int op;
-    } marks[] = {
-        /* Before "reduce" and "allreduce": a reduce-scatter names both. */
-        {"reducescatter", RV_COLL_REDUCE_SCATTER},
-        {"reduce_scatter", RV_COLL_REDUCE_SCATTER},
-        {"allgather", RV_COLL_ALLGATHER},
-        {"all_gather", RV_COLL_ALLGATHER},
-        {"broadcast", RV_COLL_BROADCAST},
-        {"alltoall", RV_COLL_ALLTOALL},
-        {"all_to_all", RV_COLL_ALLTOALL},
-        {"sendrecv", RV_COLL_ALLTOALL}, /* NCCL runs all-to-all as grouped send/recv */
-        {"allreduce", RV_COLL_ALLREDUCE},
-        {"all_reduce", RV_COLL_ALLREDUCE},
-        /* DeepEP's expert-parallel exchange, and plain point-to-point. */
-        {"dispatch", RV_COLL_ALLTOALL},
-        {"combine", RV_COLL_ALLTOALL},
-        {"send", RV_COLL_ALLTOALL},
-        {"recv", RV_COLL_ALLTOALL},
-        /* A reduce to one rank costs what a broadcast from it does. */
-        {"reduce", RV_COLL_BROADCAST},
-    };
-    *named = 1;
-    for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]); k++)
-        if (strcasestr(name, marks[k].mark))
-            return marks[k].op;
-    *named = 0;
-    return RV_COLL_ALLREDUCE;
 }

@@ -45,6 +45,18 @@ double rv_coll_ring_bw(const rv_net *net);
  * allreduce; other ops use the ring. n <= 1 gives 0. */
 double rv_coll_time(const rv_net *net, int op, int algo, double bytes);
 
+/* NCCL's own tuning model (nccl src/graph/tuning.cc; MODELS.md B3): the
+ * fastest protocol (LL, LL128, Simple) of the algorithm, each
+ * `lat + S * F / (busbw * proto)`: base latency per protocol plus a
+ * per-step latency inside a node (NVLink, else PCIe when intra_bps is
+ * under 30 GB/s) and across nodes (NCCL's network table), the per-step
+ * ones scaled by alpha_s / 5 us so that latency_us still moves them; busbw is
+ * rv_coll_ring_bw. Ring: 2(n-1) steps for an all-reduce, n-1 for the
+ * others. Tree (all-reduce only): log-depth latency and half of 92% of
+ * busbw, so never cheaper than the ring for large messages. Other algo
+ * values fall back to rv_coll_time. n <= 1 gives 0. Seconds. */
+double rv_coll_nccl_time(const rv_net *net, int op, int algo, double bytes);
+
 /* The message size whose modelled time (rv_coll_time with the same net, op
  * and algo) is `seconds`: the inverse of rv_coll_time, found by bisection
  * so that every algorithm inverts the same way. 0 when seconds is at or
@@ -74,9 +86,5 @@ double rv_coll_table_time(const rv_coll_table *t, double bytes);
 
 /* Parameter server push + pull of `bytes` (MODELS.md B8). */
 double rv_coll_ps(const rv_net *net, double bytes);
-
-/* The kind of a collective kernel by its name (rv_coll_op; *named 0 when
- * the name says nothing and an all-reduce is assumed). */
-int rv_coll_op_of(const char *name, int *named);
 
 #endif

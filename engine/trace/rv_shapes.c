@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "util/rv_map.h"
-#include "graph/rv_precision.h"
+#include "trace/rv_kname.h"
 #include "util/rv_sort.h"
 
 #define MAX_OPS  ((size_t)16 << 20)
@@ -112,7 +112,7 @@ int rv_shapes_itemsize(const char *s, size_t n)
 int rv_shapes_ptype(const char *s, size_t n)
 {
     unwrap(&s, &n);
-    return rv_prec_type_code(s, n);
+    return rv_kname_type_code(s, n);
 }
 
 void rv_shapes_clear(rv_trace *t)
@@ -497,4 +497,45 @@ int rv_shapes_commit_mem(rv_trace *t, rv_shapes_pending *p, int instant, const c
     }
     rv_shapes_pending_reset(p);
     return rc < 0 ? rc : 0;
+}
+
+/* The batch size the shapes say: the leading dim of the first conv input,
+ * else of the first attention query or rank >= 3 linear/matmul input,
+ * else of the first 2-D linear/addmm input. 0 when none. *from names it. */
+int64_t rv_shapes_batch(const rv_trace *t, const char **from)
+{
+    static const char *const conv[] = {"aten::conv2d",      "aten::conv1d",       "aten::conv3d",
+                                       "aten::convolution", "aten::_convolution", NULL};
+    static const char *const seq[] = {"aten::scaled_dot_product_attention", "aten::linear",
+                                      "aten::matmul", NULL};
+    static const char *const mlp[] = {"aten::linear", "aten::addmm", NULL};
+    const char *const *lists[3] = {conv, seq, mlp};
+    static const char *const names[3] = {"the first convolution's input",
+                                         "the first attention or 3-D linear input",
+                                         "the first linear layer's input rows"};
+    for (int pass = 0; pass < 3; pass++) {
+        for (size_t k = 0; k < t->nop_shapes; k++) {
+            const rv_op_shape *s = &t->op_shapes[k];
+            const char *n = rv_trace_str(t, t->events[s->event].name);
+            int hit = 0;
+            for (const char *const *l = lists[pass]; *l && !hit; l++)
+                hit = !strcmp(n, *l);
+            if (!hit)
+                continue;
+            /* addmm's input rows are its second argument. */
+            uint32_t ai = (pass == 2 && !strcmp(n, "aten::addmm")) ? 1 : 0;
+            if (ai >= s->nargs)
+                continue;
+            const rv_shape_arg *a = &t->shape_args[s->first + ai];
+            int min_rank = pass == 0 ? 3 : pass == 1 ? 3 : 2;
+            if (a->ndims < min_rank || (pass == 2 && a->ndims != 2))
+                continue;
+            int64_t b = rv_shapes_dims(t, a)[0];
+            if (b > 0) {
+                *from = names[pass];
+                return b;
+            }
+        }
+    }
+    return 0;
 }

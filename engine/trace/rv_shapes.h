@@ -28,7 +28,7 @@ int rv_shapes_add(rv_trace *t, int32_t event, const rv_shape_arg *args, size_t n
  * ("float", "c10::BFloat16", "long int", "Tensor(c10::Half)"); 0 unknown. */
 int rv_shapes_itemsize(const char *s, size_t n);
 
-/* The same text's rv_prec_type (rv_precision.h), "Tensor(...)" unwrapped. */
+/* The same text's rv_prec_type (trace/rv_kname.h), "Tensor(...)" unwrapped. */
 int rv_shapes_ptype(const char *s, size_t n);
 
 /* Drops every op shape (the arrays are kept for reuse). */
@@ -98,5 +98,9 @@ int rv_shapes_read_concrete(rv_jscan *js, int depth, rv_shapes_pending *p, rv_bu
  * Dims" was seen (event -1: not an op, nothing), then forgets the event's
  * arguments. 0 or a negative rv_err. */
 int rv_shapes_commit(rv_trace *t, int32_t event, rv_shapes_pending *p);
+
+/* The batch size t's op shapes say (0 when none); *from (static) names
+ * where it was read. */
+int64_t rv_shapes_batch(const rv_trace *t, const char **from);
 
 #endif

@@ -94,7 +94,7 @@ typedef struct rv_shape_arg {
     int32_t nvals;    /* ints of a scalar or int-list value; -1 none */
     uint32_t dims;    /* first dim in shape_ints */
     uint32_t vals;    /* first value in shape_ints */
-    uint8_t ptype;    /* rv_prec_type of a tensor (rv_precision.h); 0 unknown */
+    uint8_t ptype;    /* rv_prec_type of a tensor (trace/rv_kname.h); 0 unknown */
     uint8_t is_out;   /* an output (ETs only; Kineto records inputs) */
     uint8_t itemsize; /* bytes per element of a tensor; 0 unknown */
     uint8_t pad;

@@ -1,6 +1,7 @@
-/* The what-if request document: parsing, validation, the order in which
- * models apply, and the energy of a simulated window. The models themselves
- * live in rv_models_*.c; docs/whatif.md is the user-facing contract. */
+/* The what-if request document: parsing and validation into typed
+ * requests (rv_whatif_types.h). The models live in models/rv_models_*.c,
+ * the order in which they apply and the energy of a simulated window in
+ * models/rv_apply.c; docs/whatif.md is the user-facing contract. */
 #include "whatif/rv_whatif.h"
 
 #include <errno.h>
@@ -9,8 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/rv_models.h"
-#include "graph/rv_retime.h"
+#include "whatif/rv_whatif_types.h"
 #include "whatif/rv_whatif_spec.h"
 
 #define RV_WHATIF_MAX_OPTS 256
@@ -161,7 +161,8 @@ int rv_whatif_parse(const json_t *doc, rv_whatif **out, rv_error *err)
     w = calloc(1, sizeof(*w));
     if (!w)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-    static const char *const structural[] = {"optimizations", "distributed", "job", NULL};
+    static const char *const structural[] = {"optimizations", "distributed", "parallel", "job",
+                                             NULL};
     if ((rc = rv_spec_read(doc, "", rv_spec_top, rv_spec_ntop, structural, w, err)) != 0)
         goto out;
     w->has_schedule = w->schedule != RV_SCHED_EARLIEST_START;
@@ -203,6 +204,19 @@ int rv_whatif_parse(const json_t *doc, rv_whatif **out, rv_error *err)
         if ((rc = parse_dist(d, &w->dist, err)) != 0)
             goto out;
         w->has_dist = 1;
+    }
+    json_t *par = json_object_get(doc, "parallel");
+    if (par && !json_is_null(par)) {
+        if (!json_is_object(par)) {
+            rc = rv_error_field(err, RV_ERR_INVALID, "parallel", "parallel must be an object");
+            goto out;
+        }
+        w->par.zero = -1;
+        rc =
+            rv_spec_read(par, "parallel.", rv_spec_parallel, rv_spec_nparallel, NULL, &w->par, err);
+        if (rc != 0)
+            goto out;
+        w->has_par = 1;
     }
     json_t *job = json_object_get(doc, "job");
     if (job && !json_is_null(job)) {
@@ -289,7 +303,7 @@ int rv_whatif_parse_text(const char *text, rv_whatif **out, rv_error *err)
 
 int rv_whatif_is_empty(const rv_whatif *w)
 {
-    return !w || (w->nopts == 0 && !w->has_dist && w->power_limit_w <= 0 &&
+    return !w || (w->nopts == 0 && !w->has_dist && !w->has_par && w->power_limit_w <= 0 &&
                   w->power_limit_frac <= 0 && !w->has_schedule && !w->platform_overheads &&
                   !w->platform_kmodels && !w->has_job && !w->gpu[0]);
 }
@@ -343,203 +357,6 @@ int rv_whatif_schedule(const rv_whatif *w)
     if (w->has_dist && w->dist.p3 && !w->has_schedule)
         return RV_SCHED_PRIORITY;
     return w->schedule;
-}
-
-/* ---- apply -------------------------------------------------------------- */
-
-/* The power limit w asks for on g in watts: power_limit_w, or
- * power_limit_frac of the GPU's default limit. 0 when neither is given;
- * a negative rv_err when the fraction has no GPU row to resolve against or
- * falls below the GPU's lowest settable limit. */
-static int power_cap(const rv_whatif *w, const rv_graph *g, double *cap_w, rv_error *err)
-{
-    *cap_w = w->power_limit_w;
-    if (w->power_limit_frac <= 0)
-        return 0;
-    const rv_hw *hw = rv_models__hw(w, g);
-    if (!hw || hw->default_pl_w <= 0)
-        return rv_error_field(err, RV_ERR_INVALID, "power_limit_frac",
-                              "power_limit_frac needs the GPU's default power limit, and this "
-                              "trace's GPU is not in the hardware table: give power_limit_w "
-                              "(watts) or gpu");
-    *cap_w = w->power_limit_frac * hw->default_pl_w;
-    if (*cap_w < hw->min_pl_w)
-        return rv_error_field(err, RV_ERR_INVALID, "power_limit_frac",
-                              "power_limit_frac = %g is %g W, below the minimum limit of %s (%g W)",
-                              w->power_limit_frac, *cap_w, hw->name, hw->min_pl_w);
-    return 0;
-}
-
-static int run_opt(const rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied, rv_error *err)
-{
-    switch (o->kind) {
-    case RV_OPT_AMP: return rv_models__amp(w, o, g, applied, err);
-    case RV_OPT_FUSED_OPTIMIZER: return rv_models__fused_optimizer(w, o, g, applied, err);
-    case RV_OPT_KERNEL_FUSION: return rv_models__kernel_fusion(w, o, g, applied, err);
-    case RV_OPT_RESTRUCTURE_BN: return rv_models__restructure_bn(w, o, g, applied, err);
-    case RV_OPT_VDNN:
-    case RV_OPT_GIST:
-    case RV_OPT_RECOMPUTE:
-    case RV_OPT_GRAD_ACCUM: return rv_models__memory_saver(w, o, g, applied, err);
-    case RV_OPT_DATALOADER: return rv_models__dataloader(w, o, g, applied, err);
-    case RV_OPT_BATCH_SIZE: return rv_models__batch_size(w, o, g, applied, err);
-    default: return rv_models__generic(w, o, g, applied, err);
-    }
-}
-
-/* A fingerprint of everything a model may change (task count, edges,
- * durations, gaps, flags), so an answer can say which model changed
- * nothing: a what-if that matched no task must not read as "no gain". */
-static uint64_t graph_print(const rv_graph *g)
-{
-    const uint64_t prime = 1099511628211ull;
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)g->ntasks;
-    h = (h ^ (uint64_t)g->nedges) * prime;
-    for (size_t i = 0; i < g->ntasks; i++) {
-        const rv_task *t = &g->tasks[i];
-        h = (h ^ (uint64_t)t->dur_ns) * prime;
-        h = (h ^ (uint64_t)t->gap_ns) * prime;
-        h = (h ^ t->flags) * prime;
-    }
-    return h;
-}
-
-/* Records on the model's applied entry (the last one) whether it changed
- * the graph. */
-static void mark_changed(json_t *arr, int changed)
-{
-    json_t *o = json_array_get(arr, json_array_size(arr) ? json_array_size(arr) - 1 : 0);
-    if (json_is_object(o))
-        json_object_set_new(o, "changed", json_boolean(changed));
-}
-
-int rv_whatif_apply(const rv_whatif *w, rv_graph *g, json_t **applied, rv_error *err)
-{
-    return rv_whatif_apply_stop(w, g, NULL, applied, err);
-}
-
-int rv_whatif_apply_stop(const rv_whatif *w, rv_graph *g, const rv_stop *stop, json_t **applied,
-                         rv_error *err)
-{
-    int rc = 0;
-    json_t *arr = json_array();
-    if (applied)
-        *applied = NULL;
-    if (!arr)
-        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-    if (!w)
-        goto done;
-    if (w->platform_overheads) {
-        /* First, so that every model works on the platform's host times. */
-        json_t *o = NULL;
-        if (!w->overheads) {
-            rc = rv_error_field(err, RV_ERR_UNSUPPORTED, "host_overheads",
-                                "host_overheads is platform but no platform statistics were "
-                                "given (the service supplies its platform's; the CLI takes "
-                                "--overheads-from TRACE)");
-            goto fail;
-        }
-        if ((rc = rv_retime_overheads(g, w->overheads, &o, err)) != 0)
-            goto fail;
-        json_array_append_new(arr, o);
-    }
-    if (w->platform_kmodels && !w->kmodel_platform && !w->kmodel_target) {
-        rc = rv_error_field(err, RV_ERR_UNSUPPORTED, "kernel_models",
-                            "kernel_models is platform but no platform kernel models were given "
-                            "(the service supplies the trace's platform's on "
-                            "/v1/traces/{id}/whatif; elsewhere ask with \"trace\")");
-        goto fail;
-    }
-    if (w->gpu[0]) {
-        /* Before the optimizations: they then act on the other GPU. */
-        if ((rc = rv_stop_check(stop, err)) != 0)
-            goto fail;
-        uint64_t before = graph_print(g);
-        if ((rc = rv_models__gpu(w, g, arr, err)) != 0)
-            goto fail;
-        /* Not rescaled is said by its own warning, not as "no effect". */
-        json_t *last = json_array_get(arr, json_array_size(arr) - 1);
-        if (json_is_true(json_object_get(last, "rescaled")))
-            mark_changed(arr, before != graph_print(g));
-    }
-    for (int stage = RV_STAGE_PRECISION; stage <= RV_STAGE_DATALOADER; stage++) {
-        if (stage == RV_STAGE_DISTRIBUTED && w->has_dist) {
-            if ((rc = rv_stop_check(stop, err)) != 0)
-                goto fail;
-            uint64_t before = graph_print(g);
-            if ((rc = rv_models__distributed(w, g, arr, err)) != 0)
-                goto fail;
-            mark_changed(arr, before != graph_print(g));
-        }
-        if (stage == RV_STAGE_POWER && (w->power_limit_w > 0 || w->power_limit_frac > 0)) {
-            /* The model sees the fraction as the watts it stands for. */
-            rv_whatif resolved = *w;
-            if ((rc = rv_stop_check(stop, err)) != 0 ||
-                (rc = power_cap(w, g, &resolved.power_limit_w, err)) != 0)
-                goto fail;
-            uint64_t before = graph_print(g);
-            if ((rc = rv_models__power(&resolved, g, arr, err)) != 0)
-                goto fail;
-            mark_changed(arr, before != graph_print(g));
-        }
-        for (size_t i = 0; i < w->nopts; i++) {
-            if (w->opts[i].stage != stage)
-                continue;
-            if ((rc = rv_stop_check(stop, err)) != 0)
-                goto fail;
-            /* Selectors match under the same stop; a pattern past its
-             * match limit fails the model (rv_select_finish). */
-            rv_select_set_stop(&w->opts[i].sel, stop);
-            uint64_t before = graph_print(g);
-            rc = run_opt(w, &w->opts[i], g, arr, err);
-            int src = rv_select_finish(&w->opts[i].sel, rc ? NULL : err);
-            if (rc == 0)
-                rc = src;
-            if (rc != 0)
-                goto fail;
-            mark_changed(arr, before != graph_print(g));
-        }
-    }
-    if (w->has_schedule || rv_whatif_schedule(w) != RV_SCHED_EARLIEST_START) {
-        json_t *o = json_pack("{s:s, s:s}", "model", "schedule", "policy",
-                              rv_schedule_name(rv_whatif_schedule(w)));
-        if (o)
-            json_array_append_new(arr, o);
-    }
-done:
-    if (applied)
-        *applied = arr;
-    else
-        json_decref(arr);
-    return 0;
-fail:
-    json_decref(arr);
-    return rc;
-}
-
-/* ---- what energy assumes ------------------------------------------------ */
-
-void rv_whatif_energy_params(const rv_whatif *w, const rv_graph *g, rv_energy_params *out)
-{
-    memset(out, 0, sizeof(*out));
-    out->hw = rv_models__hw(w, g);
-    double cap = 0;
-    rv_error ignored;
-    /* A fraction that cannot be resolved already failed the apply. */
-    if (w && power_cap(w, g, &cap, &ignored) != 0)
-        cap = 0;
-    out->cap_w = cap > 0 ? cap : rv_power_trace_cap(g, out->hw);
-    if (out->cap_w <= 0) {
-        rv_power_model pm;
-        rv_power_init(&pm, out->hw);
-        out->cap_w = pm.tdp_w;
-    }
-    out->ranks = 1;
-    if (w && w->has_dist)
-        out->ranks = w->dist.workers;
-    else if (g->trace && g->trace->world_size > 1)
-        out->ranks = g->trace->world_size;
-    out->batch_size = w ? w->batch_size : 0;
 }
 
 const char *rv_whatif_gpu_override(const rv_whatif *w)

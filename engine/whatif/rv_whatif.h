@@ -39,19 +39,8 @@ void rv_whatif_free(rv_whatif *w);
  * setup, no power limit, default schedule). */
 int rv_whatif_is_empty(const rv_whatif *w);
 
-/* Rewrites g in place in the documented order. *applied (new reference,
- * may be NULL on error) lists what each model changed: tasks scaled,
- * removed, inserted, its parameters, and "changed": false when the model
- * left the graph as it was (it matched no task). */
-int rv_whatif_apply(const rv_whatif *w, rv_graph *g, json_t **applied, rv_error *err);
-/* rv_whatif_apply that stops (borrowed, may be NULL) when stop says so:
- * checked before each model and while selectors match; then returns
- * RV_ERR_BUDGET and the graph is half-rewritten (throw it away). */
-int rv_whatif_apply_stop(const rv_whatif *w, rv_graph *g, const rv_stop *stop, json_t **applied,
-                         rv_error *err);
-
 /* Host-overhead statistics of the trace's platform (borrowed; must outlive
- * rv_whatif_apply), used when the document says "host_overheads":
+ * rv_apply), used when the document says "host_overheads":
  * "platform": the graph's host work is re-timed from them first
  * (rv_retime.h). */
 struct rv_oh_table;
@@ -65,7 +54,7 @@ void rv_whatif_drop_gpu(rv_whatif *w);
 
 /* Kernel models of the trace's platform and, with "gpu", of the stored
  * platforms of that GPU (both borrowed, may be NULL; must outlive
- * rv_whatif_apply), used when the document says "kernel_models":
+ * rv_apply), used when the document says "kernel_models":
  * "platform": the models that fit kernel efficiencies in the trace
  * (batch_size) take the platform's for the sizes the trace lacks, and
  * `gpu` times a costed kernel at the target's measured efficiency for its
@@ -94,12 +83,5 @@ const char *rv_whatif_gpu_override(const rv_whatif *w);
 
 /* The schedule policy the document asks for (RV_SCHED_EARLIEST_START default). */
 int rv_whatif_schedule(const rv_whatif *w);
-
-/* What the energy of a simulated g under w (NULL: the trace as it ran)
- * assumes: its GPU (the override when given), the cap (the what-if's, else
- * the trace's), the ranks one simulated rank stands for (the workers of a
- * data-parallel what-if, else the world size of a multi-rank trace) and
- * the batch size. */
-void rv_whatif_energy_params(const rv_whatif *w, const rv_graph *g, rv_energy_params *out);
 
 #endif

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "hw/rv_hw.h"
-#include "models/rv_models.h"
+#include "whatif/rv_whatif_types.h"
 #include "simulate/rv_sim.h"
 
 #define O(m) offsetof(rv_opt, m)
@@ -215,6 +215,8 @@ const rv_field_spec rv_spec_select[] = {
     ENUM("phase", NONE, "forward,backward,optimizer,dataloader,unknown", NULL, NULL,
          "training phase"),
     INT("stream", NONE, 0, INT32_MAX, NULL, 0, "GPU stream id"),
+    INT("layer_instance", NONE, 0, INT32_MAX, NULL, 0,
+        "layer index (decoder layer 17: 17), from the trace's module annotations"),
 };
 const size_t rv_spec_nselect = sizeof(rv_spec_select) / sizeof(rv_spec_select[0]);
 
@@ -285,6 +287,19 @@ const rv_field_spec rv_spec_job[] = {
         "the traced ones"),
 };
 const size_t rv_spec_njob = sizeof(rv_spec_job) / sizeof(rv_spec_job[0]);
+
+#define P(m) offsetof(rv_par, m)
+const rv_field_spec rv_spec_parallel[] = {
+    INT("data", P(data), 1, 1 << 20, NULL, 0, "data-parallel ranks (default: as traced)"),
+    INT("zero", P(zero), 0, 3, NULL, 0,
+        "ZeRO / FSDP stage: 0 DDP, 1 optimizer state, 2 + gradients, 3 + parameters sharded"),
+    INT("tensor", P(tensor), 1, 1024, NULL, 0, "tensor-parallel degree (default: as traced, 1)"),
+    INT("pipeline", P(pipeline), 1, 1024, NULL, 0, "pipeline stages (default: as traced, 1)"),
+    INT("microbatches", P(microbatches), 1, 1 << 16, NULL, 0,
+        "micro-batches per step of a pipeline (default 1)"),
+    INT("expert", P(expert), 1, 1 << 16, NULL, 0, "expert-parallel degree (default: as traced)"),
+};
+const size_t rv_spec_nparallel = sizeof(rv_spec_parallel) / sizeof(rv_spec_parallel[0]);
 
 const rv_kind_spec *rv_spec_kind(const char *kind)
 {
@@ -532,8 +547,9 @@ json_t *rv_whatif_kinds(void)
                                              k->doc, "example", json_loads(k->example, 0, NULL),
                                              "fields", fields_json(k->fields, RV_SPEC_MAX_FIELDS)));
     }
-    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:s}", "optimizations", arr, "distributed",
-                     fields_json(rv_spec_dist, rv_spec_ndist), "job",
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:s}", "optimizations", arr, "distributed",
+                     fields_json(rv_spec_dist, rv_spec_ndist), "parallel",
+                     fields_json(rv_spec_parallel, rv_spec_nparallel), "job",
                      fields_json(rv_spec_job, rv_spec_njob), "top_level",
                      fields_json(rv_spec_top, rv_spec_ntop), "selector",
                      fields_json(rv_spec_select, rv_spec_nselect), "order",

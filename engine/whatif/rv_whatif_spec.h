@@ -54,6 +54,9 @@ extern const rv_kind_spec rv_spec_kinds[];
 extern const size_t rv_spec_nkinds;
 extern const rv_field_spec rv_spec_dist[], rv_spec_top[], rv_spec_select[];
 extern const size_t rv_spec_ndist, rv_spec_ntop, rv_spec_nselect;
+/* "parallel": other parallelism degrees (rv_par). */
+extern const rv_field_spec rv_spec_parallel[];
+extern const size_t rv_spec_nparallel;
 /* "job": the job-level what-ifs (rv_job_whatif). */
 extern const rv_field_spec rv_spec_job[];
 extern const size_t rv_spec_njob;

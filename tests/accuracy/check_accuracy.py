@@ -98,6 +98,17 @@ def main():
         check(abs(r["error"]) <= 0.10, "power cap %d W: measured %.3f, predicted %.3f, error %s" % (
             r["cap_w"], r["measured"], r["predicted"], pct(r["error"])))
 
+    # Cross-GPU kernel time on NeuSight's tables (scripts/fit_keff.py).
+    xt = [r for r in rows if r["kind"] == "cross_gpu_table"]
+    if os.path.isdir(os.path.join(TRACES, "ground-truth/neusight")):
+        check(len(xt) >= 80, "NeuSight cross-GPU rows: %d (need >= 80)" % len(xt))
+    for key, limit, what in (("predicted", 0.10, "fitted table"), ("lomo", 0.15, "leave one model out"),
+                             ("logo", 0.15, "leave one GPU out")):
+        v = [abs(r[key] / r["measured"] - 1) for r in xt if r.get(key) is not None]
+        if v:
+            check(statistics.median(v) <= limit, "NeuSight cross-GPU %s: median %s <= %s (max %s, %d)" % (
+                what, pct(statistics.median(v)), pct(limit), pct(max(v)), len(v)))
+
     # GPU rows, when a GPU session has committed them.
     grep = [r for r in sel("gpu", "replay", "iteration_us") if r.get("error") is not None]
     if grep:

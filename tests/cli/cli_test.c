@@ -586,6 +586,38 @@ static void test_kernel_models_from(void)
                    "neither");
 }
 
+/* advise: ranked plans as JSON; the top one's what-if, given to simulate,
+ * gives its predicted_us; a bad objective is a usage error. */
+static void test_advise(void)
+{
+    run_result r;
+    run(&r, (const char *const[]){"advise", SAMPLE, "--compact", NULL});
+    if (r.status != 0)
+        fprintf(stderr, "\n  exit %d: %s\n", r.status, r.err);
+    CU_ASSERT_EQUAL_FATAL(r.status, 0);
+    json_t *doc = json_loads(r.out, 0, NULL);
+    run_free(&r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+    const json_t *top = json_array_get(json_object_get(doc, "candidates"), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(top);
+    CU_ASSERT(number(doc, "searched") > 0);
+    char *changes = json_dumps(json_object_get(top, "changes"), JSON_COMPACT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(changes ? changes : "", "dataloader"));
+    free(changes);
+    char *whatif = json_dumps(json_object_get(top, "whatif"), JSON_COMPACT);
+    run(&r, (const char *const[]){"simulate", SAMPLE, "--whatif", whatif, "--compact", NULL});
+    CU_ASSERT_EQUAL(r.status, 0);
+    json_t *sim = json_loads(r.out, 0, NULL);
+    double want = number(top, "predicted_us"), got = sim ? number(sim, "predicted_us") : 0;
+    CU_ASSERT(fabs(got - want) <= 0.005 * want);
+    json_decref(sim);
+    run_free(&r);
+    free(whatif);
+    json_decref(doc);
+    expect_failure((const char *const[]){"advise", SAMPLE, "--objective", "fame", NULL},
+                   "--objective wants time or energy");
+}
+
 int main(void)
 {
     const char *bin = getenv("RV_BIN_DIR");
@@ -616,5 +648,6 @@ int main(void)
     CU_add_test(s, "simulate ET --gpu: an execution trace alone", test_simulate_et_alone);
     CU_add_test(s, "simulate --kernel-models-from", test_kernel_models_from);
     CU_add_test(s, "kernels --fit another trace", test_kernels_fit);
+    CU_add_test(s, "advise: ranked plans that simulate reproduces", test_advise);
     return rv_test_run() ? 1 : 0;
 }

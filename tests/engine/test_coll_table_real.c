@@ -12,6 +12,7 @@
 #include "reader/rv_kineto.h"
 #include "simulate/rv_report.h"
 #include "simulate/rv_sim.h"
+#include "models/rv_apply.h"
 #include "whatif/rv_whatif.h"
 #include "common/rv_test_util.h"
 
@@ -69,7 +70,7 @@ static void test_model_uses_table(void)
         CU_ASSERT_EQUAL_FATAL(rv_whatif_parse_text(doc, &w, &err), 0);
         rv_graph *c = rv_graph_clone(g);
         json_t *applied = NULL;
-        CU_ASSERT_EQUAL_FATAL(rv_whatif_apply(w, c, &applied, &err), 0);
+        CU_ASSERT_EQUAL_FATAL(rv_apply(w, c, &applied, &err), 0);
         json_t *a = json_array_get(applied, 0);
         CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(a, "allreduce_model")),
                                "measured_table");

@@ -192,11 +192,14 @@ static int sweep(const loaded *l, double steps[4], double bw[5])
             bw[k - 4] = r->sum.predicted_us / 1e3;
         rv_run_result_free(r);
     }
-    /* Fewer workers are never slower; more bandwidth is never slower. */
+    /* Fewer workers are never slower; more bandwidth is never slower,
+     * within 0.5%: once the network no longer bounds the step, shorter
+     * collectives can reorder a list schedule (the 16-rank trace at 400
+     * vs 100 Gb/s: +0.25%, since the queued-work replay). */
     for (int k = 1; k < 4; k++)
         CU_ASSERT(steps[k] >= steps[k - 1] * (1 - 1e-9));
     for (int k = 1; k < 5; k++)
-        CU_ASSERT(bw[k] <= bw[k - 1] * (1 + 1e-9));
+        CU_ASSERT(bw[k] <= bw[k - 1] * (1 + 5e-3));
     return missing;
 }
 
@@ -312,13 +315,13 @@ static const msg dlrm[] = {
 };
 #define NDLRM (sizeof(dlrm) / sizeof(dlrm[0]))
 
-/* Eight ranks of one DLRM step (V100, NVLink, no message sizes). A
- * one-step trace has one instance of each call, so a rank that waited for
- * a straggler at every call infers sizes too large even from its fastest
- * ones (printed). All ranks move the same bytes, so the rank with the least
- * time in collectives waited least, and it gives the job's figure: its
- * added time at 8 workers behind 5 Gb/s NICs is within 1.5x of what the
- * documented sizes need. Before, that rank alone added 0.35 s. */
+/* Eight ranks of one DLRM step (V100, NVLink). The kernels carry no
+ * message size but the nccl:* annotations around their launches do: every
+ * rank reads its 8 sizes from them (issue 27; before, each was inferred
+ * from timing and one rank alone added 0.35 s). The rank with the least
+ * time in collectives gives the job's figure: its added time at 8 workers
+ * behind 5 Gb/s NICs is at most 1.5x what the documented sizes need, and
+ * more than half of it (the rest overlaps the host-bound step). */
 static void test_dlrm_ranks(void)
 {
     double need = ring_s(dlrm, NDLRM, 8, 5) - ring_s(dlrm, NDLRM, 8, 8 * 150.0);
@@ -334,12 +337,13 @@ static void test_dlrm_ranks(void)
         snprintf(rel, sizeof(rel), "param/dlrm-8rank/worker%d.kineto.json.gz", rank);
         CU_ASSERT_EQUAL_FATAL(load_public(rel, &l), 0);
         double steps[4], bw[5];
-        CU_ASSERT_EQUAL(sweep(&l, steps, bw), 0);
+        CU_ASSERT_EQUAL(sweep(&l, steps, bw), 9); /* no run infers a size */
         one_per_node(doc, sizeof(doc), 8, 5);
         rv_run_result *r = run(&l, doc, 0);
         CU_ASSERT_PTR_NOT_NULL_FATAL(r);
-        const char *m = warning(r, "message_sizes_inferred");
-        CU_ASSERT(m && strstr(m, "8 of 8 collectives (3 all_reduce, 5 all_to_all)"));
+        CU_ASSERT_PTR_NULL(warning(r, "message_sizes_inferred"));
+        CU_ASSERT_EQUAL(num(dist_entry(r), "sizes_from_trace"), 8);
+        CU_ASSERT_EQUAL(num(dist_entry(r), "sizes_inferred"), 0);
         double comm = num(dist_entry(r), "comm_us_before") / 1e3;
         double added = (r->sum.predicted_us - r->sum.baseline_us) * 1e-6;
         printf("\n    %4d  %9.2f  %8.1f  %9.1f  %+6.1f  %39.1f  %.1f/%.1f/%.1f/%.1f", rank, comm,
@@ -357,16 +361,15 @@ static void test_dlrm_ranks(void)
         "\n    job (rank %d, the least time in collectives): %+.1f ms; documented sizes %+.1f ms",
         job_rank, job * 1e3, need * 1e3);
     CU_ASSERT(job < 1.5 * need);
-    CU_ASSERT(job > need / 1.5);
+    CU_ASSERT(job > need / 2);
 }
 
 /* The 16-rank A100 trace (rank 0 of 16, five steps; 80 send/recv kernels
- * on three communicators, no sizes on the kernels). Every network what-if
- * says the sizes were inferred, steps are monotone, and at the baseline
- * network (16 workers, 8 per node, 100 Gb/s) nothing changes. The
- * magnitude is printed, not asserted: its record_param_comms ops document
- * each step's messages (all-to-alls of 48 and 64 longs, 393216, 689144 and
- * 65536 ints, 3145728 and 524288 floats twice each; reduce-scatters and
+ * on three communicators, no sizes on the kernels). 75 are sized from their nccl:*
+ * annotations; every network what-if says the other 5 were inferred, steps are monotone, and at the
+ * baseline network (16 workers, 8 per node, 100 Gb/s) nothing changes. The magnitude is printed,
+ * not asserted: its record_param_comms ops document each step's messages (all-to-alls of 48 and 64
+ * longs, 393216, 689144 and 65536 ints, 3145728 and 524288 floats twice each; reduce-scatters and
  * all-gathers of 65536x384 and 65536x64 floats; one all-reduce they do not
  * size, left out), and the inferred sizes miss them both ways
  * (docs/models/distributed.md). */
@@ -391,7 +394,9 @@ static void test_sixteen_ranks(void)
     rv_run_result *r = run(&l, doc, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     const char *m = warning(r, "message_sizes_inferred");
-    CU_ASSERT(m && strstr(m, "80 of 80 collectives (80 all_to_all)"));
+    /* 75 of them sized from their nccl:* annotations (issue 27). */
+    CU_ASSERT(m && strstr(m, "5 of 80 collectives (5 all_to_all)"));
+    CU_ASSERT_EQUAL(num(dist_entry(r), "sizes_from_trace"), 75);
     double need = ring_s(step, sizeof(step) / sizeof(step[0]), 8, 5);
     printf("\n    16-rank trace, 8 workers one per node at 5 Gb/s: %.1f -> %.1f ms; measured "
            "step + documented sizes: %.1f ms; inferred %.0f MB per step (documented %.0f MB and "

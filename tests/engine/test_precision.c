@@ -400,50 +400,52 @@ static void test_names(void)
          RV_PREC_UNKNOWN},
     };
     for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
-        int d = rv_prec_of_name(k[i].name);
+        int d = rv_kname_dtype(k[i].name);
         if (d != k[i].dtype)
             printf("\n    %.60s: %d, want %d", k[i].name, d, k[i].dtype);
         CU_ASSERT_EQUAL(d, k[i].dtype);
     }
     /* Without a marker, the op's "Input type" decides, then ATen's template
      * arguments, then fp32 is assumed. */
-    CU_ASSERT_EQUAL(rv_prec_kernel_dtype("triton_poi_fused_add_cos_sin_0", RV_PT_BF16), RV_DT_BF16);
-    CU_ASSERT_EQUAL(rv_prec_kernel_dtype("triton_poi_fused_add_cos_sin_0", RV_PT_FP32), RV_DT_FP32);
-    CU_ASSERT_EQUAL(rv_prec_kernel_dtype("triton_poi_fused_add_cos_sin_0", RV_PT_NONE),
+    CU_ASSERT_EQUAL(rv_kname_kernel_dtype("triton_poi_fused_add_cos_sin_0", RV_PT_BF16),
+                    RV_DT_BF16);
+    CU_ASSERT_EQUAL(rv_kname_kernel_dtype("triton_poi_fused_add_cos_sin_0", RV_PT_FP32),
+                    RV_DT_FP32);
+    CU_ASSERT_EQUAL(rv_kname_kernel_dtype("triton_poi_fused_add_cos_sin_0", RV_PT_NONE),
                     RV_PREC_UNKNOWN);
     /* tracelens/h100-bert: CompareEqFunctor<long>, ReduceOp<bool, ...>. */
     CU_ASSERT_EQUAL(
-        rv_prec_kernel_dtype("void at::native::vectorized_elementwise_kernel<4, "
-                             "at::native::AUnaryFunctor<long, long, bool, "
-                             "at::native::(anonymous namespace)::CompareEqFunctor<long> "
-                             ">, std::array<char*, 2ul> >",
-                             RV_PT_NONE),
+        rv_kname_kernel_dtype("void at::native::vectorized_elementwise_kernel<4, "
+                              "at::native::AUnaryFunctor<long, long, bool, "
+                              "at::native::(anonymous namespace)::CompareEqFunctor<long> "
+                              ">, std::array<char*, 2ul> >",
+                              RV_PT_NONE),
         RV_PREC_NONFLOAT);
-    CU_ASSERT_EQUAL(rv_prec_kernel_dtype("void at::native::reduce_kernel<512, 1, "
-                                         "at::native::ReduceOp<bool, at::native::func_wrapper_t<"
-                                         "bool, at::native::and_kernel_cuda",
-                                         RV_PT_NONE),
+    CU_ASSERT_EQUAL(rv_kname_kernel_dtype("void at::native::reduce_kernel<512, 1, "
+                                          "at::native::ReduceOp<bool, at::native::func_wrapper_t<"
+                                          "bool, at::native::and_kernel_cuda",
+                                          RV_PT_NONE),
                     RV_PREC_NONFLOAT);
     /* tracelens/h100-falconsai-vit: a cat of 2-byte elements. */
-    CU_ASSERT_EQUAL(rv_prec_kernel_dtype("void at::native::(anonymous namespace)::CatArrayBatched"
-                                         "Copy<at::native::(anonymous namespace)::OpaqueType<2u>, "
-                                         "unsigned int, 3, 64, 64>",
-                                         RV_PT_NONE),
+    CU_ASSERT_EQUAL(rv_kname_kernel_dtype("void at::native::(anonymous namespace)::CatArrayBatched"
+                                          "Copy<at::native::(anonymous namespace)::OpaqueType<2u>, "
+                                          "unsigned int, 3, 64, 64>",
+                                          RV_PT_NONE),
                     RV_DT_FP16);
     /* A marker in the name beats the op's input type. */
-    CU_ASSERT_EQUAL(rv_prec_kernel_dtype("volta_sgemm_64x64_nt", RV_PT_BF16), RV_DT_FP32);
+    CU_ASSERT_EQUAL(rv_kname_kernel_dtype("volta_sgemm_64x64_nt", RV_PT_BF16), RV_DT_FP32);
     /* Classes: Tensile GEMMs and Triton templates are GEMMs; ATen's
      * "{lambda(float)#1}" is no LAMB optimizer. */
     CU_ASSERT_EQUAL(
-        rv_prec_kclass("Cijk_Alik_Bljk_SB_Bias_AS_SAV_UserArgs_MT64x16x32_MI16x16x1_SN"),
+        rv_kname_class("Cijk_Alik_Bljk_SB_Bias_AS_SAV_UserArgs_MT64x16x32_MI16x16x1_SN"),
         RV_KC_GEMM);
-    CU_ASSERT_EQUAL(rv_prec_kclass("triton_tem_fused_addmm_0"), RV_KC_GEMM);
-    CU_ASSERT_EQUAL(rv_prec_kclass("void at::native::vectorized_elementwise_kernel<4, "
+    CU_ASSERT_EQUAL(rv_kname_class("triton_tem_fused_addmm_0"), RV_KC_GEMM);
+    CU_ASSERT_EQUAL(rv_kname_class("void at::native::vectorized_elementwise_kernel<4, "
                                    "at::native::threshold_kernel_impl<float>(at::"
                                    "TensorIteratorBase&, float, float)::{lambda(float, float)#1}, "
                                    "at::detail::Array<char*, 3> >"),
                     RV_KC_MEMBOUND);
-    CU_ASSERT_EQUAL(rv_prec_kclass("void multi_tensor_apply_kernel<TensorListMetadata<4>, "
+    CU_ASSERT_EQUAL(rv_kname_class("void multi_tensor_apply_kernel<TensorListMetadata<4>, "
                                    "AdamFunctor<float>, float, float, float, float>"),
                     RV_KC_OPTIMIZER);
 }
@@ -451,7 +453,7 @@ static void test_names(void)
 /* "Input type" entries as Kineto writes them, old and new. */
 static void test_input_types(void)
 {
-#define CODE(s) rv_prec_type_code(s, strlen(s))
+#define CODE(s) rv_kname_type_code(s, strlen(s))
     CU_ASSERT_EQUAL(CODE("c10::BFloat16"), RV_PT_BF16);
     CU_ASSERT_EQUAL(CODE("c10::Half"), RV_PT_FP16);
     CU_ASSERT_EQUAL(CODE("float"), RV_PT_FP32);
@@ -466,13 +468,13 @@ static void test_input_types(void)
      * aten::add_(double, float, Scalar) runs in fp64;
      * aten::gt(int, Scalar): integer. */
     int c = RV_PT_NONE;
-    c = rv_prec_type_merge(c, CODE("c10::BFloat16"));
-    c = rv_prec_type_merge(c, CODE("Scalar"));
-    c = rv_prec_type_merge(c, CODE("long int"));
+    c = rv_kname_type_merge(c, CODE("c10::BFloat16"));
+    c = rv_kname_type_merge(c, CODE("Scalar"));
+    c = rv_kname_type_merge(c, CODE("long int"));
     CU_ASSERT_EQUAL(c, RV_PT_BF16);
-    c = rv_prec_type_merge(rv_prec_type_merge(RV_PT_NONE, CODE("double")), CODE("float"));
-    CU_ASSERT_EQUAL(rv_prec_of_type(c), RV_PREC_NONFLOAT);
-    c = rv_prec_type_merge(rv_prec_type_merge(RV_PT_NONE, CODE("int")), CODE("Scalar"));
+    c = rv_kname_type_merge(rv_kname_type_merge(RV_PT_NONE, CODE("double")), CODE("float"));
+    CU_ASSERT_EQUAL(rv_kname_type_dtype(c), RV_PREC_NONFLOAT);
+    c = rv_kname_type_merge(rv_kname_type_merge(RV_PT_NONE, CODE("int")), CODE("Scalar"));
     CU_ASSERT_EQUAL(c, RV_PT_NONFLOAT);
 #undef CODE
 }

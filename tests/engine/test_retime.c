@@ -12,6 +12,7 @@
 #include "simulate/rv_report.h"
 #include "graph/rv_retime.h"
 #include "simulate/rv_sim.h"
+#include "models/rv_apply.h"
 #include "whatif/rv_whatif.h"
 #include "common/rv_test_util.h"
 
@@ -138,13 +139,13 @@ static void test_whatif_field(void)
     CU_ASSERT_FALSE(rv_whatif_is_empty(w));
     rv_graph *c = rv_graph_clone(l.g);
     json_t *applied = NULL;
-    CU_ASSERT_EQUAL(rv_whatif_apply(w, c, &applied, &err), RV_ERR_UNSUPPORTED);
+    CU_ASSERT_EQUAL(rv_apply(w, c, &applied, &err), RV_ERR_UNSUPPORTED);
     CU_ASSERT_STRING_EQUAL(err.field, "host_overheads");
     const rv_trace *ts[1] = {other.t};
     rv_oh_table *tab = NULL;
     CU_ASSERT_EQUAL_FATAL(rv_oh_table_from_traces(ts, 1, &tab, &err), 0);
     rv_whatif_set_overheads(w, tab);
-    CU_ASSERT_EQUAL(rv_whatif_apply(w, c, &applied, &err), 0);
+    CU_ASSERT_EQUAL(rv_apply(w, c, &applied, &err), 0);
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(applied, 0), "kind")),
                            "overheads");
     rv_sim *s = NULL;

@@ -7,6 +7,7 @@
 
 #include "common/rv_test_util.h"
 #include "graph/rv_graph.h"
+#include "models/rv_apply.h"
 #include "run/rv_run.h"
 #include "simulate/rv_sim.h"
 #include "whatif/rv_whatif.h"
@@ -140,6 +141,35 @@ static void test_run_stops(void)
     CU_ASSERT_EQUAL(run(doc, &o, &err), 0);
 }
 
+/* Each insert after {} matches the tasks the ones before added: the fifth
+ * would add 1.6M tasks, past the 1M one insert may add, and is refused
+ * naming its selector before it allocates. */
+static void test_insert_bounded(void)
+{
+    static const char doc[] =
+        "{\"optimizations\":[{\"kind\":\"insert\",\"after\":{},\"duration_us\":1},"
+        "{\"kind\":\"insert\",\"after\":{},\"duration_us\":1},{\"kind\":\"insert\","
+        "\"after\":{},\"duration_us\":1},{\"kind\":\"insert\",\"after\":{},\"duration_us\":1},"
+        "{\"kind\":\"insert\",\"after\":{},\"duration_us\":1}]}";
+    rv_whatif *w = NULL;
+    rv_error err;
+
+    rv_error_clear(&err);
+    CU_ASSERT_EQUAL_FATAL(rv_whatif_parse_text(doc, &w, &err), 0);
+    rv_graph *g = rv_graph_clone(g_graph);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    size_t n0 = g->ntasks;
+    CU_ASSERT_EQUAL(rv_apply(w, g, NULL, &err), RV_ERR_LIMIT);
+    CU_ASSERT_STRING_EQUAL(err.field, "optimizations[4].after");
+    /* The four before it ran; the fifth added nothing. */
+    CU_ASSERT_EQUAL(g->ntasks, n0 * 16);
+    /* The limits are the what-if's, not the graph's. */
+    CU_ASSERT_EQUAL(g->max_tasks, 0);
+    CU_ASSERT_PTR_NULL(g->stop);
+    rv_graph_free(g);
+    rv_whatif_free(w);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -147,5 +177,6 @@ int main(void)
     CU_pSuite s = CU_add_suite("run_stop", setup, teardown);
     CU_add_test(s, "the simulator stops", test_sim_stops);
     CU_add_test(s, "rv_run stops", test_run_stops);
+    CU_add_test(s, "an insert's growth is bounded", test_insert_bounded);
     return rv_test_run() ? 1 : 0;
 }

@@ -20,6 +20,7 @@
 #include "common/rv_test_util.h"
 #include "graph/rv_graph.h"
 #include "graph/rv_select.h"
+#include "models/rv_apply.h"
 #include "whatif/rv_whatif.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -189,7 +190,7 @@ static void test_nested_repeat_bounded(void)
     CU_ASSERT_EQUAL(p.rc, RV_ERR_INVALID);
 }
 
-/* Runs doc on a clone of g; returns rv_whatif_apply's code, *ms its time. */
+/* Runs doc on a clone of g; returns rv_apply's code, *ms its time. */
 static int apply(const rv_graph *g, const char *doc, double *ms, rv_error *err)
 {
     rv_whatif *w = NULL;
@@ -200,7 +201,7 @@ static int apply(const rv_graph *g, const char *doc, double *ms, rv_error *err)
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     json_t *applied = NULL;
     double t0 = now_ms();
-    rc = rv_whatif_apply(w, c, &applied, err);
+    rc = rv_apply(w, c, &applied, err);
     *ms = now_ms() - t0;
     json_decref(applied);
     rv_graph_free(c);

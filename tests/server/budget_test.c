@@ -11,6 +11,10 @@
  * A second replica on the same database, with one worker and a budget of
  * a minute, shows that a what-if whose client went away stops: the one
  * worker is free again at once, not when the what-if would have ended.
+ * Two more show that a what-if cannot grow the graph without bound (256
+ * inserts after every task, under a budget of 20 s: 422 naming the
+ * optimization, the server small) and that a long one stops within 1.2
+ * times its budget (2 s).
  * Every request has a client timeout and the server is killed if it does
  * not stop, so the whole test stays within about a minute. Skips (77)
  * when reveried, the public traces or PostgreSQL are not available. */
@@ -50,7 +54,7 @@
 #define BACKREF    "^(.*)(.*)(.*)(.*)(.*)\\\\5\\\\4\\\\3\\\\2\\\\1$"
 
 static rv_testsrv g_srv;
-static pid_t g_pid = -1, g_pid_b = -1;
+static pid_t g_pid = -1, g_pid_b = -1, g_pid_c = -1;
 static int g_port, g_port_a, g_port_b;
 static char g_resnet[1100];
 static int64_t g_id;
@@ -300,8 +304,9 @@ static void test_backrefs_refused_quickly(void)
     }
 }
 
-/* Resident memory of pid in MiB (from /proc), or -1. */
-static long rss_mib(pid_t pid)
+/* Resident memory of pid in MiB (from /proc; key "VmRSS" or, for the
+ * peak, "VmHWM"), or -1. */
+static long proc_mib(pid_t pid, const char *key)
 {
     char path[64], line[256];
     long kb = -1;
@@ -309,11 +314,18 @@ static long rss_mib(pid_t pid)
     FILE *f = fopen(path, "r");
     if (!f)
         return -1;
+    size_t kl = strlen(key);
     while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+        if (strncmp(line, key, kl) == 0 && line[kl] == ':' &&
+            sscanf(line + kl + 1, " %ld kB", &kb) == 1)
             break;
     fclose(f);
     return kb < 0 ? -1 : kb / 1024;
+}
+
+static long rss_mib(pid_t pid)
+{
+    return proc_mib(pid, "VmRSS");
 }
 
 /* The nested counted repeat allocated gigabytes at compile time under
@@ -444,6 +456,106 @@ static void test_client_gone_frees_the_worker(void)
     stop_server(&g_pid_b);
 }
 
+/* Starts a replica on the test's database with this what-if budget, as
+ * g_pid_c, and loads the trace on it (g_port points at it). */
+static int start_replica(const char *budget_ms)
+{
+    char conninfo[1024], path[64];
+    resp r;
+
+    if (rv_testsrv_conninfo(&g_srv, conninfo, sizeof(conninfo)) != 0)
+        return -1;
+    const char *args[] = {"--database", conninfo,          "--workers", "2", "--http-threads",
+                          "2",          "--whatif-budget", budget_ms,   NULL};
+    int p = rv_testsrv_free_port();
+    g_pid_c = rv_testsrv_spawn(&g_srv, p, args);
+    if (rv_testsrv_wait(p, "/readyz", NULL, 200, 30, &g_pid_c) != 0)
+        return -1;
+    g_port = p;
+    snprintf(path, sizeof(path), "/v1/traces/%lld/whatif", (long long)g_id);
+    http("POST", path, "application/json", "{\"schedule\":\"fifo\"}", NULL, 20000, &r);
+    free(r.body);
+    return r.status == 200 ? 0 : -1;
+}
+
+/* POSTs {"optimizations": ops} (taken) as a what-if on the trace. */
+static void post_ops(json_t *ops, long timeout_ms, resp *r)
+{
+    char path[64];
+    json_t *doc = json_pack("{s:o}", "optimizations", ops);
+    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+
+    json_decref(doc);
+    snprintf(path, sizeof(path), "/v1/traces/%lld/whatif", (long long)g_id);
+    http("POST", path, "application/json", text ? text : "{}", NULL, timeout_ms, r);
+    free(text);
+}
+
+/* 256 inserts after every task doubled the graph at each one (6.4 GB of
+ * RSS and 25 s against a 10 s budget): the matches are counted first and
+ * the insert past the limits is refused, naming it, before it allocates. */
+static void test_growth_bounded(void)
+{
+    char code[64], field[64];
+    resp r, hz;
+
+    CU_ASSERT_EQUAL_FATAL(start_replica("20000"), 0);
+    json_t *ops = json_array();
+    for (int i = 0; i < 256; i++)
+        json_array_append_new(
+            ops, json_pack("{s:s,s:{},s:f}", "kind", "insert", "after", "duration_us", 1e9));
+    post_ops(ops, 30000 * SLOW, &r);
+    http("GET", "/healthz", NULL, NULL, NULL, 2000 * SLOW, &hz);
+    long mib = proc_mib(g_pid_c, "VmHWM");
+    error_of(&r, code, field, sizeof(code));
+    printf("\n    256 inserts after every task: %ld %s %s in %.0f ms; /healthz %ld in %.0f ms; "
+           "peak RSS %ld MiB",
+           r.status, code, field, r.ms, hz.status, hz.ms, mib);
+    CU_ASSERT_EQUAL(r.status, 422);
+    CU_ASSERT_STRING_EQUAL(code, "limit_exceeded");
+    CU_ASSERT(strncmp(field, "optimizations[", 14) == 0 && strstr(field, "].after") != NULL);
+    CU_ASSERT(r.ms < 20000 * 1.2 * SLOW);
+    CU_ASSERT_EQUAL(hz.status, 200);
+    CU_ASSERT(hz.ms < 1000 * SLOW);
+    /* A sanitizer's shadow memory is not the server's own. */
+    CU_ASSERT(mib > 0 && (RV_SANITIZED || mib < 1024));
+    free(r.body);
+    free(hz.body);
+    g_port = g_port_a;
+    stop_server(&g_pid_c);
+}
+
+/* Within the limits but long: five inserts (31 times the graph's tasks),
+ * then 250 pattern-selected scalings of all of them, about 5 s of work;
+ * a 2 s budget holds within 1.2 times (the inserts' and the models' own
+ * loops check it). */
+static void test_budget_holds(void)
+{
+    char code[64], field[64];
+    resp r;
+
+    CU_ASSERT_EQUAL_FATAL(start_replica("2000"), 0);
+    json_t *ops = json_array();
+    for (int i = 0; i < 5; i++)
+        json_array_append_new(
+            ops, json_pack("{s:s,s:{},s:f}", "kind", "insert", "after", "duration_us", 1.0));
+    for (int i = 0; i < 250; i++)
+        json_array_append_new(
+            ops, json_pack("{s:s,s:{s:s},s:f}", "kind", "scale", "select", "name",
+                           "(gemm|conv|relu|bn|elementwise|cudnn).*(kernel|fwd|bwd|nchw)[a-z_]*x",
+                           "factor", 0.99));
+    post_ops(ops, 20000 * SLOW, &r);
+    error_of(&r, code, field, sizeof(code));
+    printf("\n    a what-if of about 5 s under a 2 s budget: %ld %s in %.0f ms", r.status, code,
+           r.ms);
+    CU_ASSERT_EQUAL(r.status, 503);
+    CU_ASSERT_STRING_EQUAL(code, "budget_exceeded");
+    CU_ASSERT(r.ms < 2000 * 1.2 * SLOW);
+    free(r.body);
+    g_port = g_port_a;
+    stop_server(&g_pid_c);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -452,6 +564,7 @@ int main(void)
     if (rc != 0) {
         if (rc != 77)
             fprintf(stderr, "setup failed; logs in %s\n", g_srv.home);
+        stop_server(&g_pid_c);
         stop_server(&g_pid_b);
         stop_server(&g_pid);
         rv_testsrv_teardown(&g_srv);
@@ -464,7 +577,10 @@ int main(void)
     CU_add_test(s, "the budget stops a long what-if", test_budget_stops_a_long_whatif);
     CU_add_test(s, "a what-if whose client left frees its worker",
                 test_client_gone_frees_the_worker);
+    CU_add_test(s, "a what-if's graph growth is bounded", test_growth_bounded);
+    CU_add_test(s, "a long what-if stops within 1.2 x its budget", test_budget_holds);
     unsigned failures = rv_test_run();
+    stop_server(&g_pid_c);
     stop_server(&g_pid_b);
     stop_server(&g_pid);
     rv_testsrv_teardown(&g_srv);

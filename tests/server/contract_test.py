@@ -295,10 +295,12 @@ def main():
                 return 1
             tokens[scope] = out.stdout.strip().splitlines()[0]
         c.token = tokens["read"]
-        # The server reloads its token table every second.
-        for _ in range(50):
-            st, _ = c.call("GET", "/v1/traces", None, check=False)
-            if st == 200:
+        # The server reloads its token table every second: wait until it
+        # knows every token (a reload between two creates knows only some).
+        for _ in range(150):
+            known = [c.call("GET", "/v1/traces", None, token=t, check=False)[0] != 401
+                     for t in tokens.values()]
+            if all(known):
                 break
             time.sleep(0.1)
         exercise(c, tokens, t_small, t_h100, t_resnet)
@@ -694,6 +696,16 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
     c.call("GET", dp, 404, params={"id": id_resnet}, query={"with": 987654321})
     c.call("POST", dp, 400, params={"id": id_resnet},
            body={"optimizations": [{"kind": "warp-drive"}]}, what="unknown kind")
+
+    # Advise: ranked plans, each a what-if document.
+    ap = "/v1/traces/{id}/advise"
+    st, adv = c.call("POST", ap, 200, params={"id": id_resnet}, body={"budget_s": 30})
+    cands = adv.get("candidates") if isinstance(adv, dict) else None
+    if not cands or "dataloader" not in " ".join(cands[0].get("changes", [])):
+        fail(f"advise workers0: top plan {cands[0].get('changes') if cands else None}")
+    c.call("POST", ap, 200, params={"id": id_resnet}, body={"objective": "energy"}, what="energy")
+    c.call("POST", ap, 400, params={"id": id_resnet}, body={"objective": "fame"}, what="bad objective")
+    c.call("POST", ap, 404, params={"id": 987654321}, body={})
 
     # The prediction as a Kineto trace: the original's metadata, one annotation per model.
     xp = "/v1/traces/{id}/whatif/export"

@@ -208,6 +208,9 @@ test('trace page: cards, timeline, breakdowns, kernels, overheads, Perfetto expo
   assert.equal(await attr('#memory-breakdown', 'data-source'), w.memory.breakdown.source, 'breakdown source as the API says');
   assert.equal(w.memory.breakdown.source, 'shapes', 'the ResNet-50 breakdown is read from its op shapes');
   assert.ok((await page.textContent('#memory-breakdown')).includes(fmtBytes(w.memory.breakdown.weights)), 'weights shown');
+  // Parallelism: a row per dimension the API names (none on one GPU).
+  await page.waitForSelector('#parallelism-box .state, #parallelism-table');
+  assert.equal(await page.$$eval('#parallelism-table tbody tr', (els) => els.length), (w.parallelism || []).length, 'a row per parallelism dimension');
   // Top kernels: the first row is the API's first kernel.
   await page.waitForSelector('#top-kernels tbody tr');
   const first = await page.textContent('#top-kernels tbody tr:first-child');
@@ -364,6 +367,18 @@ test('what-if page: form from the kinds, run, numbers equal the API, error, swee
   assert.ok((await page.textContent('#sweep-table')).includes('knee'), 'the knee is marked');
   await (await page.$('#sweep-box')).scrollIntoViewIfNeeded();
   await shot('07-whatif-sweep');
+});
+
+test('advise page: ranked plans, the top one changes the loader and opens as a what-if', { timeout: T * 2 }, async (t) => {
+  if (skip) return t.skip(skip);
+  await page.goto(base + `/#/advise/${resnetId}`);
+  await page.waitForSelector('#advise-out table tbody tr', { timeout: T });
+  assert.match(await page.textContent('#advise-why'), /dataloader/, 'the top plan relieves the loader');
+  const href = await page.getAttribute('#advise-out tr[data-rank="1"] a.open-whatif', 'href');
+  assert.ok(href.startsWith(`#/diff/${resnetId}?whatif=`), `open link ${href}`);
+  const doc = JSON.parse(decodeURIComponent(href.split('whatif=')[1].split('&')[0]));
+  assert.ok(doc.optimizations.some((o) => o.kind === 'dataloader'), 'the link carries the plan');
+  await shot('08c-advise');
 });
 
 test('diff page: a trace vs its data-loader what-if, top op as the API says', { timeout: T * 2 }, async (t) => {

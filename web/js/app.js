@@ -5,6 +5,7 @@
 //   #/fleet             fleet what-ifs and jobs
 //   #/diff/ID?with=ID2  a trace vs another trace or (?whatif=DOC) its what-if
 //   #/training-jobs     training jobs (ranks of one run); #/training-job/ID one job
+//   #/advise/ID         the ranked what-if plans of a trace
 
 import { api } from './api.js';
 import { setupAuth } from './auth.js';
@@ -16,6 +17,7 @@ import { whatifPage } from './pages/whatif.js';
 import { fleetPage } from './pages/fleet.js';
 import { diffPage } from './pages/diff.js';
 import { trainingJobsPage, trainingJobPage } from './pages/training.js';
+import { advisePage } from './pages/advise.js';
 
 const main = document.getElementById('main');
 let current = null; // {cleanup()}
@@ -36,6 +38,7 @@ function route() {
   const pages = { traces: tracesPage, trace: tracePage, whatif: whatifPage, fleet: fleetPage, diff: diffPage };
   pages['training-jobs'] = trainingJobsPage;
   pages['training-job'] = trainingJobPage;
+  pages.advise = advisePage;
   const fn = pages[page.split('?')[0]];
   try {
     current = fn ? fn(ctx) : (main.append(errorBox({ message: `no page '${page}'`, code: 'not_found' }, 'Not found')), null);

@@ -15,6 +15,20 @@ export function card(label, value, note, attrs = {}) {
 // and the breakdown: weights, gradients, optimizer state, activations,
 // from the execution trace or the op shapes. Without memory events the
 // peak is the breakdown's estimate, and says so.
+/* The dimensions the run communicates over (docs/models/parallel.md). */
+export function parallelismView(list) {
+  if (!Array.isArray(list) || list.length === 0) return empty('No collectives: one GPU, no parallelism dimension.');
+  const num = (v, d = 1) => (v === null || v === undefined ? '–' : Number(v).toFixed(d));
+  return h('div', { class: 'table-wrap' }, h('table', { id: 'parallelism-table' },
+    h('thead', {}, h('tr', {}, ...['dimension', 'degree', 'process group', 'collectives / step', 'communication', 'exposed', 'kinds'].map((t) => h('th', {}, t)))),
+    h('tbody', {}, ...list.map((d) => h('tr', { 'data-dim': d.dim },
+      h('td', {}, d.dim), h('td', { class: 'num' }, d.degree === null ? '–' : String(d.degree)),
+      h('td', {}, d.process_group || (d.source === 'what-if' ? 'inserted' : '–')),
+      h('td', { class: 'num' }, num(d.collectives)), h('td', { class: 'num' }, fmtUs(d.comm_us)),
+      h('td', { class: 'num' }, fmtUs(d.exposed_comm_us)),
+      h('td', {}, Object.keys(d.ops || {}).join(', ')))))));
+}
+
 export function memoryView(m) {
   const estimated = m && (m.peak_bytes === null || m.peak_bytes === undefined);
   const peak = m ? (estimated ? m.estimated_peak_bytes : m.peak_bytes) : null;
@@ -144,6 +158,7 @@ export function tracePage({ main, arg }) {
   const perfetto = h('button', { class: 'btn', type: 'button', id: 'perfetto' }, 'Open in Perfetto (download)');
   const bdBox = h('div', { id: 'breakdowns' });
   const memBox = h('div', { id: 'memory-box' }, loading());
+  const parBox = h('div', { id: 'parallelism-box' }, loading());
   const tkBox = h('div', { id: 'top-kernels' }, loading());
   const cpBox = h('div', { id: 'critical-path' }, loading());
   const ohPanel = h('section', { class: 'panel', 'aria-labelledby': 'oh-h' }, h('h2', { id: 'oh-h' }, 'Platform host overheads (T1..T5)'), loading());
@@ -153,6 +168,7 @@ export function tracePage({ main, arg }) {
       h('p', { class: 'sub' }, 'Wheel: zoom · Shift+wheel or drag: pan · double-click: zoom in · keys (focus the timeline): + − ← → 0')),
     bdBox,
     h('section', { class: 'panel', 'aria-labelledby': 'mem-h' }, h('h2', { id: 'mem-h' }, 'GPU memory over the step'), memBox),
+    h('section', { class: 'panel', 'aria-labelledby': 'par-h' }, h('h2', { id: 'par-h' }, 'Parallelism'), parBox),
     h('div', { class: 'grid2' },
       h('section', { class: 'panel', 'aria-labelledby': 'tk-h' }, h('h2', { id: 'tk-h' }, 'Top kernels (simulated iteration)'), tkBox),
       h('section', { class: 'panel', 'aria-labelledby': 'cp-h' }, h('h2', { id: 'cp-h' }, 'Critical path'), cpBox)),
@@ -201,11 +217,12 @@ export function tracePage({ main, arg }) {
       cards.after(warningsBox(w.warnings, 'trace-warnings'));
       clear(bdBox, b ? breakdownCharts(b) : empty('No breakdown.'));
       clear(memBox, memoryView(w.memory));
+      clear(parBox, parallelismView(w.parallelism));
       clear(tkBox, topKernelsTable(w.top_kernels));
       clear(cpBox, criticalPathBox(w.critical_path));
     }).catch((e) => {
       clear(cards, errorBox(e, 'Cannot simulate this trace'));
-      clear(tkBox); clear(cpBox); clear(memBox);
+      clear(tkBox); clear(cpBox); clear(memBox); clear(parBox);
     });
 
     try {

@@ -1,0 +1,27 @@
+/* What the `parallel` what-if (rv_models_parallel.c) tells the answer's
+ * other parts: the degrees it sets, for `parallelism`, and the memory per
+ * GPU after sharding, for memory.predicted_breakdown. See
+ * docs/models/parallel.md. */
+#ifndef RV_PARALLEL_H
+#define RV_PARALLEL_H
+
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "simulate/rv_pardims.h"
+#include "whatif/rv_whatif.h"
+
+/* Fills deg[RV_PD_COUNT] with the degrees w's "parallel" sets (0: as
+ * traced). Returns deg, or NULL when w sets none. */
+const int32_t *rv_parallel_degrees(const rv_whatif *w, int32_t *deg);
+
+/* Sets memory.predicted_breakdown and predicted_peak_bytes from the
+ * "parallel" entry of applied (borrowed): weights, gradients and optimizer
+ * state per GPU after ZeRO / FSDP, tensor and pipeline sharding (MODELS.md
+ * E2-E4). mem (borrowed) must carry "breakdown". Returns 1 when it set
+ * them, 0 when applied has no parallel entry or mem no breakdown (then
+ * predicted_reason says why). */
+int rv_parallel_memory(json_t *mem, const json_t *applied);
+
+#endif

@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""Fits the cross-GPU efficiency table (engine/cost/rv_keff_table.c) on
+NeuSight's per-operator tables, and measures its error.
+
+Each table (one model, batch and GPU) becomes a Kineto trace
+(scripts/neusight_to_kineto.py, forward ops: the converter cannot cost a
+backward op from the table's forward shapes); `reverie kernels T
+--efficiencies` gives each costed kernel's class, size bucket and fp32
+efficiency (roofline / measured) on its GPU. The table holds, per GPU
+family, class and bucket, the median efficiency, and per class the
+median of all its kernels (bucket -1).
+
+The error is the kernel time of a model moved between two GPUs against
+the time measured on the target, per (model, batch, source, target):
+  keep       the source kernel keeps its share of peak (the old rule)
+  fitted     the table fitted on everything (in-sample)
+  lomo       fitted without the model being predicted (leave one model out)
+  logo       the target GPU unseen (leave one GPU out): each side's time
+             is t0 + roofline / e per class (a latency floor and a large-
+             kernel efficiency, fitted per GPU), the target's t0 and e the
+             mean of its vendor's other GPUs (NVIDIA targets only: MI210
+             has no AMD sibling), and the kernel takes the ratio of the two
+             modelled times: what the engine does for a GPU not in the table
+Kernels pair by (class, FLOPs, bytes) and occurrence: the tables of one
+model list the same operators, not always in the same order; the
+comparison runs over the paired kernels.
+
+Usage: fit_keff.py [--neusight DIR] [--reverie BIN] [--write TABLE.c] [--json OUT.json]
+"""
+import argparse
+import collections
+import glob
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FAMILY = {"Tesla_V100-PCIE-32GB": "V100", "NVIDIA_A100-PCIE-40GB": "A100",
+          "NVIDIA_H100_80GB_HBM3": "H100", "AMD_Instinct_MI210": "MI210"}
+VENDOR = {"V100": "nvidia", "A100": "nvidia", "H100": "nvidia", "MI210": "amd"}
+CLASS_IDS = {"gemm": 1, "conv": 2, "attention": 3, "embedding": 4, "norm": 5, "softmax": 6,
+             "elementwise": 7, "reduce": 8, "optimizer": 9}
+REACH = 2
+
+
+def kernels_of(reverie, csv_path, tmp):
+    out = os.path.join(tmp, "t.json.gz")
+    subprocess.run([sys.executable, os.path.join(HERE, "neusight_to_kineto.py"), csv_path, out,
+                    "--forward-only"], check=True)
+    r = subprocess.run([reverie, "kernels", out, "--efficiencies"], check=True,
+                       capture_output=True, text=True)
+    return json.loads(r.stdout)["kernels"]
+
+
+def load(neusight, reverie):
+    data = {}  # (config, family) -> kernels
+    with tempfile.TemporaryDirectory() as tmp:
+        for d, fam in FAMILY.items():
+            for csv_path in sorted(glob.glob(os.path.join(neusight, d, "*.csv"))):
+                config = os.path.basename(csv_path)[:-4]
+                data[(config, fam)] = kernels_of(reverie, csv_path, tmp)
+    return data
+
+
+def fit(data, keep):
+    """family -> {(class, bucket): median eff}, over the (config, family) keys keep() accepts."""
+    cells = collections.defaultdict(list)
+    for (config, fam), ks in data.items():
+        if not keep(config, fam):
+            continue
+        for k in ks:
+            if k["eff"] > 0:
+                cells[(fam, k["class"], k["bucket"])].append(k["eff"])
+                cells[(fam, k["class"], -1)].append(k["eff"])
+    table = collections.defaultdict(dict)
+    for (fam, cls, b), v in cells.items():
+        table[fam][(cls, b)] = (statistics.median(v), len(v))
+    return table
+
+
+def eff_of(tab, cls, b):
+    """rv_keff_eff's lookup: the bucket, the nearest within REACH, the class."""
+    if tab is None:
+        return 0
+    for d in range(REACH + 1):
+        for bb in ((b + d, b - d) if d else (b,)):
+            if bb >= 0 and (cls, bb) in tab:
+                return tab[(cls, bb)][0]
+    return tab.get((cls, -1), (0, 0))[0]
+
+
+FLOOR_GRID_US = [0, 0.5, 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 15]
+
+
+def fit_floor(ks):
+    """(t0 us, e) of t = t0 + roof / e minimizing the median relative error."""
+    roofs = [(k["eff"] * k["us"], k["us"]) for k in ks if k["eff"] > 0]
+    best = None
+    for t0 in FLOOR_GRID_US:
+        es = [r / (t - t0) for r, t in roofs if t > t0 + 0.2]
+        if not es:
+            continue
+        e = statistics.median(es)
+        err = statistics.median(abs(t0 + r / e - t) / t for r, t in roofs)
+        if best is None or err < best[0]:
+            best = (err, t0, e)
+    return (best[1], best[2]) if best else None
+
+
+def fit_floors(data):
+    """(family, class) -> (t0 us, e)."""
+    by = collections.defaultdict(list)
+    for (config, fam), ks in data.items():
+        for k in ks:
+            by[(fam, k["class"])].append(k)
+    out = {}
+    for key, ks in by.items():
+        f = fit_floor(ks)
+        if f:
+            out[key] = f
+    return out
+
+
+def floor_time(floors, fams, cls, roof_us):
+    """Modelled us of a kernel of roofline roof_us from the mean of fams' floors."""
+    ps = [floors[(f, cls)] for f in fams if (f, cls) in floors]
+    if not ps or roof_us <= 0:
+        return 0
+    t0 = statistics.mean(p[0] for p in ps)
+    e = math.exp(statistics.mean(math.log(p[1]) for p in ps))
+    return t0 + roof_us / e
+
+
+def predict_floor(pairs, floors, src_fams, dst_fams):
+    total = 0.0
+    for a, b in pairs:
+        ms = floor_time(floors, src_fams, a["class"], a["eff"] * a["us"])
+        md = floor_time(floors, dst_fams, a["class"], b["eff"] * b["us"])
+        total += a["us"] * md / ms if ms > 0 and md > 0 else a["us"]
+    return total / 1e3
+
+
+def paired(src, dst):
+    """(src kernel, dst kernel) pairs of the same class, FLOPs and bytes."""
+    seen = collections.defaultdict(list)
+    for b in dst:
+        seen[(b["class"], b["flops"], b["bytes"])].append(b)
+    used = collections.Counter()
+    out = []
+    for a in src:
+        key = (a["class"], a["flops"], a["bytes"])
+        if used[key] < len(seen[key]):
+            out.append((a, seen[key][used[key]]))
+            used[key] += 1
+    return out
+
+
+def predict(pairs, tab_src, tab_dst):
+    """Predicted kernel ms on the target of the paired source kernels."""
+    total = 0.0
+    for a, b in pairs:
+        roof_a = a["eff"] * a["us"]
+        roof_b = b["eff"] * b["us"]
+        if roof_a <= 0 or roof_b <= 0:
+            total += a["us"]
+            continue
+        t = a["us"] * roof_b / roof_a
+        ea, eb = eff_of(tab_src, a["class"], a["bucket"]), eff_of(tab_dst, a["class"], a["bucket"])
+        if ea > 0 and eb > 0:
+            t *= ea / eb
+        total += t
+    return total / 1e3
+
+
+def model_of(config):
+    return config.split("-")[0]
+
+
+def evaluate(data):
+    full = fit(data, lambda c, f: True)
+    floors = fit_floors(data)
+    rows = []
+    configs = sorted({c for c, _ in data})
+    fams = sorted(FAMILY.values())
+    for config in configs:
+        lomo = fit(data, lambda c, f, m=model_of(config): model_of(c) != m)
+        for fs in fams:
+            for fd in fams:
+                if fs == fd or (config, fs) not in data or (config, fd) not in data:
+                    continue
+                pairs = paired(data[(config, fs)], data[(config, fd)])
+                if len(pairs) < 0.9 * len(data[(config, fd)]):
+                    continue
+                meas = sum(b["us"] for _, b in pairs) / 1e3
+                # logo: the target's floors from its vendor's other GPUs
+                sib = [f for f in fams if f != fd and VENDOR[f] == VENDOR[fd]]
+                r = {"config": config, "from": fs, "to": fd, "measured_ms": meas,
+                     "paired": len(pairs), "keep_ms": predict(pairs, None, None),
+                     "fitted_ms": predict(pairs, full.get(fs), full.get(fd)),
+                     "lomo_ms": predict(pairs, lomo.get(fs), lomo.get(fd)),
+                     "logo_ms": predict_floor(pairs, floors, [fs], sib) if sib else None}
+                rows.append(r)
+    return full, floors, rows
+
+
+def summary(rows, key):
+    errs = [abs(r[key] - r["measured_ms"]) / r["measured_ms"] for r in rows if r[key] is not None]
+    if not errs:
+        return None
+    return {"pairs": len(errs), "median": statistics.median(errs), "worst": max(errs)}
+
+
+def write_table(full, floors, path, version):
+    lines = ["/* Generated by scripts/fit_keff.py from NeuSight's per-operator tables",
+             " * (sitar-lab/NeuSight @ 6945927d, scripts/asplos/label, MIT): do not edit. */",
+             '#include "cost/rv_keff.h"', "", "/* clang-format off */",
+             'const char rv_keff_version[] = "%s";' % version,
+             "const rv_keff_row rv_keff_rows[] = {"]
+    n = 0
+    for fam in sorted(full):
+        for (cls, b), (eff, cnt) in sorted(full[fam].items(), key=lambda x: (CLASS_IDS[x[0][0]], x[0][1])):
+            lines.append('    {"%s", %d, %d, %.6g, %d},' % (fam, CLASS_IDS[cls], b, eff, cnt))
+            n += 1
+    lines += ["};", "const unsigned rv_keff_nrows = %d;" % n, "",
+              "const rv_keff_floor rv_keff_floors[] = {"]
+    m = 0
+    for (fam, cls), (t0, e) in sorted(floors.items(), key=lambda x: (x[0][0], CLASS_IDS[x[0][1]])):
+        lines.append('    {"%s", "%s", %d, %.6g, %.6g},' % (fam, VENDOR[fam], CLASS_IDS[cls], t0, e))
+        m += 1
+    lines += ["};", "const unsigned rv_keff_nfloors = %d;" % m, "/* clang-format on */", ""]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--neusight", default=os.path.join(HERE, "..", "..", "shared", "traces",
+                                                       "ground-truth", "neusight"))
+    ap.add_argument("--reverie", default=os.path.join(HERE, "..", "build", "bin", "reverie"))
+    ap.add_argument("--write")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    if not os.path.isdir(a.neusight):
+        print("fit_keff: no NeuSight tables at %s" % a.neusight, file=sys.stderr)
+        return 77
+    data = load(a.neusight, a.reverie)
+    full, floors, rows = evaluate(data)
+    out = {"rows": rows, "summary": {k: summary(rows, k + "_ms") for k in ("keep", "fitted", "lomo", "logo")}}
+    per_pair = collections.defaultdict(list)
+    for r in rows:
+        per_pair[(r["from"], r["to"])].append(r)
+    out["per_pair"] = [{"from": f, "to": t, **{k: summary(v, k + "_ms") for k in ("keep", "fitted", "lomo", "logo")}}
+                       for (f, t), v in sorted(per_pair.items())]
+    if a.write:
+        write_table(full, floors, a.write, "neusight-6945927d-1")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+    print(json.dumps(out["summary"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
