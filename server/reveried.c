@@ -52,6 +52,13 @@ static void usage(FILE *out)
         "      --max-events N      REVERIE_MAX_EVENTS      max events one trace keeps (default\n"
         "                                                  5000000; bounds ingest and what-if\n"
         "                                                  memory)\n"
+        "      --max-archive MIB   REVERIE_MAX_ARCHIVE_MB  max bytes a training-job archive\n"
+        "                                                  inflates to, all files (default 2048)\n"
+        "      --disk-reserve MIB  REVERIE_DISK_RESERVE_MB free space kept on the database's\n"
+        "                                                  disk: uploads past it get 507\n"
+        "                                                  (default 1024; 0 = off)\n"
+        "      --db-timeout-ms MS  REVERIE_DB_TIMEOUT_MS   deadline of one database call; past\n"
+        "                                                  it 503 (default 4000; 0 = none)\n"
         "      --json-cap KIB      REVERIE_JSON_CAP_KB     max JSON request body (default 1024)\n"
         "      --timeout S         REVERIE_TIMEOUT_S       idle connection timeout (default 30)\n"
         "      --header-timeout-s S  REVERIE_HEADER_TIMEOUT_S  time a connection gets to send a\n"
@@ -204,6 +211,9 @@ int main(int argc, char **argv)
         O_UPLOAD,
         O_MAXTRACE,
         O_MAXEVENTS,
+        O_MAXARCHIVE,
+        O_DISKRESERVE,
+        O_DBTIMEOUT,
         O_JSON,
         O_TIMEOUT,
         O_PERIP,
@@ -235,6 +245,9 @@ int main(int argc, char **argv)
         {"upload-cap", required_argument, NULL, O_UPLOAD},
         {"max-trace", required_argument, NULL, O_MAXTRACE},
         {"max-events", required_argument, NULL, O_MAXEVENTS},
+        {"max-archive", required_argument, NULL, O_MAXARCHIVE},
+        {"disk-reserve", required_argument, NULL, O_DISKRESERVE},
+        {"db-timeout-ms", required_argument, NULL, O_DBTIMEOUT},
         {"json-cap", required_argument, NULL, O_JSON},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"per-ip", required_argument, NULL, O_PERIP},
@@ -264,6 +277,7 @@ int main(int argc, char **argv)
     const char *f_perip = NULL, *f_maxconn = NULL, *f_hthreads = NULL, *f_workers = NULL;
     const char *f_queue = NULL, *f_budget = NULL, *f_finline = NULL, *f_fworkers = NULL;
     const char *f_gcache = NULL, *f_maxevents = NULL;
+    const char *f_maxarchive = NULL, *f_diskreserve = NULL, *f_dbtimeout = NULL;
     const char *f_hdrtimeout = NULL, *f_minrate = NULL, *f_aspool = NULL, *f_tlmax = NULL;
     int require_auth = truthy("REVERIE_REQUIRE_AUTH");
     int no_auth = truthy("REVERIE_INSECURE_NO_AUTH");
@@ -280,6 +294,9 @@ int main(int argc, char **argv)
         case O_UPLOAD: f_upload = optarg; break;
         case O_MAXTRACE: f_maxtrace = optarg; break;
         case O_MAXEVENTS: f_maxevents = optarg; break;
+        case O_MAXARCHIVE: f_maxarchive = optarg; break;
+        case O_DISKRESERVE: f_diskreserve = optarg; break;
+        case O_DBTIMEOUT: f_dbtimeout = optarg; break;
         case O_JSON: f_json = optarg; break;
         case O_TIMEOUT: f_timeout = optarg; break;
         case O_PERIP: f_perip = optarg; break;
@@ -342,6 +359,13 @@ int main(int argc, char **argv)
                          << 20;
     sc.max_events =
         num_setting("max events", f_maxevents, "REVERIE_MAX_EVENTS", 5000000, 64ULL * 1024 * 1024);
+    sc.max_archive_bytes =
+        num_setting("max archive", f_maxarchive, "REVERIE_MAX_ARCHIVE_MB", 2048, 1 << 20) << 20;
+    sc.disk_reserve_bytes =
+        num_setting("disk reserve", f_diskreserve, "REVERIE_DISK_RESERVE_MB", 1024, 1ULL << 40)
+        << 20;
+    sc.db_timeout_ms = (unsigned)num_setting("database timeout", f_dbtimeout,
+                                             "REVERIE_DB_TIMEOUT_MS", 4000, 3600000);
     sc.json_body_cap = (size_t)num_setting("json cap", f_json, "REVERIE_JSON_CAP_KB", 1024, 1 << 20)
                        << 10;
     sc.conn_timeout_s = (unsigned)num_setting("timeout", f_timeout, "REVERIE_TIMEOUT_S", 30, 86400);

@@ -36,7 +36,21 @@ static void h_readyz(rv_req *r, void *app)
                      e.message[0] ? ": " : "", e.message);
         return;
     }
-    rv_req_respond_json(r, 200, json_pack("{s:s,s:s}", "status", "ready", "database", "ok"));
+    json_t *body = json_pack("{s:s,s:s}", "status", "ready", "database", "ok");
+    /* Reads and what-ifs go on when the disk is low; uploads do not. */
+    int64_t free_b = -1;
+    int low = rv_api_disk_low(a, 0, &free_b);
+    if (body && free_b >= 0)
+        json_object_set_new(body, "disk",
+                            json_pack("{s:I,s:I,s:b}", "free_bytes", (json_int_t)free_b,
+                                      "reserve_bytes", (json_int_t)a->cfg.disk_reserve,
+                                      "uploads_accepted", !low));
+    if (body && low)
+        json_object_set_new(body, "warnings",
+                            json_pack("[s]", "the database's disk is below its free-space "
+                                             "reserve (--disk-reserve): uploads are refused "
+                                             "(507)"));
+    rv_req_respond_json(r, 200, body);
 }
 
 static void h_metrics(rv_req *r, void *app)
@@ -53,7 +67,7 @@ static void h_metrics(rv_req *r, void *app)
      * registry's text in one capped buffer. */
     rv_gcache_counts gc;
     rv_gcache_stats(a->gcache, &gc);
-    rv_buf all = RV_BUF_INIT(len + 4096);
+    rv_buf all = RV_BUF_INIT(len + 8192);
     rv_buf_add(&all, text, len);
     free(text);
     rv_buf_printf(&all,
@@ -81,6 +95,18 @@ static void h_metrics(rv_req *r, void *app)
                   "reveried_graph_cache_hit_ratio %.4f\n",
                   (unsigned long long)gc.evictions, (unsigned long long)gc.rejected,
                   gc.hits + gc.misses ? (double)gc.hits / (double)(gc.hits + gc.misses) : 0.0);
+    int64_t free_b = -1;
+    int low = rv_api_disk_low(a, 0, &free_b);
+    rv_buf_printf(&all,
+                  "# HELP reveried_disk_free_bytes Free bytes on the database's disk (-1: not "
+                  "watched).\n# TYPE reveried_disk_free_bytes gauge\n"
+                  "reveried_disk_free_bytes %lld\n"
+                  "# HELP reveried_disk_reserve_bytes Free space kept there (--disk-reserve).\n"
+                  "# TYPE reveried_disk_reserve_bytes gauge\nreveried_disk_reserve_bytes %llu\n"
+                  "# HELP reveried_disk_uploads_refused 1 while uploads are refused (507) for "
+                  "the reserve.\n# TYPE reveried_disk_uploads_refused gauge\n"
+                  "reveried_disk_uploads_refused %d\n",
+                  (long long)free_b, (unsigned long long)a->cfg.disk_reserve, low);
     text = rv_buf_take(&all, &len);
     if (!text) {
         rv_req_error(r, 503, "unavailable", NULL, "cannot render metrics");

@@ -24,6 +24,9 @@ typedef struct rv_app_config {
     unsigned whatif_budget_ms;   /* wall-time budget of one what-if */
     unsigned fleet_inline_max;   /* traces x scenarios answered inline */
     unsigned timeline_max_tasks; /* cap on max_tasks of a timeline */
+    const char *disk_path;       /* the database's data directory; NULL = not watched */
+    uint64_t disk_reserve;       /* free bytes kept there: uploads past it get 507 */
+    uint64_t max_archive;        /* total inflated bytes of one archive upload */
 } rv_app_config;
 
 typedef struct rv_app {

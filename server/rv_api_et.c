@@ -226,8 +226,7 @@ static int gpu_kmodel(rv_app *a, const rv_hw *hw, rv_kmodel **out, rv_error *err
 int rv_api_et_resolve(rv_app *a, rv_loaded *l, json_t *doc, rv_api_et_model *m, rv_error *err)
 {
     const rv_trace *t = l->trace;
-    uint8_t *bytes = NULL;
-    size_t len = 0;
+    rv_api_mapped orig = {0};
     rv_et *et = NULL;
     rv_kmodel *km = NULL;
     int rc = 0;
@@ -259,11 +258,12 @@ int rv_api_et_resolve(rv_app *a, rv_loaded *l, json_t *doc, rv_api_et_model *m, 
     } else if (!want || hw_want == hw_have) {
         return 0;
     }
-    int gz = 0;
-    if ((rc = rv_db_original_get(a->db, l->id, &bytes, &len, &gz, NULL, err)) != 0)
+    /* The stored (gzip) bytes through a mapped spool file; the reader
+     * inflates them as it parses, within its cap. */
+    if ((rc = rv_api_original_map(a, l->id, RV_DB_ORIGINAL_STORED, &orig, err)) != 0)
         goto out;
     rv_et_opts o = et_opts(a);
-    if ((rc = rv_et_read_buffer(bytes, len, &o, &et, err)) != 0 ||
+    if ((rc = rv_et_read_buffer(orig.bytes, orig.len, &o, &et, err)) != 0 ||
         (rc = rv_et_to_trace_fitted(et, on->name, km, &m->trace, NULL, err)) != 0 ||
         (rc = rv_graph_build(m->trace, NULL, &m->graph, err)) != 0 ||
         (rc = rv_sim_run(m->graph, RV_SCHED_EARLIEST_START, &m->base, err)) != 0)
@@ -276,7 +276,7 @@ out:
     if (rc != 0)
         rv_api_et_model_free(m);
     rv_et_free(et);
-    free(bytes);
+    rv_api_unmap(&orig);
     free(km);
     return rc;
 }

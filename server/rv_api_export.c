@@ -19,9 +19,7 @@ void rv_api_trace_export(rv_req *r, void *app)
     json_t *doc = NULL;
     rv_loaded l = {0};
     rv_run_result *res = NULL;
-    uint8_t *orig = NULL;
-    size_t len = 0, received = 0;
-    int wrapped = 0;
+    rv_api_mapped orig = {0};
     rv_buf out = RV_BUF_INIT(RV_KEXPORT_MAX_OUTPUT);
     rv_error e;
 
@@ -62,8 +60,15 @@ void rv_api_trace_export(rv_req *r, void *app)
         rv_req_error_rv(r, &e);
         goto out;
     }
-    if (rv_db_original_get(a->db, id, &orig, &len, &wrapped, &received, &e) != 0 ||
-        rv_kexport_run(orig, len, res, baseline, NULL, &out, NULL, &e) != 0) {
+    /* The original is streamed into a mapped spool file as JSON, bounded by
+     * the upload's cap on decompressed bytes (never inflated on the heap). */
+    rv_kexport_opts ko = {.max_input = (size_t)a->cfg.max_trace_bytes};
+    if (rv_api_original_map(a, id, RV_DB_ORIGINAL_PLAIN, &orig, &e) != 0 ||
+        rv_kexport_run(orig.bytes, orig.len, res, baseline, &ko, &out, NULL, &e) != 0) {
+        if (e.code == RV_ERR_LIMIT && strcmp(e.field, "disk_reserve") == 0) {
+            rv_api_spool_full(r, a, rv_api_spool_room(a));
+            goto out;
+        }
         rv_req_error_rv(r, &e);
         goto out;
     }
@@ -80,7 +85,7 @@ void rv_api_trace_export(rv_req *r, void *app)
     rv_req_respond_buf(r, 200, "application/json", body, n);
 out:
     rv_buf_free(&out);
-    free(orig);
+    rv_api_unmap(&orig);
     rv_run_result_free(res);
     rv_api_loaded_free(&l);
     json_decref(doc);

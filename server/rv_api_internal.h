@@ -42,6 +42,42 @@ void rv_api_training_get(rv_req *r, void *app);
 void rv_api_training_whatif(rv_req *r, void *app);
 void rv_api_training_upload(rv_req *r, void *app);
 
+/* Who is asking (rv_api_guard.c): the token id into who (cap bytes; ""
+ * without authentication) and its scope bits (all of them when the server
+ * runs without authentication; 0 for no valid token). */
+void rv_api_caller(rv_app *a, rv_req *r, char *who, size_t cap, unsigned *scopes);
+/* Free bytes on the database's disk (statvfs of cfg.disk_path), -1 when
+ * unknown. */
+int64_t rv_api_disk_free(const rv_app *a);
+/* 1 when storing incoming more bytes would go below cfg.disk_reserve;
+ * *free_bytes (may be NULL) gets rv_api_disk_free. */
+int rv_api_disk_low(const rv_app *a, uint64_t incoming, int64_t *free_bytes);
+/* 0, or -1 with 507 insufficient_storage and Retry-After set on r when
+ * rv_api_disk_low: an upload is refused before the disk fills. */
+int rv_api_disk_guard(rv_req *r, rv_app *a, uint64_t incoming);
+
+/* Bytes the spool folder may still take above cfg.disk_reserve
+ * (UINT64_MAX when the reserve is off or the folder cannot be read). */
+uint64_t rv_api_spool_room(const rv_app *a);
+/* Answers 507 insufficient_storage with Retry-After: an answer that would
+ * be spooled does not fit in room bytes. */
+void rv_api_spool_full(rv_req *r, const rv_app *a, uint64_t room);
+
+/* A stored original, inflated or not, mapped read-only from an unlinked
+ * spool file (rv_api_traces.c). */
+typedef struct rv_api_mapped {
+    const uint8_t *bytes;
+    size_t len;
+} rv_api_mapped;
+/* Streams trace id's original (mode: RV_DB_ORIGINAL_*) into a spool file,
+ * inflated at most to cfg.max_trace_bytes (RV_ERR_LIMIT past it, field
+ * max_trace_bytes) and to what the spool folder may take above the disk
+ * reserve (RV_ERR_LIMIT, field disk_reserve), and maps it into *m
+ * (rv_api_unmap). 0 or a negative rv_err with err filled. */
+int rv_api_original_map(rv_app *a, int64_t id, int mode, rv_api_mapped *m, rv_error *err);
+/* NULL-safe; leaves *m empty. */
+void rv_api_unmap(rv_api_mapped *m);
+
 /* The {name} path parameter as a positive trace/job id; -1 with a 404 set. */
 int64_t rv_api_id_param(rv_req *r, const char *name);
 

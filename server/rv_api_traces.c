@@ -1,16 +1,19 @@
 /* Trace endpoints: upload, list, get, delete, original bytes; platforms and
  * their overhead statistics; loading a stored trace for the simulator. */
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "rv_api_internal.h"
 #include "rv_gcache.h"
 #include "rv_db.h"
 #include "rv_db_kmodels.h"
+#include "rv_auth.h"
 #include "util/rv_jsonw.h"
 #include "reader/rv_kineto.h"
 #include "rv_metrics.h"
@@ -82,6 +85,13 @@ void rv_api_trace_upload(rv_req *r, void *app)
     }
     if (meta_headers_valid(r) != 0)
         goto rejected;
+    if (rv_api_disk_guard(r, a, size) != 0)
+        goto rejected;
+    char who[32];
+    unsigned scopes = 0;
+    rv_api_caller(a, r, who, sizeof(who), &scopes);
+    meta.writer = who;
+    meta.writer_admin = (scopes & RV_SCOPE_ADMIN) != 0;
     meta.job = meta_value(r, "job", "X-Reverie-Job");
     if (meta.job && strlen(meta.job) > 256) {
         rv_req_error(r, 400, "invalid_parameter", "job", "job is longer than 256 characters");
@@ -329,62 +339,119 @@ static int accepts_gzip(rv_req *r)
     return ae && strstr(ae, "gzip") != NULL;
 }
 
+/* An unlinked file in the spool folder, for a body too big for memory:
+ * its fd, or -1 with err set. */
+static int spool_fd(rv_app *a, rv_error *err)
+{
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/original-XXXXXX",
+             a->cfg.spool_dir ? a->cfg.spool_dir : "/tmp");
+    int fd = mkostemp(path, O_CLOEXEC);
+    if (fd < 0) {
+        rv_error_set(err, RV_ERR_IO, -1, -1, "cannot create a spool file: %s", strerror(errno));
+        return -1;
+    }
+    unlink(path);
+    return fd;
+}
+
+int rv_api_original_map(rv_app *a, int64_t id, int mode, rv_api_mapped *m, rv_error *err)
+{
+    uint64_t n = 0;
+    memset(m, 0, sizeof(*m));
+    int fd = spool_fd(a, err);
+    if (fd < 0)
+        return RV_ERR_IO;
+    /* Bounded by the same cap as an upload: what inflates past it was
+     * refused there (or stored by an older server); and by the disk. */
+    uint64_t room = rv_api_spool_room(a), cap = a->cfg.max_trace_bytes;
+    int by_disk = room < cap || !cap;
+    int rc =
+        rv_db_original_write(a->db, id, fd, mode, by_disk ? (room ? room : 1) : cap, NULL, &n, err);
+    if (rc == RV_ERR_LIMIT && by_disk)
+        rc = rv_error_field(err, RV_ERR_LIMIT, "disk_reserve",
+                            "the original does not fit on the spool disk above this server's "
+                            "free-space reserve (--disk-reserve); retry later");
+    if (!rc && n == 0)
+        rc = rv_error_set(err, RV_ERR_INTERNAL, -1, -1,
+                          "the stored original of trace %lld is empty", (long long)id);
+    if (!rc) {
+        /* Pages of a file: the kernel can drop them under pressure, which
+         * it cannot do with a heap copy. */
+        void *p = mmap(NULL, (size_t)n, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED)
+            rc = rv_error_set(err, RV_ERR_IO, -1, -1, "cannot map the original: %s",
+                              strerror(errno));
+        else {
+            m->bytes = p;
+            m->len = (size_t)n;
+        }
+    }
+    close(fd);
+    if (rc)
+        trace_not_found_words(err, id);
+    return rc;
+}
+
+void rv_api_unmap(rv_api_mapped *m)
+{
+    if (m && m->bytes)
+        munmap((void *)m->bytes, m->len);
+    if (m) {
+        m->bytes = NULL;
+        m->len = 0;
+    }
+}
+
+/* Streams the original through an unlinked spool file (1 MiB at a time
+ * from the database), so that memory stays small whatever it inflates to. */
 void rv_api_trace_original(rv_req *r, void *app)
 {
     rv_app *a = app;
     int64_t id = rv_api_id_param(r, "id");
-    uint8_t *bytes = NULL;
-    size_t len = 0, received = 0;
-    int wrapped = 0;
+    rv_db_original_info info;
+    uint64_t n = 0;
     rv_error e;
 
     rv_error_clear(&e);
     if (id < 0)
         return;
-    if (rv_db_original_get(a->db, id, &bytes, &len, &wrapped, &received, &e) != 0) {
+    int fd = spool_fd(a, &e);
+    if (fd < 0) {
+        rv_req_error(r, 503, "unavailable", NULL, "%s", e.message);
+        return;
+    }
+    /* Stored as gzip(received): a client that takes gzip gets it as is and
+     * unpacks the received bytes; others get them inflated here. */
+    int gz_ok = accepts_gzip(r);
+    int mode = gz_ok ? RV_DB_ORIGINAL_STORED : RV_DB_ORIGINAL_AS_RECEIVED;
+    /* The spool file holds the answer until it is sent: never past the
+     * disk's free-space reserve. */
+    uint64_t room = rv_api_spool_room(a);
+    if (rv_db_original_write(a->db, id, fd, mode, room == UINT64_MAX ? 0 : (room ? room : 1), &info,
+                             &n, &e) != 0 ||
+        lseek(fd, 0, SEEK_SET) != 0) {
+        close(fd);
+        if (e.code == RV_ERR_LIMIT) {
+            rv_api_spool_full(r, a, room);
+            return;
+        }
+        if (e.code == RV_ERR_PARSE) {
+            rv_req_error(r, 500, "internal", NULL, "the stored original of trace %lld is damaged",
+                         (long long)id);
+            return;
+        }
         trace_not_found_words(&e, id);
         rv_req_error_rv(r, &e);
         return;
     }
     char cd[96];
     snprintf(cd, sizeof(cd), "attachment; filename=\"trace-%lld.json%s\"", (long long)id,
-             (!wrapped && len >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b) ? ".gz" : "");
-    if (!wrapped) {
-        int gz = len >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b;
-        rv_req_add_header(r, "Content-Disposition", cd);
-        rv_req_respond_buf(r, 200, gz ? "application/gzip" : "application/json", (char *)bytes,
-                           len);
-        return;
-    }
-    /* Stored as gzip(received): a client that takes gzip gets it as is and
-     * unpacks the received bytes; others get them inflated here. */
-    if (accepts_gzip(r)) {
-        rv_req_add_header(r, "Content-Encoding", "gzip");
-        rv_req_add_header(r, "Content-Disposition", cd);
-        rv_req_respond_buf(r, 200, "application/json", (char *)bytes, len);
-        return;
-    }
-    char *plain = malloc(received ? received : 1);
-    z_stream z = {0};
-    int ok = plain && inflateInit2(&z, 16 + MAX_WBITS) == Z_OK;
-    if (ok) {
-        z.next_in = bytes;
-        z.avail_in = (uInt)len;
-        z.next_out = (Bytef *)plain;
-        z.avail_out = (uInt)received;
-        int zr = inflate(&z, Z_FINISH);
-        ok = zr == Z_STREAM_END && z.total_out == received;
-        inflateEnd(&z);
-    }
-    free(bytes);
-    if (!ok) {
-        free(plain);
-        rv_req_error(r, 500, "internal", NULL, "the stored original of trace %lld is damaged",
-                     (long long)id);
-        return;
-    }
+             info.gzip_wrapped ? "" : ".gz");
     rv_req_add_header(r, "Content-Disposition", cd);
-    rv_req_respond_buf(r, 200, "application/json", plain, received);
+    if (info.gzip_wrapped && gz_ok)
+        rv_req_add_header(r, "Content-Encoding", "gzip");
+    rv_req_respond_fd(r, 200, info.gzip_wrapped ? "application/json" : "application/gzip", fd, n);
 }
 
 void rv_api_platform_list(rv_req *r, void *app)
@@ -431,7 +498,15 @@ void rv_api_upload_answer(rv_req *r, rv_app *a, const rv_db_ingest_result *res, 
     rv_error_clear(&e);
     rv_metrics_add(a->metrics, RV_M_INGEST_BYTES, bytes);
     rv_metrics_add(a->metrics, res->duplicate ? RV_M_UPLOAD_DUPLICATES : RV_M_UPLOADS, 1);
-    if (rv_db_trace_get(a->db, res->trace_id, &t, &e) != 0 || !t)
+    /* A duplicate is someone's stored trace: a token that may not read
+     * learns only its id, nothing it did not send. */
+    char who[32];
+    unsigned scopes = 0;
+    rv_api_caller(a, r, who, sizeof(who), &scopes);
+    int may_read = (scopes & (RV_SCOPE_READ | RV_SCOPE_ADMIN)) != 0;
+    if ((!res->duplicate || may_read) && rv_db_trace_get(a->db, res->trace_id, &t, &e) != 0)
+        t = NULL;
+    if (!t)
         t = json_object();
     json_object_set_new(t, "id", json_integer(res->trace_id));
     json_object_set_new(t, "duplicate", json_boolean(res->duplicate));

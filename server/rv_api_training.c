@@ -15,6 +15,7 @@
 #include "rv_db.h"
 #include "job/rv_job.h"
 #include "rv_metrics.h"
+#include "rv_auth.h"
 #include "util/rv_sha256.h"
 #include "util/rv_tar.h"
 #include "whatif/rv_whatif.h"
@@ -339,9 +340,11 @@ static int ends_with(const char *s, const char *suffix)
 /* One member of an archive upload: ingested as a trace of job `job`, its
  * rank from the trace. The row for the answer is appended to rows. Returns
  * 1 stored, 2 duplicate, 0 refused (the row says why), or RV_ERR_IO when
- * the database failed (the whole upload stops). */
-static int archive_member(rv_app *a, const char *job, const char *name, const uint8_t *data,
-                          size_t len, json_t *rows, rv_error *dberr)
+ * the database failed or RV_ERR_FORBIDDEN when the job turned out to be
+ * another token's (the whole upload stops). */
+static int archive_member(rv_app *a, const char *job, const char *writer, int writer_admin,
+                          const char *name, const uint8_t *data, size_t len, json_t *rows,
+                          rv_error *dberr)
 {
     rv_db_ingest_meta meta = {.job = job, .rank = RV_NONE, .world_size = RV_NONE};
     rv_db_ingest_result res = {0};
@@ -352,8 +355,10 @@ static int archive_member(rv_app *a, const char *job, const char *name, const ui
     meta.max_bytes = (size_t)a->cfg.upload_cap;
     meta.max_trace_bytes = (size_t)a->cfg.max_trace_bytes;
     meta.max_events = (size_t)a->cfg.max_events;
+    meta.writer = writer;
+    meta.writer_admin = writer_admin;
     if (rv_db_ingest_buffer(a->db, data, len, &meta, &res, &e) != 0) {
-        if (e.code == RV_ERR_IO || e.code == RV_ERR_NOMEM) {
+        if (e.code == RV_ERR_IO || e.code == RV_ERR_NOMEM || e.code == RV_ERR_FORBIDDEN) {
             *dberr = e;
             return e.code;
         }
@@ -375,6 +380,53 @@ static int archive_member(rv_app *a, const char *job, const char *name, const ui
     return res.duplicate ? 2 : 1;
 }
 
+/* The first pass over an archive upload: 0 when its members (the tar
+ * stream inflated) add up to at most cfg.max_archive bytes, else -1 with
+ * 413 naming max_archive (or the archive's own error) set on r. */
+static int archive_size_ok(rv_req *r, rv_app *a, const char *spool)
+{
+    rv_tar *tar = NULL;
+    char *name = malloc(RV_TAR_NAME_MAX);
+    uint64_t total = 0;
+    size_t len = 0, members = 0;
+    int rc, ok = -1;
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (!name || rv_tar_open_file(spool, &tar, &e) != 0) {
+        if (!name)
+            rv_error_set(&e, RV_ERR_NOMEM, -1, -1, "out of memory");
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    while ((rc = rv_tar_next(tar, (size_t)a->cfg.upload_cap, name, NULL, &len, &e)) == 1) {
+        total += len;
+        if (++members > ARCHIVE_MAX_MEMBERS) {
+            rv_error_set(&e, RV_ERR_LIMIT, -1, -1, "the archive holds more than %d files",
+                         ARCHIVE_MAX_MEMBERS);
+            rc = RV_ERR_LIMIT;
+            break;
+        }
+        if (a->cfg.max_archive && total > a->cfg.max_archive) {
+            rv_req_error(r, 413, "limit_exceeded", "max_archive",
+                         "the archive's files add up to more than this server's limit of %llu "
+                         "bytes (max_archive, --max-archive) by member '%.200s'; nothing was "
+                         "stored",
+                         (unsigned long long)a->cfg.max_archive, name);
+            goto out;
+        }
+    }
+    if (rc < 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    ok = 0;
+out:
+    rv_tar_close(tar);
+    free(name);
+    return ok;
+}
+
 /* POST /v1/training-jobs?job=NAME: a .tar or .tar.gz of the rank traces
  * (each .json or .json.gz member is one trace, its rank from its
  * distributedInfo). Each member is its own ingest, so one bad member costs
@@ -391,6 +443,8 @@ void rv_api_training_upload(rv_req *r, void *app)
     uint8_t *data = NULL;
     size_t len = 0, stored = 0, dups = 0, members = 0;
     int64_t id = 0;
+    char who[32];
+    unsigned scopes = 0;
     rv_error e;
 
     rv_error_clear(&e);
@@ -411,6 +465,18 @@ void rv_api_training_upload(rv_req *r, void *app)
                      "the request body must be a .tar or .tar.gz of the rank traces");
         goto out;
     }
+    if (rv_api_disk_guard(r, a, size) != 0)
+        goto out;
+    /* Writing into an existing job is its creator's or an admin's. */
+    rv_api_caller(a, r, who, sizeof(who), &scopes);
+    if (rv_db_training_may_write(a->db, job, who, (scopes & RV_SCOPE_ADMIN) != 0, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    /* What the archive inflates to is bounded before any member is
+     * stored: a first pass reads the headers and skips the bytes. */
+    if (archive_size_ok(r, a, spool) != 0)
+        goto out;
     if (rv_tar_open_file(spool, &tar, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
@@ -435,7 +501,8 @@ void rv_api_training_upload(rv_req *r, void *app)
             json_array_append_new(rows, json_pack("{s:s,s:s,s:s}", "name", name, "error", "skipped",
                                                   "message", "not a .json or .json.gz file"));
         } else {
-            rc = archive_member(a, job, name, data, len, rows, &e);
+            rc = archive_member(a, job, who, (scopes & RV_SCOPE_ADMIN) != 0, name, data, len, rows,
+                                &e);
             if (rc < 0) {
                 rv_req_error_rv(r, &e);
                 goto out;

@@ -343,6 +343,7 @@ void rv_req_error_rv(rv_req *r, const rv_error *e)
      * that asks for too much (422). */
     case RV_ERR_LIMIT: status = e->field[0] ? 422 : 413; break;
     case RV_ERR_NOTFOUND: status = 404; break;
+    case RV_ERR_FORBIDDEN: status = 403; break;
     /* This request's budget ran out (or memory did): retryable. */
     case RV_ERR_NOMEM:
     case RV_ERR_BUDGET: status = 503; break;

@@ -15,6 +15,7 @@
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -209,6 +210,24 @@ static void *fleet_thread(void *p)
  * crashed), with backoff (1 s doubling to 16 s) while starts fail; the
  * pool then reconnects. Meanwhile requests answer 503
  * database_unavailable (rv_api.c). */
+/* The folder whose disk holds the database: the embedded cluster's data
+ * directory, else the one an external server reports when this process
+ * can see it (same host, and a role allowed to read the setting); NULL
+ * when neither. */
+static const char *database_dir(rv_pgembed *pg, rv_db *db, char *buf, size_t cap)
+{
+    struct statvfs sv;
+    if (pg) {
+        snprintf(buf, cap, "%s", rv_pgembed_datadir(pg));
+        return buf;
+    }
+    rv_error e;
+    rv_error_clear(&e);
+    if (rv_db_data_directory(db, buf, cap, &e) != 0 || statvfs(buf, &sv) != 0)
+        return NULL;
+    return buf;
+}
+
 static void *pg_thread(void *p)
 {
     bg *b = p;
@@ -338,6 +357,7 @@ int rv_server_main(const rv_server_config *c)
     rv_workers *workers = NULL;
     rv_http *http = NULL;
     rv_app app;
+    char datadir[1024];
     bg b;
     pthread_t tok_tid, fleet_tids[64], pg_tid, listen_tid;
     int tok_started = 0, pg_started = 0, listen_started = 0, home_lock = -1;
@@ -380,6 +400,11 @@ int rv_server_main(const rv_server_config *c)
         fprintf(stderr, "reveried: migrations: %s\n", e.message);
         goto out;
     }
+    /* Deadlines only once the schema is in place: a migration may be long. */
+    if (rv_db_set_timeout(db, c->db_timeout_ms, &e) != 0) {
+        fprintf(stderr, "reveried: database: %s\n", e.message);
+        goto out;
+    }
     if (c->migrate_only) {
         printf("reveried: migrations applied\n");
         rc = 0;
@@ -401,6 +426,12 @@ int rv_server_main(const rv_server_config *c)
     app.cfg.whatif_budget_ms = c->whatif_budget_ms;
     app.cfg.fleet_inline_max = c->fleet_inline_max;
     app.cfg.timeline_max_tasks = c->timeline_max_tasks ? c->timeline_max_tasks : 200000;
+    app.cfg.max_archive = c->max_archive_bytes;
+    app.cfg.disk_reserve = c->disk_reserve_bytes;
+    app.cfg.disk_path = database_dir(pg, db, datadir, sizeof(datadir));
+    if (c->disk_reserve_bytes && !app.cfg.disk_path)
+        fprintf(stderr, "reveried: the database's data directory is not readable from here "
+                        "(an external database): --disk-reserve cannot act\n");
     gcache = rv_gcache_new(c->graph_cache_bytes);
     if (!gcache) {
         fprintf(stderr, "reveried: out of memory\n");

@@ -15,7 +15,10 @@ typedef struct rv_server_config {
     const char *web_root; /* NULL: no dashboard */
     uint64_t upload_cap;
     uint64_t max_trace_bytes;
-    uint64_t max_events; /* events one trace may keep; 0 = the reader's cap */
+    uint64_t max_events;         /* events one trace may keep; 0 = the reader's cap */
+    uint64_t max_archive_bytes;  /* all files of one archive upload, inflated; 0 = no cap */
+    uint64_t disk_reserve_bytes; /* free space kept on the database's disk; 0 = off */
+    unsigned db_timeout_ms;      /* deadline of one database call; 0 = none */
     size_t json_body_cap;
     unsigned conn_timeout_s, per_ip_limit, conn_limit;
     unsigned header_timeout_s, min_body_rate; /* see rv_http_config */

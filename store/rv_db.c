@@ -5,10 +5,14 @@
 #include "rv_db.h"
 #include "rv_db_internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 static const struct {
     const char *name, *sql;
@@ -136,8 +140,15 @@ int rv_db_open(const char *conninfo, unsigned nconns, rv_db **out, rv_error *err
     }
     pthread_mutex_init(&db->mu, NULL);
     pthread_cond_init(&db->cv, NULL);
+    pthread_cond_init(&db->stop_cv, NULL);
     for (unsigned i = 0; i < nconns; i++) {
-        PGconn *c = PQconnectdb(conninfo);
+        db->conns[i].wfd = -1;
+        /* A server that accepts but never answers (stopped) must not hang
+         * the connect: connect_timeout unless conninfo gives its own (the
+         * later value wins in libpq's list). */
+        static const char *const keys[] = {"connect_timeout", "dbname", NULL};
+        const char *vals[] = {"2", conninfo, NULL};
+        PGconn *c = PQconnectdbParams(keys, vals, 1);
         db->n = i + 1;
         db->conns[i].c = c;
         PQsetNoticeProcessor(c, quiet_notice, NULL);
@@ -156,17 +167,117 @@ void rv_db_close(rv_db *db)
 {
     if (!db)
         return;
-    for (unsigned i = 0; i < db->n; i++)
+    if (db->watchdog_started) {
+        pthread_mutex_lock(&db->mu);
+        db->stop = 1;
+        pthread_cond_signal(&db->stop_cv);
+        pthread_mutex_unlock(&db->mu);
+        pthread_join(db->watchdog, NULL);
+    }
+    for (unsigned i = 0; i < db->n; i++) {
         PQfinish(db->conns[i].c);
+        if (db->conns[i].wfd >= 0)
+            close(db->conns[i].wfd);
+    }
     pthread_mutex_destroy(&db->mu);
     pthread_cond_destroy(&db->cv);
+    pthread_cond_destroy(&db->stop_cv);
     free(db->conninfo);
     free(db);
+}
+
+/* now + ms as an absolute CLOCK_REALTIME time (pthread_cond_timedwait). */
+static struct timespec abs_in(int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
+/* Arms the deadline of pc (under mu): a duplicate of its socket for the
+ * watchdog, and the time. */
+static void arm(rv_db *db, rv_db__conn *pc, int64_t deadline_ms)
+{
+    if (!db->timeout_ms)
+        return;
+    if (pc->wfd >= 0)
+        close(pc->wfd);
+    int s = PQsocket(pc->c);
+    pc->wfd = s >= 0 ? fcntl(s, F_DUPFD_CLOEXEC, 0) : -1;
+    pc->deadline_ms = deadline_ms;
+}
+
+static void disarm(rv_db__conn *pc)
+{
+    if (pc->wfd >= 0)
+        close(pc->wfd);
+    pc->wfd = -1;
+    pc->deadline_ms = 0;
+}
+
+/* The watchdog: every 100 ms, shuts the socket of each connection whose
+ * call is past its deadline, so that libpq's blocking read returns (the
+ * connection is then lost, the call fails with RV_ERR_IO and the thread is
+ * marked unavailable). Nothing is sent to the server: a stopped server
+ * would not read a cancel request either. */
+static void *watchdog_main(void *arg)
+{
+    rv_db *db = arg;
+    pthread_mutex_lock(&db->mu);
+    while (!db->stop) {
+        struct timespec until = abs_in(100);
+        pthread_cond_timedwait(&db->stop_cv, &db->mu, &until);
+        int64_t now = now_ms();
+        for (unsigned i = 0; i < db->n; i++) {
+            rv_db__conn *pc = &db->conns[i];
+            if (!pc->busy || !pc->deadline_ms || now < pc->deadline_ms || pc->killed)
+                continue;
+            if (pc->wfd >= 0)
+                shutdown(pc->wfd, SHUT_RDWR);
+            pc->killed = 1;
+            fprintf(stderr,
+                    "reveried: database: a call ran %lld ms past its deadline; its "
+                    "connection was cut (reset before its next use)\n",
+                    (long long)(now - pc->deadline_ms));
+        }
+    }
+    pthread_mutex_unlock(&db->mu);
+    return NULL;
+}
+
+int rv_db_set_timeout(rv_db *db, unsigned timeout_ms, rv_error *err)
+{
+    db->timeout_ms = timeout_ms;
+    if (!timeout_ms || db->watchdog_started)
+        return 0;
+    if (pthread_create(&db->watchdog, NULL, watchdog_main, db) != 0) {
+        db->timeout_ms = 0;
+        return rv_error_set(err, RV_ERR_IO, -1, -1, "database: cannot start the watchdog");
+    }
+    db->watchdog_started = 1;
+    return 0;
+}
+
+void rv_db__deadline(rv_db *db, rv_db__conn *pc, unsigned ms)
+{
+    if (!db->timeout_ms)
+        return;
+    pthread_mutex_lock(&db->mu);
+    if (!pc->killed)
+        pc->deadline_ms = now_ms() + (ms ? ms : db->timeout_ms);
+    pthread_mutex_unlock(&db->mu);
 }
 
 rv_db__conn *rv_db__acquire(rv_db *db, rv_error *err)
 {
     rv_db__conn *pc = NULL;
+    int64_t deadline = db->timeout_ms ? now_ms() + db->timeout_ms : 0;
     pthread_mutex_lock(&db->mu);
     for (;;) {
         for (unsigned i = 0; i < db->n && !pc; i++)
@@ -174,15 +285,38 @@ rv_db__conn *rv_db__acquire(rv_db *db, rv_error *err)
                 pc = &db->conns[i];
         if (pc)
             break;
-        pthread_cond_wait(&db->cv, &db->mu);
+        if (!deadline) {
+            pthread_cond_wait(&db->cv, &db->mu);
+            continue;
+        }
+        /* Every connection busy past the deadline: the calls holding them
+         * are stuck (or the pool is too small); fail rather than queue. */
+        int64_t left = deadline - now_ms();
+        struct timespec until = abs_in(left > 0 ? left : 0);
+        if (left <= 0 || (pthread_cond_timedwait(&db->cv, &db->mu, &until) == ETIMEDOUT &&
+                          now_ms() >= deadline)) {
+            pthread_mutex_unlock(&db->mu);
+            tl_unavailable = 1;
+            rv_error_set(err, RV_ERR_IO, -1, -1,
+                         "database: no connection free within %u ms (the database is slow or "
+                         "stuck)",
+                         db->timeout_ms);
+            return NULL;
+        }
     }
     pc->busy = 1;
     unsigned epoch = db->epoch;
     int wait = db->down && now_ms() < db->retry_at_ms;
+    int killed = pc->killed;
     pthread_mutex_unlock(&db->mu);
-    if (PQstatus(pc->c) == CONNECTION_OK && pc->epoch == epoch)
+    if (PQstatus(pc->c) == CONNECTION_OK && pc->epoch == epoch && !killed) {
+        pthread_mutex_lock(&db->mu);
+        arm(db, pc, deadline);
+        pthread_mutex_unlock(&db->mu);
         return pc;
+    }
     if (!wait) {
+        /* Bounded by connect_timeout (rv_db_open). */
         PQreset(pc->c);
         pc->prepared = 0;
         pc->epoch = epoch;
@@ -190,6 +324,9 @@ rv_db__conn *rv_db__acquire(rv_db *db, rv_error *err)
     pthread_mutex_lock(&db->mu);
     if (!wait && PQstatus(pc->c) == CONNECTION_OK) {
         db->down = 0;
+        pc->killed = 0;
+        /* The reset took its time; the call still gets a full deadline. */
+        arm(db, pc, deadline ? now_ms() + db->timeout_ms : 0);
         pthread_mutex_unlock(&db->mu);
         return pc;
     }
@@ -214,14 +351,16 @@ void rv_db__release(rv_db *db, rv_db__conn *pc)
     if (!pc)
         return;
     /* Never hand out a connection inside a transaction. */
-    if (PQstatus(pc->c) == CONNECTION_OK && PQtransactionStatus(pc->c) != PQTRANS_IDLE)
+    if (!pc->killed && PQstatus(pc->c) == CONNECTION_OK &&
+        PQtransactionStatus(pc->c) != PQTRANS_IDLE)
         PQclear(PQexec(pc->c, "ROLLBACK"));
     pthread_mutex_lock(&db->mu);
     /* A lost connection: the others are likely lost too (the server went
      * away); reset each before its next use instead of failing a query on
      * it first. */
-    if (PQstatus(pc->c) != CONNECTION_OK && pc->epoch == db->epoch)
+    if ((pc->killed || PQstatus(pc->c) != CONNECTION_OK) && pc->epoch == db->epoch)
         db->epoch++;
+    disarm(pc);
     pc->busy = 0;
     pthread_cond_signal(&db->cv);
     pthread_mutex_unlock(&db->mu);
@@ -278,6 +417,22 @@ int rv_db_ping(rv_db *db, rv_error *err)
     PQclear(r);
     rv_db__release(db, pc);
     return r ? 0 : RV_ERR_IO;
+}
+
+int rv_db_data_directory(rv_db *db, char *out, size_t cap, rv_error *err)
+{
+    out[0] = '\0';
+    rv_db__conn *pc = rv_db__acquire(db, err);
+    if (!pc)
+        return RV_ERR_IO;
+    PGresult *r = rv_db__q(pc, "data directory", "SELECT current_setting('data_directory')", 0,
+                           NULL, PGRES_TUPLES_OK, err);
+    int rc = r && PQntuples(r) == 1 ? 0 : RV_ERR_IO;
+    if (!rc)
+        snprintf(out, cap, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    rv_db__release(db, pc);
+    return rc;
 }
 
 int rv_db__query_json(rv_db *db, const char *what, const char *sql, int n, const char *const *vals,

@@ -29,6 +29,19 @@ typedef struct rv_db rv_db;
 int rv_db_open(const char *conninfo, unsigned nconns, rv_db **out, rv_error *err);
 /* Closes every connection and frees db. NULL-safe. Callers must be done. */
 void rv_db_close(rv_db *db);
+/* Deadlines on every call (issue 25): a call that cannot get a connection,
+ * or whose query runs, past timeout_ms fails with RV_ERR_IO and marks the
+ * thread unavailable (503 database_unavailable); a watchdog thread shuts
+ * the stuck connection's socket, and the connection is reset before its
+ * next use. Connecting gives up after connect_timeout (2 s unless conninfo
+ * says). Long calls (an ingest's transaction) get a longer deadline scaled
+ * by their bytes; nothing is set on the server (no statement_timeout).
+ * 0 turns deadlines off (the default, for the CLI). Call once, before the
+ * pool is shared. */
+int rv_db_set_timeout(rv_db *db, unsigned timeout_ms, rv_error *err);
+/* The server's data directory (a role allowed to read it: superuser or
+ * pg_read_all_settings) into out (cap bytes). */
+int rv_db_data_directory(rv_db *db, char *out, size_t cap, rv_error *err);
 /* SELECT 1 on a pooled connection. */
 int rv_db_ping(rv_db *db, rv_error *err);
 

@@ -196,6 +196,10 @@ int rv_db_ingest_commit(rv_db *db, const rv_db_ingest_prep *p, rv_db_ingest_resu
     rv_db__conn *pc = rv_db__acquire(db, err);
     if (!pc)
         return RV_ERR_IO;
+    /* A big trace's transaction is long by nature: its deadline grows with
+     * the bytes it writes (1 s per MiB on top of RV_DB__LONG_MS). */
+    rv_db__deadline(db, pc,
+                    RV_DB__LONG_MS + (unsigned)((p->stored_len + p->snap_len) >> 20) * 1000u);
     rc = rv_db__trace_id_by_sha(pc, p->sha256, &existing, err);
     if (rc)
         goto out;
@@ -293,7 +297,8 @@ int rv_db_ingest_commit(rv_db *db, const rv_db_ingest_prep *p, rv_db_ingest_resu
     }
     if (db->hook)
         db->hook(3, db->hook_ctx);
-    if ((rc = rv_db__training_record(pc, p->job, p->rank, p->world_size, err)) != 0)
+    if ((rc = rv_db__training_record(pc, p->job, p->rank, p->world_size, p->writer, p->writer_admin,
+                                     err)) != 0)
         goto out;
     rc = rv_db__exec(pc, "COMMIT", "COMMIT", err);
     if (rc)

@@ -38,6 +38,11 @@ typedef struct rv_db_ingest_meta {
      * err->field "max_trace_bytes" or "max_events". */
     size_t max_trace_bytes; /* decompressed JSON; 0 = the reader's (16 GiB) */
     size_t max_events;      /* events kept; 0 = the reader's (RV_TRACE_MAX_EVENTS) */
+    /* The uploading token's id: a rank for an existing training job made
+     * by another token is refused (RV_ERR_FORBIDDEN, field "job") unless
+     * writer_admin. NULL: no check (the CLI, tests, no authentication). */
+    const char *writer;
+    int writer_admin;
 } rv_db_ingest_meta;
 
 typedef struct rv_db_ingest_result {

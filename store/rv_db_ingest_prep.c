@@ -15,6 +15,7 @@
 #include "hw/rv_hw.h"
 #include "util/rv_jsonw.h"
 #include "cost/rv_kmodel_acc.h"
+#include "graph/rv_graph.h"
 #include "graph/rv_overhead.h"
 #include "simulate/rv_report.h"
 #include "reader/rv_snapshot.h"
@@ -323,6 +324,7 @@ void rv_db_ingest_prep_free(rv_db_ingest_prep *p)
     free(p->tags);
     free(p->job);
     free(p->source_format);
+    free(p->writer);
     for (int i = 0; i < 5; i++)
         free(p->pf[i]);
     for (int i = 0; i < 4; i++)
@@ -357,6 +359,10 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
                           "accelerator)");
         goto out;
     }
+    /* The same for what the graph builder or the simulator would refuse
+     * (a million streams, times past what the simulator holds). */
+    if ((rc = rv_graph_check_trace(t, err)) != 0)
+        goto out;
     p->t = t;
     p->len = len;
     memcpy(p->sha256, sha, sizeof(p->sha256));
@@ -417,6 +423,9 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
     p->job = strdup(first_nonempty(meta->job, rv_trace_str(t, t->job)));
     p->source_format = strdup(first_nonempty(
         meta->source_format, first_nonempty(rv_trace_str(t, t->source_format), "kineto")));
+    p->writer_admin = meta->writer_admin;
+    if (meta->writer && !(p->writer = strdup(meta->writer)))
+        oom = 1;
     if (oom || !p->job || !p->source_format) {
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "ingest: out of memory");
         goto out;

@@ -18,12 +18,23 @@
 /* Default cap on an original (rv_db_ingest_meta.max_bytes 0). */
 #define RV_DB__DEFAULT_MAX_BYTES ((size_t)512 << 20)
 
+/* The deadline of calls long by nature (an ingest's transaction before its
+ * bytes are counted, a delete that rebuilds a platform's statistics). */
+#define RV_DB__LONG_MS 60000u
+
 /* One pooled connection. */
 typedef struct rv_db__conn {
     PGconn *c;
     uint32_t prepared; /* bit i: statement i prepared on this connection */
     int busy;
     unsigned epoch; /* the pool's epoch when this connection was (re)made */
+    /* The deadline of the call holding it (monotonic ms; 0 = none) and a
+     * duplicate of its socket that the watchdog shuts when the deadline
+     * passes (the duplicate is ours, so its number cannot be reused under
+     * the watchdog while libpq closes its own). Under the pool's mutex. */
+    int64_t deadline_ms;
+    int wfd;
+    int killed; /* the watchdog shut it: reset before the next use */
 } rv_db__conn;
 
 struct rv_db {
@@ -39,6 +50,12 @@ struct rv_db {
     int64_t retry_at_ms;
     unsigned n;
     rv_db__conn conns[RV_DB__MAX_CONNS];
+    /* Deadlines (rv_db_set_timeout): 0 = none. The watchdog thread runs
+     * while timeout_ms is set; stop asks it to end. */
+    unsigned timeout_ms;
+    int watchdog_started, stop;
+    pthread_t watchdog;
+    pthread_cond_t stop_cv;
     rv_db_ingest_hook hook;
     void *hook_ctx;
 };
@@ -63,6 +80,10 @@ int rv_db__fail(rv_error *err, const char *what, PGconn *c, const PGresult *r);
 /* Borrows a connection, waiting while all are busy; a broken one is reset
  * first. NULL (and *err) when it cannot be reset. */
 rv_db__conn *rv_db__acquire(rv_db *db, rv_error *err);
+/* Moves the deadline of the call holding pc to ms from now (0: the pool's
+ * timeout), for calls that are long by nature (an ingest's transaction,
+ * one chunk of a streamed read). No-op without deadlines. */
+void rv_db__deadline(rv_db *db, rv_db__conn *pc, unsigned ms);
 /* Gives it back (NULL-safe), rolling back a transaction left open. */
 void rv_db__release(rv_db *db, rv_db__conn *pc);
 
@@ -114,6 +135,8 @@ struct rv_db_ingest_prep {
     int32_t rank, world_size;
     double measured_us;
     int iterations;
+    char *writer; /* rv_db_ingest_meta.writer (copy), NULL: no ownership check */
+    int writer_admin;
     /* The kernel-model sums (rv_kmodel_acc) as array literals for
      * trace_kernel_effs: classes text[], buckets int[], n and slog
      * float8[]; all NULL when no kernel was costed. */
@@ -161,8 +184,9 @@ int rv_db__overheads_rebuild(rv_db__conn *pc, const char *platform_id, size_t *g
 
 /* Records that an ingested trace is a rank of training job `job` (no-op
  * without a job name or a rank), inside the ingest's transaction
- * (rv_db_training.c). */
+ * (rv_db_training.c). An existing job created by another token than writer
+ * (NULL: no check) gives RV_ERR_FORBIDDEN (field "job") unless admin. */
 int rv_db__training_record(rv_db__conn *pc, const char *job, int32_t rank, int32_t world_size,
-                           rv_error *err);
+                           const char *writer, int admin, rv_error *err);
 
 #endif

@@ -5,9 +5,12 @@
 #include "rv_db_traces.h"
 #include "rv_db_internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include "reader/rv_snapshot.h"
 
@@ -270,6 +273,8 @@ int rv_db_trace_delete(rv_db *db, int64_t id, rv_error *err)
     rv_db__conn *pc = rv_db__acquire(db, err);
     if (!pc)
         return RV_ERR_IO;
+    /* The platform's statistics are rebuilt from all its traces' rows. */
+    rv_db__deadline(db, pc, RV_DB__LONG_MS);
     int rc = rv_db__exec(pc, "BEGIN", "BEGIN", err);
     PGresult *r = NULL;
     if (rc)
@@ -369,5 +374,148 @@ int rv_db_original_get(rv_db *db, int64_t id, uint8_t **bytes, size_t *len, int 
     }
     PQclear(r);
     rv_db__release(db, pc);
+    return rc;
+}
+
+/* Writes n bytes to fd: 0 or RV_ERR_IO. */
+static int write_all(int fd, const void *p, size_t n, rv_error *err)
+{
+    const char *b = p;
+    while (n) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return rv_error_set(err, RV_ERR_IO, -1, -1, "writing the original: %s",
+                                w < 0 ? strerror(errno) : "short write");
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* The original's streaming state: the inflater (when inflating), the
+ * output and its cap. */
+typedef struct orig_sink {
+    int fd, inflate, started;
+    uint64_t max_out, written;
+    z_stream z;
+    unsigned char *out;
+} orig_sink;
+
+/* One chunk of stored bytes into the sink. */
+static int sink_put(orig_sink *k, const unsigned char *in, size_t n, rv_error *err)
+{
+    if (!k->inflate) {
+        /* As stored: no bigger than what the database holds already. */
+        k->written += n;
+        return write_all(k->fd, in, n, err);
+    }
+    k->z.next_in = (Bytef *)(uintptr_t)in;
+    k->z.avail_in = (uInt)n;
+    while (k->z.avail_in > 0) {
+        k->z.next_out = k->out;
+        k->z.avail_out = (uInt)RV_DB_ORIGINAL_CHUNK;
+        int zr = inflate(&k->z, Z_NO_FLUSH);
+        size_t got = RV_DB_ORIGINAL_CHUNK - k->z.avail_out;
+        if (zr != Z_OK && zr != Z_STREAM_END && !(zr == Z_BUF_ERROR && got))
+            return rv_error_set(err, RV_ERR_PARSE, -1, -1,
+                                "the stored original does not inflate (zlib %d)", zr);
+        if (k->max_out && k->written + got > k->max_out)
+            goto over;
+        k->written += got;
+        if (got && write_all(k->fd, k->out, got, err) != 0)
+            return RV_ERR_IO;
+        /* Concatenated gzip members inflate one after the other. */
+        if (zr == Z_STREAM_END && inflateReset(&k->z) != Z_OK)
+            return rv_error_set(err, RV_ERR_INTERNAL, -1, -1, "zlib: inflateReset failed");
+    }
+    return 0;
+over:
+    return rv_error_field(err, RV_ERR_LIMIT, "max_trace_bytes",
+                          "the original inflates past this server's limit of %llu bytes "
+                          "(max_trace_bytes)",
+                          (unsigned long long)k->max_out);
+}
+
+/* The original's size, encoding and upload size (text results). */
+static int original_info(rv_db__conn *pc, const char *id_s, int64_t id, rv_db_original_info *info,
+                         rv_error *err)
+{
+    const char *vals[] = {id_s};
+    PGresult *r = rv_db__q(pc, "original",
+                           "SELECT octet_length(bytes), encoding, size FROM trace_originals WHERE "
+                           "trace_id = $1",
+                           1, vals, PGRES_TUPLES_OK, err);
+    if (!r)
+        return RV_ERR_IO;
+    int rc = 0;
+    if (PQntuples(r) == 0) {
+        rc = rv_error_set(err, RV_ERR_NOTFOUND, -1, -1, "no trace with id %lld", (long long)id);
+    } else {
+        info->stored = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+        info->gzip_wrapped = strcmp(PQgetvalue(r, 0, 1), "gzip") == 0;
+        info->received = strtoull(PQgetvalue(r, 0, 2), NULL, 10);
+    }
+    PQclear(r);
+    return rc;
+}
+
+int rv_db_original_write(rv_db *db, int64_t id, int fd, int mode, uint64_t max_out,
+                         rv_db_original_info *info, uint64_t *written, rv_error *err)
+{
+    char id_s[24], off_s[24], len_s[24];
+    rv_db_original_info inf = {0};
+    orig_sink k = {.fd = fd, .max_out = max_out};
+    int rc;
+
+    if (written)
+        *written = 0;
+    rv_db__id_text(id_s, id);
+    rv_db__conn *pc = rv_db__acquire(db, err);
+    if (!pc)
+        return RV_ERR_IO;
+    rc = original_info(pc, id_s, id, &inf, err);
+    k.inflate =
+        mode == RV_DB_ORIGINAL_PLAIN || (mode == RV_DB_ORIGINAL_AS_RECEIVED && inf.gzip_wrapped);
+    if (!rc && k.inflate) {
+        if (!(k.out = malloc(RV_DB_ORIGINAL_CHUNK)))
+            rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+        else if (inflateInit2(&k.z, 16 + MAX_WBITS) != Z_OK)
+            rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "zlib: inflateInit failed");
+        else
+            k.started = 1;
+    }
+    /* substring() reads only the chunks it needs: the column is stored
+     * EXTERNAL, uncompressed (migration 0001). */
+    for (uint64_t off = 0; !rc && off < inf.stored; off += RV_DB_ORIGINAL_CHUNK) {
+        uint64_t n =
+            inf.stored - off < RV_DB_ORIGINAL_CHUNK ? inf.stored - off : RV_DB_ORIGINAL_CHUNK;
+        snprintf(off_s, sizeof(off_s), "%llu", (unsigned long long)off + 1);
+        snprintf(len_s, sizeof(len_s), "%llu", (unsigned long long)n);
+        const char *vals[] = {id_s, off_s, len_s};
+        rv_db__deadline(db, pc, 0);
+        PGresult *r = PQexecParams(pc->c,
+                                   "SELECT substring(bytes from $2::integer for $3::integer) FROM "
+                                   "trace_originals WHERE trace_id = $1",
+                                   3, NULL, vals, NULL, NULL, 1);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK)
+            rc = rv_db__fail(err, "original", pc->c, r);
+        else if (PQntuples(r) == 0)
+            rc = rv_error_set(err, RV_ERR_NOTFOUND, -1, -1, "trace %lld was deleted meanwhile",
+                              (long long)id);
+        else
+            rc = sink_put(&k, (const unsigned char *)PQgetvalue(r, 0, 0),
+                          (size_t)PQgetlength(r, 0, 0), err);
+        PQclear(r);
+    }
+    rv_db__release(db, pc);
+    if (k.started)
+        inflateEnd(&k.z);
+    free(k.out);
+    if (info)
+        *info = inf;
+    if (written)
+        *written = k.written;
     return rc;
 }

@@ -62,4 +62,27 @@ int rv_db_snapshot_load(rv_db *db, int64_t id, rv_trace **out, rv_error *err);
 int rv_db_original_get(rv_db *db, int64_t id, uint8_t **bytes, size_t *len, int *gzip_wrapped,
                        size_t *received_size, rv_error *err);
 
+/* What is stored for a trace's original. */
+typedef struct rv_db_original_info {
+    uint64_t stored;   /* bytes stored (a gzip stream either way) */
+    int gzip_wrapped;  /* 1: gzip(received bytes); 0: the received bytes (gzip) */
+    uint64_t received; /* the upload's size */
+} rv_db_original_info;
+
+/* Streams the stored original of trace id into fd (borrowed; written at its
+ * offset), read from the database RV_DB_ORIGINAL_CHUNK bytes at a time, so
+ * that memory stays small whatever the trace inflates to. mode says what
+ * is written (RV_DB_ORIGINAL_*). Past max_out bytes inflated
+ * written (0: no cap) RV_ERR_LIMIT, field "max_trace_bytes". *info and
+ * *written may be NULL. RV_ERR_NOTFOUND for no such trace, RV_ERR_IO (disk
+ * or database), RV_ERR_PARSE for stored bytes that do not inflate. */
+#define RV_DB_ORIGINAL_CHUNK ((size_t)1 << 20)
+enum {
+    RV_DB_ORIGINAL_STORED = 0,      /* the stored bytes (gzip) */
+    RV_DB_ORIGINAL_PLAIN = 1,       /* the trace's JSON */
+    RV_DB_ORIGINAL_AS_RECEIVED = 2, /* the bytes as uploaded */
+};
+int rv_db_original_write(rv_db *db, int64_t id, int fd, int mode, uint64_t max_out,
+                         rv_db_original_info *info, uint64_t *written, rv_error *err);
+
 #endif

@@ -44,22 +44,60 @@ _Static_assert(RV_DB_TRAINING_MISSING_MAX == 1024, "keep the SQL limit in step")
     "LIMIT 100000) u)"
 
 int rv_db__training_record(rv_db__conn *pc, const char *job, int32_t rank, int32_t world_size,
-                           rv_error *err)
+                           const char *writer, int admin, rv_error *err)
 {
     char ws_s[16];
 
     if (!job || !*job || rank < 0)
         return 0;
     snprintf(ws_s, sizeof(ws_s), "%d", (int)world_size);
-    const char *vals[] = {job, world_size >= 1 ? ws_s : NULL};
+    /* An existing job takes the rank only from its creator or an admin:
+     * the update's WHERE leaves no row to return otherwise. */
+    const char *vals[] = {job, world_size >= 1 ? ws_s : NULL, writer,
+                          (!writer || admin) ? "true" : "false"};
     PGresult *r = rv_db__q(pc, "record training job",
-                           "INSERT INTO training_jobs (name, world_size) VALUES ($1, $2::integer) "
-                           "ON CONFLICT (name) DO UPDATE SET world_size = "
+                           "INSERT INTO training_jobs (name, world_size, created_by) VALUES ($1, "
+                           "$2::integer, $3) ON CONFLICT (name) DO UPDATE SET world_size = "
                            "greatest(training_jobs.world_size, EXCLUDED.world_size), updated_at "
-                           "= now()",
-                           2, vals, PGRES_COMMAND_OK, err);
+                           "= now() WHERE $4::boolean OR training_jobs.created_by = $3 "
+                           "RETURNING id",
+                           4, vals, PGRES_TUPLES_OK, err);
+    if (!r)
+        return RV_ERR_IO;
+    int n = PQntuples(r);
     PQclear(r);
-    return r ? 0 : RV_ERR_IO;
+    if (n == 0)
+        return rv_error_field(err, RV_ERR_FORBIDDEN, "job",
+                              "training job '%.200s' was created by another token: adding a "
+                              "rank to it needs that token or an admin token",
+                              job);
+    return 0;
+}
+
+int rv_db_training_may_write(rv_db *db, const char *name, const char *writer, int admin,
+                             rv_error *err)
+{
+    if (!name || !*name || !writer || admin)
+        return 0;
+    const char *vals[] = {name, writer};
+    rv_db__conn *pc = rv_db__acquire(db, err);
+    if (!pc)
+        return RV_ERR_IO;
+    int rc = 0;
+    PGresult *r = rv_db__q(pc, "training job owner",
+                           "SELECT 1 FROM training_jobs WHERE name = $1 AND created_by IS "
+                           "DISTINCT FROM $2",
+                           2, vals, PGRES_TUPLES_OK, err);
+    if (!r)
+        rc = RV_ERR_IO;
+    else if (PQntuples(r) > 0)
+        rc = rv_error_field(err, RV_ERR_FORBIDDEN, "job",
+                            "training job '%.200s' was created by another token: writing into "
+                            "it needs that token or an admin token",
+                            name);
+    PQclear(r);
+    rv_db__release(db, pc);
+    return rc;
 }
 
 int rv_db_training_list(rv_db *db, int64_t before_id, unsigned limit, json_t **out, rv_error *err)

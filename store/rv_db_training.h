@@ -33,6 +33,12 @@ int rv_db_training_list(rv_db *db, int64_t before_id, unsigned limit, json_t **o
  * simulate for that rank. RV_ERR_NOTFOUND for no such id. */
 int rv_db_training_get(rv_db *db, int64_t id, json_t **out, rv_error *err);
 
+/* Whether token writer (borrowed; NULL: anyone) may add ranks to the job
+ * named name: 0 when there is no such job, writer created it, or admin;
+ * RV_ERR_FORBIDDEN (field "job") when another token did; RV_ERR_IO. */
+int rv_db_training_may_write(rv_db *db, const char *name, const char *writer, int admin,
+                             rv_error *err);
+
 /* The id of the training job named name (borrowed); RV_ERR_NOTFOUND when
  * there is none (no trace of that name has a rank). */
 int rv_db_training_id(rv_db *db, const char *name, int64_t *id, rv_error *err);

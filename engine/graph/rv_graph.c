@@ -100,6 +100,22 @@ static int parse_int(const char *s, int32_t *out)
     return 0;
 }
 
+/* The thread (CPU) or stream (GPU) an event runs on, as a map key; a GPU
+ * event's device and stream into *dev and *stream. */
+static int64_t event_thread_key(const rv_trace *tr, const rv_event *ev, int gpu, int32_t *dev,
+                                int32_t *stream)
+{
+    if (!gpu)
+        return cpu_key(ev->pid, ev->tid);
+    *dev = ev->device;
+    *stream = ev->stream;
+    if (*dev < 0 && parse_int(rv_trace_str(tr, ev->pid), dev) != 0)
+        *dev = 0;
+    if (*stream < 0 && parse_int(rv_trace_str(tr, ev->tid), stream) != 0)
+        *stream = 0;
+    return gpu_key(*dev, *stream);
+}
+
 static int32_t thread_for(builder *b, const rv_event *ev, int gpu)
 {
     rv_graph *g = b->g;
@@ -107,21 +123,11 @@ static int32_t thread_for(builder *b, const rv_event *ev, int gpu)
     memset(&th, 0, sizeof(th));
     th.first = th.last = -1;
     th.device = th.stream = -1;
-    int64_t key;
-    if (gpu) {
-        int32_t dev = ev->device, stream = ev->stream;
-        if (dev < 0 && parse_int(rv_trace_str(b->tr, ev->pid), &dev) != 0)
-            dev = 0;
-        if (stream < 0 && parse_int(rv_trace_str(b->tr, ev->tid), &stream) != 0)
-            stream = 0;
-        key = gpu_key(dev, stream);
-        th.kind = RV_THREAD_GPU;
-        th.device = dev;
-        th.stream = stream;
-    } else {
-        key = cpu_key(ev->pid, ev->tid);
-        th.kind = RV_THREAD_CPU;
-    }
+    int32_t dev = -1, stream = -1;
+    int64_t key = event_thread_key(b->tr, ev, gpu, &dev, &stream);
+    th.kind = gpu ? RV_THREAD_GPU : RV_THREAD_CPU;
+    th.device = dev;
+    th.stream = stream;
     int32_t idx = rv_graph__map_get(&b->thread_keys, key);
     if (idx >= 0)
         return idx;
@@ -139,6 +145,66 @@ static int32_t thread_for(builder *b, const rv_event *ev, int gpu)
 static int is_cpu_task_cat(int cat)
 {
     return cat == RV_CAT_RUNTIME || cat == RV_CAT_DRIVER;
+}
+
+int rv_graph_check_trace(const rv_trace *tr, rv_error *err)
+{
+    size_t n = 0, ngpu = 0;
+    int64_t origin = INT64_MAX, last_end = INT64_MIN;
+    rv_map keys;
+    int rc = 0;
+
+    rv_map_init(&keys, (size_t)RV_GRAPH_MAX_THREADS + 1);
+    for (size_t i = 0; i < tr->nevents && !rc; i++) {
+        const rv_event *ev = &tr->events[i];
+        int gpu = rv_cat_is_gpu_task(ev->cat);
+        int64_t end;
+        if (!(gpu || is_cpu_task_cat(ev->cat)) || ev->ts_ns <= 0)
+            continue;
+        n++;
+        ngpu += gpu != 0;
+        /* Times the simulator cannot hold: it keeps every time within
+         * +-RV_SIM_MAX_NS of the trace's origin, and what-ifs add to them. */
+        if (ev->dur_ns < 0 || __builtin_add_overflow(ev->ts_ns, ev->dur_ns, &end) ||
+            end > RV_GRAPH_MAX_TIME_NS) {
+            rc = rv_error_set(err, RV_ERR_UNSUPPORTED, -1, (int64_t)i,
+                              "event %zu has ts %lld ns and dur %lld ns: the simulator takes "
+                              "times up to %lld ns",
+                              i, (long long)ev->ts_ns, (long long)ev->dur_ns,
+                              (long long)RV_GRAPH_MAX_TIME_NS);
+            break;
+        }
+        if (ev->ts_ns < origin)
+            origin = ev->ts_ns;
+        if (end > last_end)
+            last_end = end;
+        int32_t dev = -1, stream = -1;
+        uint64_t key = (uint64_t)event_thread_key(tr, ev, gpu, &dev, &stream);
+        uint32_t v;
+        if (rv_map_get(&keys, key, &v))
+            continue;
+        if (keys.n >= RV_GRAPH_MAX_THREADS)
+            rc = rv_error_set(err, RV_ERR_UNSUPPORTED, -1, (int64_t)i,
+                              "the trace has more than %d threads and GPU streams, the graph's "
+                              "limit",
+                              RV_GRAPH_MAX_THREADS);
+        else if (rv_map_put(&keys, key, 1) < 0)
+            rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory checking the trace");
+    }
+    rv_map_free(&keys);
+    if (rc)
+        return rc;
+    if (n > RV_GRAPH_MAX_TASKS)
+        return rv_error_set(err, RV_ERR_UNSUPPORTED, -1, -1,
+                            "the trace has %zu tasks, over the graph's limit of %zu", n,
+                            RV_GRAPH_MAX_TASKS);
+    if (ngpu > 0 && last_end - origin > RV_GRAPH_MAX_SPAN_NS)
+        return rv_error_set(err, RV_ERR_UNSUPPORTED, -1, -1,
+                            "the trace spans %lld ns (from %lld to %lld), over the %lld ns the "
+                            "simulator takes",
+                            (long long)(last_end - origin), (long long)origin, (long long)last_end,
+                            (long long)RV_GRAPH_MAX_SPAN_NS);
+    return 0;
 }
 
 /* Sort key for tasks: by thread, then measured start, then input order. */

@@ -164,10 +164,24 @@ typedef struct rv_graph {
 #define RV_GRAPH_MAX_TASKS   ((size_t)64 * 1024 * 1024)
 #define RV_GRAPH_MAX_EDGES   ((size_t)256 * 1024 * 1024)
 #define RV_GRAPH_MAX_THREADS (1 << 16)
+/* Times a trace may hold for the simulator (which keeps every time within
+ * +-2^61 ns and lets what-ifs stretch a run): an event's end, and the span
+ * from the first task's start to the last task's end. */
+#define RV_GRAPH_MAX_TIME_NS ((int64_t)1 << 62)
+#define RV_GRAPH_MAX_SPAN_NS ((int64_t)1 << 58)
 
 typedef struct rv_graph_opts {
     int keep_cpu_ops; /* reserved: ops stay as gaps and layer labels */
 } rv_graph_opts;
+
+/* What rv_graph_build and the simulator would refuse in a trace (borrowed),
+ * checked in one pass without building anything, so that an upload can be
+ * refused before it is stored: more than RV_GRAPH_MAX_THREADS threads and
+ * streams, more than RV_GRAPH_MAX_TASKS tasks, an event ending past
+ * RV_GRAPH_MAX_TIME_NS (or a negative duration), a span past
+ * RV_GRAPH_MAX_SPAN_NS. 0, or RV_ERR_UNSUPPORTED with the reason (the event
+ * index when one event is at fault), RV_ERR_NOMEM. */
+int rv_graph_check_trace(const rv_trace *trace, rv_error *err);
 
 /* Builds the graph from a parsed trace (borrowed; must outlive the graph);
  * rv_graph.c holds the build passes, rv_graph_query.c the container and

@@ -55,6 +55,7 @@ const char *rv_err_name(int code)
     case RV_ERR_LIMIT: return "limit_exceeded";
     case RV_ERR_NOTFOUND: return "not_found";
     case RV_ERR_BUDGET: return "budget_exceeded";
+    case RV_ERR_FORBIDDEN: return "forbidden";
     default: return "internal_error";
     }
 }

@@ -18,7 +18,8 @@ typedef enum rv_err {
     RV_ERR_LIMIT = -6,       /* the input exceeds a size or count limit the client can fix */
     RV_ERR_NOTFOUND = -7,
     RV_ERR_INTERNAL = -8,
-    RV_ERR_BUDGET = -9, /* this request's time or memory budget ran out: retry later */
+    RV_ERR_BUDGET = -9,     /* this request's time or memory budget ran out: retry later */
+    RV_ERR_FORBIDDEN = -10, /* the caller may not write there (another's object) */
 } rv_err;
 
 typedef struct rv_error {

@@ -163,7 +163,8 @@ int rv_tar_next(rv_tar *t, size_t max, char *name, uint8_t **data, size_t *len, 
     uint8_t b[BLOCK];
     int rc;
 
-    *data = NULL;
+    if (data)
+        *data = NULL;
     *len = 0;
     name[0] = '\0';
     while (!t->ended) {
@@ -223,6 +224,13 @@ int rv_tar_next(rv_tar *t, size_t max, char *name, uint8_t **data, size_t *len, 
             return rv_error_set(err, RV_ERR_LIMIT, (int64_t)at, -1,
                                 "archive: member '%.200s' is %lld bytes, over the limit of %zu",
                                 name, (long long)size, max);
+        }
+        if (!data) {
+            /* Only its name and size: the bytes are read past, not kept. */
+            if ((rc = read_full(t, NULL, padded, err)) != 0)
+                return rc;
+            *len = (size_t)size;
+            return 1;
         }
         uint8_t *buf = malloc(size ? (size_t)size : 1);
         if (!buf)

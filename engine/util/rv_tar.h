@@ -29,7 +29,9 @@ int rv_tar_open_fn(rv_tar_read_fn fn, void *ctx, rv_tar **out, rv_error *err);
  * and its bytes (*data new, caller frees; at most max bytes, else
  * RV_ERR_LIMIT with the member named). Returns 1 with a member, 0 at the
  * end of the archive, or a negative rv_err (RV_ERR_PARSE for a damaged
- * header or a truncated archive, saying at which byte). */
+ * header or a truncated archive, saying at which byte). data NULL: the
+ * member's bytes are read past and not kept, *len is its size (a first
+ * pass that sums what an archive inflates to). */
 int rv_tar_next(rv_tar *t, size_t max, char *name, uint8_t **data, size_t *len, rv_error *err);
 
 /* NULL-safe. */

@@ -92,8 +92,8 @@ static void *mig_thread(void *p)
 
 /* The newest migration in migrations/ and how many there are, and the
  * what-if cache's columns. */
-#define LATEST      8
-#define NMIGRATIONS 7
+#define LATEST      9
+#define NMIGRATIONS 8
 #define CACHE_COLUMNS                                                                              \
     "SELECT count(*) FROM information_schema.columns WHERE table_name = 'whatif_cache'"
 

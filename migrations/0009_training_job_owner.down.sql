@@ -1,0 +1,1 @@
+ALTER TABLE training_jobs DROP COLUMN created_by;
