@@ -983,8 +983,8 @@ int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **
     *out = g;
     g = NULL;
 out:
-    if (rc && err && err->code == 0)
-        rv_error_set(err, rc, -1, -1, "building the dependency graph failed: %s", rv_err_name(rc));
+    /* make_tasks and the passes may return a bare code. */
+    rv_error_ensure(err, rc, "building the dependency graph");
     rv_map_free(&b.thread_keys);
     rv_map_free(&b.corr);
     free(b.launch_ts);

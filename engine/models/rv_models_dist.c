@@ -673,5 +673,5 @@ out:
     free(next);
     free(side);
     free(fwd);
-    return rc;
+    return rv_error_ensure(err, rc, "distributed"); /* graph edits return bare codes */
 }

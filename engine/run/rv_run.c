@@ -201,14 +201,14 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
                     "only %zu launches met an idle stream, too few to measure the launch "
                     "latency: %.1f us is assumed",
                     g->launch_lat_samples, (double)g->launch_lat_ns / 1e3);
-    if (tr && strcmp(rv_trace_str(tr, tr->source_format), "et") == 0 && tr->et_kernels_fitted)
+    if (tr && rv_trace_source(tr) == RV_SOURCE_ET && tr->et_kernels_fitted)
         rv_run_warn(r, "et_only_modelled",
                     "an execution trace alone: kernel times come from the kernel models on %s "
                     "(%zu costed kernels at the efficiencies fitted on measured traces of that "
                     "GPU, the rest at %.0f%% of the roofline), CPU ops take %.0f us each, "
                     "nothing here was measured and the replay error is not measured",
                     gpu, tr->et_kernels_fitted, RV_ET_EFFICIENCY * 100, RV_ET_OP_US);
-    else if (tr && strcmp(rv_trace_str(tr, tr->source_format), "et") == 0)
+    else if (tr && rv_trace_source(tr) == RV_SOURCE_ET)
         rv_run_warn(r, "et_only_modelled",
                     "an execution trace alone: kernel times come from the kernel models "
                     "(roofline at %.0f%% efficiency on %s), CPU ops take %.0f us each, "
@@ -364,7 +364,7 @@ out:
     if (threaded)
         pthread_join(th, NULL); /* it reads g and base: wait before returning */
     rv_run_result_free(r);
-    return rc;
+    return rv_error_ensure(err, rc, "the what-if run");
 }
 
 /* ---- the answer --------------------------------------------------------- */

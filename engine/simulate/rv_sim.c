@@ -345,7 +345,8 @@ out:
     free(gcount);
     free(glast);
     free(gmax);
-    return rc;
+    /* heap_push and finish return bare codes. */
+    return rv_error_ensure(err, rc, "simulating the graph");
 }
 
 int64_t rv_sim_map_time(const rv_graph *g, const rv_sim *s, int32_t thread, int64_t meas)
