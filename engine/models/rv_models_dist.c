@@ -17,6 +17,16 @@
 #include "whatif/rv_whatif.h"
 
 #define MIB (1024.0 * 1024.0)
+/* The network the trace's own collectives are assumed to have run on when
+ * they are rescaled to the what-if's: 100 Gb/s between nodes, 5 us per step. */
+#define DIST_BASE_INTER_GBPS 100.0
+#define DIST_BASE_LATENCY_US 5.0
+/* HBM passes over a bucket of S bytes on the compute stream: DDP's copy
+ * into the bucket and division by n (2.5 S), DGC's compression (5 S), and
+ * tensor fusion's pack and unpack (2 S). */
+#define DIST_DDP_PASSES    2.5
+#define DIST_DGC_PASSES    5.0
+#define DIST_FUSION_PASSES 2.0
 /* Cap on inserted communication tasks per apply (P3 slices can be many). */
 #define RV_DIST_MAX_COMM 2000000
 
@@ -38,7 +48,7 @@ static void net_of(const rv_whatif *w, const rv_hw *hw, int n, rv_net *net)
     else if (hw && hw->nvlink_gbps > 0)
         net->intra_bps = hw->nvlink_gbps / 2 * 1e9; /* bidirectional GB/s -> one way */
     else
-        net->intra_bps = (hw ? hw->pcie_gbps : 12) * 1e9;
+        net->intra_bps = (hw ? hw->pcie_gbps : RV_MODELS_PCIE_GBYTES) * 1e9;
     net->inter_bps = d->inter_gbps * 1e9 / 8;
     net->alpha_s = d->latency_us * 1e-6;
     net->efficiency = d->efficiency;
@@ -191,8 +201,8 @@ static int rescale_nccl(const rv_whatif *w, const rv_hw *hw, rv_graph *g, json_t
     int algo = w->dist.algorithm;
     rv_whatif base = *w;
     base.dist.intra_gbps = 0;
-    base.dist.inter_gbps = 100;
-    base.dist.latency_us = 5;
+    base.dist.inter_gbps = DIST_BASE_INTER_GBPS;
+    base.dist.latency_us = DIST_BASE_LATENCY_US;
     base.dist.gpus_per_node = n0 < 8 ? n0 : 8;
     base.dist.allreduce.n = 0; /* the baseline is alpha-beta, whatever the what-if times */
     rv_net b, x;
@@ -476,7 +486,7 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
                 gr[k].bytes *= d->gradient_mb * MIB / per_iter;
         total_bytes = d->gradient_mb > 0 ? d->gradient_mb * MIB : per_iter;
     }
-    double bw_hbm = (hw ? hw->hbm_gbps : RV_HW_DEFAULT_HBM_GBPS) * 1e9 * 0.8;
+    double bw_hbm = (hw ? hw->hbm_gbps : RV_HW_DEFAULT_HBM_GBPS) * 1e9 * RV_MODELS_HBM_SHARE;
     int ps = d->algorithm == RV_ALGO_PS;
     double cap = d->tensor_fusion_mb > 0 ? d->tensor_fusion_mb * MIB : d->bucket_mb * MIB;
     double first_cap = d->tensor_fusion_mb > 0 ? cap : d->first_bucket_mb * MIB;
@@ -531,7 +541,8 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
             }
             /* DDP's copy into the bucket and the division by n, or DGC's
              * compression passes, on the compute stream. */
-            double extra_s = d->dgc_density > 0 ? 5.0 * sz / bw_hbm : 2.5 * sz / bw_hbm;
+            double extra_s =
+                d->dgc_density > 0 ? DIST_DGC_PASSES * sz / bw_hbm : DIST_DDP_PASSES * sz / bw_hbm;
             if (!ps) {
                 rc = rv_models__insert_after(g, ready, next, (int64_t)llround(extra_s * 1e9),
                                              RV_SEL_KERNEL, side);
@@ -564,7 +575,7 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
                     else
                         secs = rv_coll_time(&net, RV_COLL_ALLREDUCE, d->algorithm, s);
                     if (d->tensor_fusion_mb > 0)
-                        secs += 2.0 * s / bw_hbm; /* pack and unpack */
+                        secs += DIST_FUSION_PASSES * s / bw_hbm; /* pack and unpack */
                     /* P3: forward order is the reverse of ready order, so the
                      * last-ready slice (first layer) gets the top priority. */
                     int32_t prio = d->p3 ? (int32_t)(e - b1) : 0;
