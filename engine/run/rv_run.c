@@ -14,6 +14,7 @@
 #include "models/rv_apply.h"
 #include "reader/rv_et.h"
 #include "run/rv_metrics.h"
+#include "util/rv_sort.h"
 
 /* Numbers at full precision (jansson's 17 digits), so the CLI, the API
  * and fleet rows print the very same values. */
@@ -74,12 +75,6 @@ static int predict(rv_run_result *r, const rv_whatif *w, const rv_run_opts *o, c
                              &r->base_fig, &r->pred_fig, err);
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* The measured steps the median is taken over (all but the first when
  * there are three or more: the first is warm-up), their spread, and
  * whether they fall in two groups so far apart that the median matches
@@ -98,7 +93,7 @@ static void step_stats(rv_run_result *r)
         return;
     for (size_t i = 0; i < n; i++)
         d[i] = g->iters[first + i].end_ns - g->iters[first + i].start_ns;
-    qsort(d, n, sizeof(*d), cmp_i64);
+    rv_sort_i64s(d, n);
     size_t mid = n / 2;
     st->count = n;
     st->min_us = (double)d[0] / 1e3;
