@@ -409,6 +409,8 @@ static void cli_warnings(const sim_args *x, const rv_trace *tr, rv_trace *const 
 {
     /* Statistics pooled from traces of another GPU are another platform's. */
     for (int i = 0; i < x->n_oh; i++) {
+        if (!oh_traces[i]) /* load_overheads loaded each before a run */
+            continue;
         const char *a = rv_trace_str(tr, tr->platform_gpu);
         const char *b = rv_trace_str(oh_traces[i], oh_traces[i]->platform_gpu);
         if (strcmp(a, b) != 0) {
