@@ -278,26 +278,188 @@ static int write_export(const char *path, const char *trace_path, const rv_run_r
     return rc ? -1 : 0;
 }
 
+enum { SIM_MAX_RANKS = 1024, SIM_MAX_OH = 256, SIM_MAX_KM = 64 };
+
+/* What the command line asks for. */
+typedef struct sim_args {
+    const char *path, *whatif_text, *timeline, *ptimeline, *et_path, *gpu;
+    const char *export_pred, *export_base;
+    const char *paths[SIM_MAX_RANKS];
+    size_t npaths;
+    int force_job, compact, table;
+    rv_run_opts opts;
+    const char *oh_paths[SIM_MAX_OH];
+    int n_oh;
+    const char *km_paths[SIM_MAX_KM], *km_ets[SIM_MAX_KM];
+    int n_km;
+} sim_args;
+
+/* Reads the command line into *x: -1 to go on, else the exit status (0
+ * after --help, 2 on a bad argument). */
+static int parse_args(int argc, char **argv, sim_args *x)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--compact") == 0) {
+            x->compact = 1;
+        } else if (strcmp(a, "--job") == 0) {
+            x->force_job = 1;
+        } else if (i + 1 < argc && strcmp(a, "--format") == 0) {
+            const char *v = argv[++i];
+            if (strcmp(v, "table") != 0 && strcmp(v, "json") != 0) {
+                fprintf(stderr, "reverie: --format wants json or table, not '%s'\n", v);
+                return 2;
+            }
+            x->table = strcmp(v, "table") == 0;
+        } else if (i + 1 < argc && strcmp(a, "--iteration") == 0) {
+            const char *v = argv[++i];
+            if (strcmp(v, "median") == 0) {
+                x->opts.iteration = RV_ITER_MEDIAN;
+            } else {
+                char *end;
+                x->opts.iteration = strtoll(v, &end, 10);
+                if (*end || end == v || x->opts.iteration < 0) {
+                    fprintf(stderr, "reverie: --iteration wants a step number or 'median'\n");
+                    return 2;
+                }
+            }
+        } else if (i + 1 < argc && strcmp(a, "--whatif") == 0) {
+            x->whatif_text = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--et") == 0) {
+            x->et_path = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--gpu") == 0) {
+            x->gpu = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--timeline") == 0) {
+            x->timeline = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--predicted-timeline") == 0) {
+            x->ptimeline = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--export-trace") == 0) {
+            x->export_pred = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--export-baseline") == 0) {
+            x->export_base = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--overheads-from") == 0) {
+            if (x->n_oh == SIM_MAX_OH) {
+                fprintf(stderr, "reverie: at most %d --overheads-from traces\n", SIM_MAX_OH);
+                return 2;
+            }
+            x->oh_paths[x->n_oh++] = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--kernel-models-from") == 0) {
+            if (x->n_km == SIM_MAX_KM) {
+                fprintf(stderr, "reverie: at most %d --kernel-models-from traces\n", SIM_MAX_KM);
+                return 2;
+            }
+            x->km_ets[x->n_km] = NULL;
+            x->km_paths[x->n_km++] = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--kernel-models-et") == 0) {
+            if (x->n_km == 0 || x->km_ets[x->n_km - 1]) {
+                fprintf(stderr, "reverie: --kernel-models-et follows its --kernel-models-from\n");
+                return 2;
+            }
+            x->km_ets[x->n_km - 1] = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--top") == 0) {
+            x->opts.top_kernels = atoi(argv[++i]);
+            if (x->opts.top_kernels < 0 || x->opts.top_kernels > 10000)
+                x->opts.top_kernels = RV_RUN_TOP_KERNELS;
+        } else if (a[0] != '-' && x->path) {
+            /* Several traces: one job. */
+            if (x->npaths == 0)
+                x->paths[x->npaths++] = x->path;
+            if (x->npaths == SIM_MAX_RANKS) {
+                fprintf(stderr, "reverie: at most %d traces in one job\n", SIM_MAX_RANKS);
+                return 2;
+            }
+            x->paths[x->npaths++] = a;
+        } else if (rv_cli_trace_arg(a, &x->path, usage) != 0) {
+            return 2;
+        }
+    }
+    if (!x->path) {
+        usage(stderr);
+        return 2;
+    }
+    return -1;
+}
+
+/* --overheads-from: the pooled host-overhead statistics the what-if's
+ * "host_overheads": "platform" uses. 0, or -1 after saying why. */
+static int load_overheads(const sim_args *x, rv_trace **oh_traces, rv_oh_table **oh_table,
+                          rv_whatif *w, rv_error *err)
+{
+    for (int i = 0; i < x->n_oh; i++)
+        if (rv_cli_load_trace(x->oh_paths[i], &oh_traces[i], err) != 0) {
+            print_error(x->oh_paths[i], err);
+            return -1;
+        }
+    const rv_trace *const *pool = (const rv_trace *const *)oh_traces;
+    if (rv_oh_table_from_traces(pool, (size_t)x->n_oh, oh_table, err) != 0) {
+        print_error("overhead statistics", err);
+        return -1;
+    }
+    rv_whatif_set_overheads(w, *oh_table);
+    return 0;
+}
+
+/* The warnings only the CLI knows: pooled statistics of another GPU, and
+ * how an --et was joined. */
+static void cli_warnings(const sim_args *x, const rv_trace *tr, rv_trace *const *oh_traces,
+                         const rv_et_join *join, rv_run_result *res)
+{
+    /* Statistics pooled from traces of another GPU are another platform's. */
+    for (int i = 0; i < x->n_oh; i++) {
+        if (!oh_traces[i]) /* load_overheads loaded each before a run */
+            continue;
+        const char *a = rv_trace_str(tr, tr->platform_gpu);
+        const char *b = rv_trace_str(oh_traces[i], oh_traces[i]->platform_gpu);
+        if (strcmp(a, b) != 0) {
+            rv_run_warn(res, "platform_pooled",
+                        "--overheads-from %s ran on %s, this trace on %s: the pooled host "
+                        "overheads mix hardware",
+                        x->oh_paths[i], b[0] ? b : "an unknown GPU", a[0] ? a : "an unknown GPU");
+            break;
+        }
+    }
+    if (x->et_path)
+        rv_run_warn(res, "et_joined",
+                    "execution trace %s joined by %s: %zu of %zu ops matched, %zu of %zu GPU "
+                    "tasks launched under an op attributed to an ET node",
+                    x->et_path,
+                    join->method == RV_ET_JOIN_ID ? "record-function id" : "op order and name",
+                    join->ops_joined, join->ops, join->kernels_joined, join->kernels_launched);
+}
+
+/* Timelines, exports and the answer itself. 0, or -1 after saying why. */
+static int write_outputs(const sim_args *x, const rv_graph *g, const rv_sim *bs,
+                         const rv_run_result *res, const json_t *out)
+{
+    if (x->timeline && write_timeline(x->timeline, g, bs, &res->base_win) != 0)
+        return -1;
+    if (x->ptimeline && write_timeline(x->ptimeline, rv_run_pred_graph(res), rv_run_pred_sim(res),
+                                       &res->pred_win) != 0)
+        return -1;
+    if (x->export_pred && write_export(x->export_pred, x->path, res, 0) != 0)
+        return -1;
+    if (x->export_base && write_export(x->export_base, x->path, res, 1) != 0)
+        return -1;
+    if (x->table)
+        print_table(out);
+    else if (rv_run_dump(out, stdout, !x->compact) != 0)
+        return -1;
+    return 0;
+}
+
 int rv_cmd_simulate(int argc, char **argv)
 {
-    const char *path = NULL, *whatif_text = NULL, *timeline = NULL, *ptimeline = NULL;
-    const char *et_path = NULL, *gpu = NULL;
-    int et_alone = 0;
+    sim_args args;
+    sim_args *x = &args;
+    memset(x, 0, sizeof(*x));
+    x->opts = (rv_run_opts){.iteration = RV_ITER_MEDIAN, .top_kernels = RV_RUN_TOP_KERNELS};
+    int et_alone = 0, status = 1;
     rv_et_join join = {0};
-    const char *export_pred = NULL, *export_base = NULL;
-    enum { MAX_RANKS = 1024 };
-    const char *paths[MAX_RANKS];
-    size_t npaths = 0;
-    int force_job = 0;
-    rv_run_opts opts = {.iteration = RV_ITER_MEDIAN, .top_kernels = RV_RUN_TOP_KERNELS};
-    int compact = 0, table = 0, status = 1;
-    enum { MAX_OH = 256, MAX_KM = 64 };
-    const char *oh_paths[MAX_OH];
-    rv_trace *oh_traces[MAX_OH] = {0};
-    int n_oh = 0;
+    rv_trace *oh_traces[SIM_MAX_OH] = {0};
     rv_oh_table *oh_table = NULL;
-    const char *km_paths[MAX_KM], *km_ets[MAX_KM];
-    int n_km = 0;
     rv_kmodel_acc *km_acc = NULL;
     rv_kmodel *km = NULL;
     rv_trace *tr = NULL;
@@ -309,94 +471,17 @@ int rv_cmd_simulate(int argc, char **argv)
     rv_error err;
     rv_error_clear(&err);
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--compact") == 0) {
-            compact = 1;
-        } else if (strcmp(a, "--job") == 0) {
-            force_job = 1;
-        } else if (i + 1 < argc && strcmp(a, "--format") == 0) {
-            const char *v = argv[++i];
-            if (strcmp(v, "table") != 0 && strcmp(v, "json") != 0) {
-                fprintf(stderr, "reverie: --format wants json or table, not '%s'\n", v);
-                return 2;
-            }
-            table = strcmp(v, "table") == 0;
-        } else if (i + 1 < argc && strcmp(a, "--iteration") == 0) {
-            const char *v = argv[++i];
-            if (strcmp(v, "median") == 0) {
-                opts.iteration = RV_ITER_MEDIAN;
-            } else {
-                char *end;
-                opts.iteration = strtoll(v, &end, 10);
-                if (*end || end == v || opts.iteration < 0) {
-                    fprintf(stderr, "reverie: --iteration wants a step number or 'median'\n");
-                    return 2;
-                }
-            }
-        } else if (i + 1 < argc && strcmp(a, "--whatif") == 0) {
-            whatif_text = argv[++i];
-        } else if (i + 1 < argc && strcmp(a, "--et") == 0) {
-            et_path = argv[++i];
-        } else if (i + 1 < argc && strcmp(a, "--gpu") == 0) {
-            gpu = argv[++i];
-        } else if (i + 1 < argc && strcmp(a, "--timeline") == 0) {
-            timeline = argv[++i];
-        } else if (i + 1 < argc && strcmp(a, "--predicted-timeline") == 0) {
-            ptimeline = argv[++i];
-        } else if (i + 1 < argc && strcmp(a, "--export-trace") == 0) {
-            export_pred = argv[++i];
-        } else if (i + 1 < argc && strcmp(a, "--export-baseline") == 0) {
-            export_base = argv[++i];
-        } else if (i + 1 < argc && strcmp(a, "--overheads-from") == 0) {
-            if (n_oh == MAX_OH) {
-                fprintf(stderr, "reverie: at most %d --overheads-from traces\n", MAX_OH);
-                return 2;
-            }
-            oh_paths[n_oh++] = argv[++i];
-        } else if (i + 1 < argc && strcmp(a, "--kernel-models-from") == 0) {
-            if (n_km == MAX_KM) {
-                fprintf(stderr, "reverie: at most %d --kernel-models-from traces\n", MAX_KM);
-                return 2;
-            }
-            km_ets[n_km] = NULL;
-            km_paths[n_km++] = argv[++i];
-        } else if (i + 1 < argc && strcmp(a, "--kernel-models-et") == 0) {
-            if (n_km == 0 || km_ets[n_km - 1]) {
-                fprintf(stderr, "reverie: --kernel-models-et follows its --kernel-models-from\n");
-                return 2;
-            }
-            km_ets[n_km - 1] = argv[++i];
-        } else if (i + 1 < argc && strcmp(a, "--top") == 0) {
-            opts.top_kernels = atoi(argv[++i]);
-            if (opts.top_kernels < 0 || opts.top_kernels > 10000)
-                opts.top_kernels = RV_RUN_TOP_KERNELS;
-        } else if (a[0] != '-' && path) {
-            /* Several traces: one job. */
-            if (npaths == 0)
-                paths[npaths++] = path;
-            if (npaths == MAX_RANKS) {
-                fprintf(stderr, "reverie: at most %d traces in one job\n", MAX_RANKS);
-                return 2;
-            }
-            paths[npaths++] = a;
-        } else if (rv_cli_trace_arg(a, &path, usage) != 0) {
-            return 2;
-        }
-    }
-    if (!path) {
-        usage(stderr);
-        return 2;
-    }
-    if (whatif_text && rv_whatif_parse_text(whatif_text, &w, &err) != 0) {
+    int st = parse_args(argc, argv, x);
+    if (st >= 0)
+        return st;
+    const char *path = x->path;
+    if (x->whatif_text && rv_whatif_parse_text(x->whatif_text, &w, &err) != 0) {
         print_error("bad what-if document", &err);
         return 2;
     }
-    if (npaths > 1 || force_job) {
-        if (timeline || ptimeline || n_oh || n_km || export_pred || export_base || et_path) {
+    if (x->npaths > 1 || x->force_job) {
+        if (x->timeline || x->ptimeline || x->n_oh || x->n_km || x->export_pred || x->export_base ||
+            x->et_path) {
             fprintf(stderr,
                     "reverie: --timeline, --predicted-timeline, --export-trace, "
                     "--export-baseline, --overheads-from, --kernel-models-from and --et answer one "
@@ -405,21 +490,21 @@ int rv_cmd_simulate(int argc, char **argv)
             status = 2;
         } else {
             const char *one[1] = {path};
-            status = rv_cli_simulate_job(npaths ? paths : one, npaths ? npaths : 1, w, &opts,
-                                         force_job, compact, table);
+            status = rv_cli_simulate_job(x->npaths ? x->paths : one, x->npaths ? x->npaths : 1, w,
+                                         &x->opts, x->force_job, x->compact, x->table);
         }
         rv_whatif_free(w);
         return status;
     }
     if (rv_cli_load_trace(path, &tr, &err) != 0) {
         /* An execution trace alone: its graph is modelled (rv_et_to_trace). */
-        if (!rv_kineto_error_is_et(&err) || et_path) {
+        if (!rv_kineto_error_is_et(&err) || x->et_path) {
             print_error(path, &err);
             goto out;
         }
-        const char *on = gpu ? gpu : rv_whatif_gpu_override(w);
-        if (n_km &&
-            fitted_models(km_paths, km_ets, n_km, rv_hw_lookup(on), NULL, &km_acc, &km) != 0)
+        const char *on = x->gpu ? x->gpu : rv_whatif_gpu_override(w);
+        if (x->n_km && fitted_models(x->km_paths, x->km_ets, x->n_km, rv_hw_lookup(on), NULL,
+                                     &km_acc, &km) != 0)
             goto out;
         if (load_et_alone(path, on, km, &tr) != 0)
             goto out;
@@ -427,19 +512,19 @@ int rv_cmd_simulate(int argc, char **argv)
          * service drops it the same way, server/rv_api_et.c). */
         rv_whatif_drop_gpu(w);
         et_alone = 1;
-    } else if (gpu) {
+    } else if (x->gpu) {
         fprintf(stderr, "reverie: --gpu is for an execution trace alone; a Kineto trace "
                         "takes \"gpu\" in the what-if\n");
         status = 2;
         goto out;
     }
-    if (et_alone && (export_pred || export_base)) {
+    if (et_alone && (x->export_pred || x->export_base)) {
         fprintf(stderr, "reverie: --export-trace and --export-baseline rewrite a Kineto trace; "
                         "an execution trace alone has none\n");
         status = 2;
         goto out;
     }
-    if (et_path && rv_cli_attach_et(et_path, tr, &join) != 0)
+    if (x->et_path && rv_cli_attach_et(x->et_path, tr, &join) != 0)
         goto out;
     if (rv_graph_build(tr, NULL, &g, &err) != 0) {
         print_error(path, &err);
@@ -449,20 +534,9 @@ int rv_cmd_simulate(int argc, char **argv)
         print_error("simulation failed", &err);
         goto out;
     }
-    if (n_oh > 0) {
-        for (int i = 0; i < n_oh; i++)
-            if (rv_cli_load_trace(oh_paths[i], &oh_traces[i], &err) != 0) {
-                print_error(oh_paths[i], &err);
-                goto out;
-            }
-        const rv_trace *const *pool = (const rv_trace *const *)oh_traces;
-        if (rv_oh_table_from_traces(pool, (size_t)n_oh, &oh_table, &err) != 0) {
-            print_error("overhead statistics", &err);
-            goto out;
-        }
-        rv_whatif_set_overheads(w, oh_table);
-    }
-    if (n_km && !et_alone) {
+    if (x->n_oh > 0 && load_overheads(x, oh_traces, &oh_table, w, &err) != 0)
+        goto out;
+    if (x->n_km && !et_alone) {
         if (!rv_whatif_uses_platform_kmodels(w)) {
             fprintf(stderr, "reverie: --kernel-models-from is for \"kernel_models\": "
                             "\"platform\" in the what-if (or an execution trace alone)\n");
@@ -470,52 +544,24 @@ int rv_cmd_simulate(int argc, char **argv)
             goto out;
         }
         const char *over = rv_whatif_gpu_override(w);
-        if (fitted_models(km_paths, km_ets, n_km, rv_hw_lookup(rv_trace_str(tr, tr->platform_gpu)),
+        if (fitted_models(x->km_paths, x->km_ets, x->n_km,
+                          rv_hw_lookup(rv_trace_str(tr, tr->platform_gpu)),
                           over ? rv_hw_lookup(over) : NULL, &km_acc, &km) != 0)
             goto out;
         rv_whatif_set_kmodel(w, km[0].hw ? &km[0] : NULL, km[1].hw ? &km[1] : NULL);
     }
-    opts.keep_predicted = ptimeline != NULL || export_pred != NULL;
-    if (rv_run(g, bs, w, &opts, &res, &err) != 0) {
+    x->opts.keep_predicted = x->ptimeline != NULL || x->export_pred != NULL;
+    if (rv_run(g, bs, w, &x->opts, &res, &err) != 0) {
         print_error(err.code == RV_ERR_NOTFOUND ? path : "what-if failed", &err);
         goto out;
     }
-    /* Statistics pooled from traces of another GPU are another platform's. */
-    for (int i = 0; i < n_oh; i++) {
-        const char *a = rv_trace_str(tr, tr->platform_gpu);
-        const char *b = rv_trace_str(oh_traces[i], oh_traces[i]->platform_gpu);
-        if (strcmp(a, b) != 0) {
-            rv_run_warn(res, "platform_pooled",
-                        "--overheads-from %s ran on %s, this trace on %s: the pooled host "
-                        "overheads mix hardware",
-                        oh_paths[i], b[0] ? b : "an unknown GPU", a[0] ? a : "an unknown GPU");
-            break;
-        }
-    }
-    if (et_path)
-        rv_run_warn(res, "et_joined",
-                    "execution trace %s joined by %s: %zu of %zu ops matched, %zu of %zu GPU "
-                    "tasks launched under an op attributed to an ET node",
-                    et_path,
-                    join.method == RV_ET_JOIN_ID ? "record-function id" : "op order and name",
-                    join.ops_joined, join.ops, join.kernels_joined, join.kernels_launched);
+    cli_warnings(x, tr, oh_traces, &join, res);
     out = rv_run_render(res, path);
     if (!out) {
         fprintf(stderr, "reverie: out of memory\n");
         goto out;
     }
-    if (timeline && write_timeline(timeline, g, bs, &res->base_win) != 0)
-        goto out;
-    if (ptimeline && write_timeline(ptimeline, rv_run_pred_graph(res), rv_run_pred_sim(res),
-                                    &res->pred_win) != 0)
-        goto out;
-    if (export_pred && write_export(export_pred, path, res, 0) != 0)
-        goto out;
-    if (export_base && write_export(export_base, path, res, 1) != 0)
-        goto out;
-    if (table)
-        print_table(out);
-    else if (rv_run_dump(out, stdout, !compact) != 0)
+    if (write_outputs(x, g, bs, res, out) != 0)
         goto out;
     status = 0;
 out:
@@ -523,7 +569,7 @@ out:
     rv_oh_table_free(oh_table);
     free(km_acc);
     free(km);
-    for (int i = 0; i < n_oh; i++)
+    for (int i = 0; i < x->n_oh; i++)
         rv_trace_free(oh_traces[i]);
     json_decref(out);
     rv_run_result_free(res);

@@ -185,6 +185,105 @@ static void value_text(const json_t *v, char *out, size_t cap)
         snprintf(out, cap, "%g", json_number_value(v));
 }
 
+/* Each --vary FIELD=VALUES into field[f] and its values vals[f] (new
+ * references the caller frees), and the grid's point count. 0, or -1
+ * after saying why (exit 2). */
+static int parse_grid(const char *const *vary, size_t nvary, char field[][256], json_t **vals,
+                      size_t *npoints)
+{
+    *npoints = 1;
+    for (size_t f = 0; f < nvary; f++) {
+        const char *eq = strchr(vary[f], '=');
+        if (!eq || eq == vary[f] || (size_t)(eq - vary[f]) >= sizeof(field[f])) {
+            usage(stderr);
+            return -1;
+        }
+        memcpy(field[f], vary[f], (size_t)(eq - vary[f]));
+        field[f][eq - vary[f]] = '\0';
+        for (size_t e = 0; e < f; e++)
+            if (strcmp(field[e], field[f]) == 0) {
+                fprintf(stderr, "reverie sweep: --vary %s given twice (%s, then %s)\n", field[f],
+                        vary[e], vary[f]);
+                return -1;
+            }
+        vals[f] = expand(eq + 1);
+        if (!vals[f]) {
+            fprintf(stderr,
+                    "reverie: bad values '%s' (start:stop:step or a comma list, at most %d)\n",
+                    eq + 1, SWEEP_MAX_POINTS);
+            return -1;
+        }
+        *npoints *= json_array_size(vals[f]);
+        if (*npoints > SWEEP_MAX_POINTS) {
+            fprintf(stderr, "reverie sweep: the grid has more than %d points\n", SWEEP_MAX_POINTS);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The CSV or table header line; width[f] (out) is each value column's. */
+static void print_header(int format, size_t nvary, char field[][256], int *width)
+{
+    for (size_t f = 0; f < nvary; f++) {
+        width[f] = (int)strlen(field[f]) > 12 ? (int)strlen(field[f]) : 12;
+        if (format == FMT_CSV)
+            printf("%s,", field[f]);
+        else if (format == FMT_TABLE)
+            printf("%-*s  ", width[f], field[f]);
+    }
+    if (format == FMT_CSV)
+        printf("predicted_us,speedup,energy_j,avg_power_w,warnings,error\n");
+    else if (format == FMT_TABLE)
+        printf("%12s  %9s  %10s  %8s  %8s\n", "predicted_ms", "speedup", "energy_j", "power_w",
+               "warnings");
+}
+
+/* One point's JSON row (new reference; NULL on OOM): its value(s), then
+ * the run's figures, or err's message when res is NULL (the point failed). */
+static json_t *json_row(size_t nvary, char field[][256], const json_t *const *v,
+                        const rv_run_result *res, const rv_error *err)
+{
+    json_t *row = !res ? json_object() : rv_run_summary_render(&res->sum);
+    if (!row)
+        return NULL;
+    if (nvary == 1) {
+        json_object_set(row, "value", (json_t *)v[0]);
+    } else {
+        json_t *vo = json_object();
+        for (size_t f = 0; vo && f < nvary; f++)
+            json_object_set(vo, field[f], (json_t *)v[f]);
+        json_object_set_new(row, "values", vo);
+    }
+    if (!res) {
+        json_object_set_new(row, "error", json_string(err->message));
+    } else {
+        json_object_set_new(row, "avg_power_w",
+                            json_pack("{s:f,s:f}", "baseline", res->base_energy.avg_power_w,
+                                      "predicted", res->pred_energy.avg_power_w));
+        json_object_set_new(row, "warnings", rv_run_warnings_json(res));
+    }
+    return row;
+}
+
+/* The JSON answer: the trace, what varied, the baseline and the rows
+ * (borrowed). */
+static void print_json(const char *path, size_t nvary, char field[][256], double baseline_us,
+                       json_t *rows)
+{
+    json_t *fields = json_array();
+    for (size_t f = 0; fields && f < nvary; f++)
+        json_array_append_new(fields, json_string(field[f]));
+    /* One field keeps the one-field shape ("vary": name, "value"). */
+    json_t *out = json_pack("{s:s, s:o, s:f, s:O}", "trace", path, "vary",
+                            nvary == 1 ? json_string(field[0]) : json_incref(fields), "baseline_us",
+                            baseline_us, "points", rows);
+    json_decref(fields);
+    if (out)
+        rv_run_dump(out, stdout, 1);
+    json_decref(out);
+}
+
 int rv_cmd_sweep(int argc, char **argv)
 {
     const char *path = NULL, *doc_text = NULL, *vary[SWEEP_MAX_FIELDS];
@@ -235,33 +334,8 @@ int rv_cmd_sweep(int argc, char **argv)
         return 2;
     }
     size_t npoints = 1;
-    for (size_t f = 0; f < nvary; f++) {
-        const char *eq = strchr(vary[f], '=');
-        if (!eq || eq == vary[f] || (size_t)(eq - vary[f]) >= sizeof(field[f])) {
-            usage(stderr);
-            goto usage_out;
-        }
-        memcpy(field[f], vary[f], (size_t)(eq - vary[f]));
-        field[f][eq - vary[f]] = '\0';
-        for (size_t e = 0; e < f; e++)
-            if (strcmp(field[e], field[f]) == 0) {
-                fprintf(stderr, "reverie sweep: --vary %s given twice (%s, then %s)\n", field[f],
-                        vary[e], vary[f]);
-                goto usage_out;
-            }
-        vals[f] = expand(eq + 1);
-        if (!vals[f]) {
-            fprintf(stderr,
-                    "reverie: bad values '%s' (start:stop:step or a comma list, at most %d)\n",
-                    eq + 1, SWEEP_MAX_POINTS);
-            goto usage_out;
-        }
-        npoints *= json_array_size(vals[f]);
-        if (npoints > SWEEP_MAX_POINTS) {
-            fprintf(stderr, "reverie sweep: the grid has more than %d points\n", SWEEP_MAX_POINTS);
-            goto usage_out;
-        }
-    }
+    if (parse_grid(vary, nvary, field, vals, &npoints) != 0)
+        goto usage_out;
     json_error_t je;
     doc = load_doc(doc_text, &je);
     if (!json_is_object(doc)) {
@@ -276,18 +350,7 @@ int rv_cmd_sweep(int argc, char **argv)
     }
     rows = json_array();
     int width[SWEEP_MAX_FIELDS];
-    for (size_t f = 0; f < nvary; f++) {
-        width[f] = (int)strlen(field[f]) > 12 ? (int)strlen(field[f]) : 12;
-        if (format == FMT_CSV)
-            printf("%s,", field[f]);
-        else if (format == FMT_TABLE)
-            printf("%-*s  ", width[f], field[f]);
-    }
-    if (format == FMT_CSV)
-        printf("predicted_us,speedup,energy_j,avg_power_w,warnings,error\n");
-    else if (format == FMT_TABLE)
-        printf("%12s  %9s  %10s  %8s  %8s\n", "predicted_ms", "speedup", "energy_j", "power_w",
-               "warnings");
+    print_header(format, nvary, field, width);
     double baseline_us = 0;
     for (size_t k = 0; k < npoints; k++) {
         rv_whatif *w = NULL;
@@ -318,27 +381,9 @@ int rv_cmd_sweep(int argc, char **argv)
         else
             baseline_us = res->sum.baseline_us;
         if (format == FMT_JSON) {
-            json_t *row = prc ? json_object() : rv_run_summary_render(&res->sum);
-            if (row && nvary == 1) {
-                json_object_set(row, "value", (json_t *)v[0]);
-            } else if (row) {
-                json_t *vo = json_object();
-                for (size_t f = 0; vo && f < nvary; f++)
-                    json_object_set(vo, field[f], (json_t *)v[f]);
-                json_object_set_new(row, "values", vo);
-            }
-            if (row) {
-                if (prc)
-                    json_object_set_new(row, "error", json_string(err.message));
-                else {
-                    json_object_set_new(row, "avg_power_w",
-                                        json_pack("{s:f,s:f}", "baseline",
-                                                  res->base_energy.avg_power_w, "predicted",
-                                                  res->pred_energy.avg_power_w));
-                    json_object_set_new(row, "warnings", rv_run_warnings_json(res));
-                }
+            json_t *row = json_row(nvary, field, v, prc ? NULL : res, &err);
+            if (row)
                 json_array_append_new(rows, row);
-            }
         } else if (format == FMT_TABLE) {
             for (size_t f = 0; f + 1 < nvary; f++)
                 printf("%-*s  ", width[f], vs[f]);
@@ -356,19 +401,8 @@ int rv_cmd_sweep(int argc, char **argv)
         rv_whatif_free(w);
         json_decref(d);
     }
-    if (format == FMT_JSON) {
-        json_t *fields = json_array();
-        for (size_t f = 0; fields && f < nvary; f++)
-            json_array_append_new(fields, json_string(field[f]));
-        /* One field keeps the one-field shape ("vary": name, "value"). */
-        json_t *out = json_pack("{s:s, s:o, s:f, s:O}", "trace", path, "vary",
-                                nvary == 1 ? json_string(field[0]) : json_incref(fields),
-                                "baseline_us", baseline_us, "points", rows);
-        json_decref(fields);
-        if (out)
-            rv_run_dump(out, stdout, 1);
-        json_decref(out);
-    }
+    if (format == FMT_JSON)
+        print_json(path, nvary, field, baseline_us, rows);
     rc = failures ? 1 : 0;
     goto out;
 usage_out:

@@ -101,7 +101,7 @@ int rv_api_trace_upload_et(rv_req *r, rv_app *a, rv_db_ingest_meta *meta)
         for (size_t i = 0; i < t->ndevices; i++)
             t->devices[i].name = 0;
     }
-    meta->source_format = "et";
+    meta->source_format = rv_trace_source_name(RV_SOURCE_ET);
     if (rv_db_ingest(a->db, t, buf, len, meta, &res, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
@@ -143,7 +143,7 @@ void rv_api_trace_et_attach(rv_req *r, void *app)
             rv_req_error_rv(r, &e);
         goto out;
     }
-    if (strcmp(rv_trace_str(t, t->source_format), "et") == 0) {
+    if (rv_trace_source(t) == RV_SOURCE_ET) {
         rv_req_error(r, 409, "conflict", "id",
                      "trace %lld is an execution trace itself: attach an ET to a Kineto trace",
                      (long long)id);
@@ -232,7 +232,7 @@ int rv_api_et_resolve(rv_app *a, rv_loaded *l, json_t *doc, rv_api_et_model *m, 
     int rc = 0;
 
     memset(m, 0, sizeof(*m));
-    if (strcmp(rv_trace_str(t, t->source_format), "et") != 0)
+    if (rv_trace_source(t) != RV_SOURCE_ET)
         return 0;
     const char *want = json_string_value(json_object_get(doc, "gpu"));
     const char *have = rv_trace_str(t, t->platform_gpu);

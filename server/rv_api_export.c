@@ -49,7 +49,7 @@ void rv_api_trace_export(rv_req *r, void *app)
         goto out;
     }
     /* The export rewrites the original Kineto JSON; an ET alone has none. */
-    if (strcmp(rv_trace_str(l.trace, l.trace->source_format), "et") == 0) {
+    if (rv_trace_source(l.trace) == RV_SOURCE_ET) {
         rv_req_error(r, 409, "conflict", "id",
                      "trace %lld is an execution trace alone: there is no Kineto trace to "
                      "rewrite; ask the what-if endpoint, or upload the run's Kineto trace",

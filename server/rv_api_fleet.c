@@ -28,6 +28,7 @@
 #include "graph/rv_retime.h"
 #include "run/rv_run.h"
 #include "util/rv_sha256.h"
+#include "util/rv_sort.h"
 #include "whatif/rv_whatif.h"
 
 #define MAX_SCENARIOS 64
@@ -672,12 +673,6 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
     return per;
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
 /* Quantile with linear interpolation over sorted v[0..n). */
 static double quantile(const double *v, size_t n, double q)
 {
@@ -718,7 +713,7 @@ static json_t *fleet_aggregate(const json_t *rows)
     for (size_t i = 0; i < ok; i++)
         mean += sp[i] / (double)ok;
     if (sp)
-        qsort(sp, ok, sizeof(double), cmp_double);
+        rv_sort_doubles(sp, ok);
     /* GPU time per iteration summed over traces; a trace stands for one
      * GPU-iteration of its job here (no job length is known). */
     json_t *agg = json_pack(

@@ -257,7 +257,7 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l0, const json_
     *out = NULL;
     /* An execution trace alone is modelled on the document's GPU, on every
      * route (the model lives in *etm, which must outlive *out). */
-    if (etm && strcmp(rv_trace_str(l0->trace, l0->trace->source_format), "et") == 0) {
+    if (etm && rv_trace_source(l0->trace) == RV_SOURCE_ET) {
         if ((et_doc = json_deep_copy(doc0)) == NULL) {
             rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
             goto out;

@@ -357,8 +357,8 @@ void rv_req_error_rv(rv_req *r, const rv_error *e)
     else if (e->event_index >= 0)
         snprintf(where, sizeof(where), " (at event %lld)", (long long)e->event_index);
     const char *msg = e->message[0] ? e->message : rv_err_name(e->code);
-    /* The reader already says where in most messages. */
-    if (strstr(msg, "byte ") || strstr(msg, "event "))
+    /* The scanner, the tar reader and the snapshot say where themselves. */
+    if (e->placed)
         where[0] = '\0';
     /* Internal failures keep their detail in the log, not in the answer. */
     if (status == 500) {

@@ -344,8 +344,9 @@ int rv_db_ingest(rv_db *db, const rv_trace *t, const void *orig, size_t len,
     return ingest_hashed(db, t, orig, len, meta, sha, res, err);
 }
 
-/* A reader limit that is one of the caps in meta names it in err->field,
- * so that the API can answer 413 naming the limit. */
+/* A reader limit that is one of the caps in meta (the reader says which
+ * in err->reason) names it in err->field, so that the API can answer 413
+ * naming the limit. */
 static void name_reader_limit(const rv_db_ingest_meta *meta, rv_error *err)
 {
     char why[128];
@@ -353,12 +354,12 @@ static void name_reader_limit(const rv_db_ingest_meta *meta, rv_error *err)
     if (!err || !meta)
         return;
     snprintf(why, sizeof(why), "%.120s", err->message);
-    if (meta->max_trace_bytes && strstr(why, "-byte cap"))
+    if (meta->max_trace_bytes && err->reason == RV_REASON_INPUT_BYTES)
         rv_error_field(err, RV_ERR_LIMIT, "max_trace_bytes",
                        "the trace is over this server's limit of %zu bytes decompressed "
                        "(max_trace_bytes): %s",
                        meta->max_trace_bytes, why);
-    else if (meta->max_events && strstr(why, " events"))
+    else if (meta->max_events && err->reason == RV_REASON_EVENTS)
         rv_error_field(err, RV_ERR_LIMIT, "max_events",
                        "the trace has more than %zu events, this server's limit "
                        "(max_events): %s",

@@ -395,8 +395,8 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
     }
     /* An execution trace alone was modelled, not measured (docs/models/et.md):
      * its host overheads and kernel efficiencies are no platform's. */
-    int modelled =
-        strcmp(first_nonempty(meta->source_format, rv_trace_str(t, t->source_format)), "et") == 0;
+    int modelled = rv_trace_source_of_name(first_nonempty(
+                       meta->source_format, rv_trace_str(t, t->source_format))) == RV_SOURCE_ET;
     if (!modelled)
         rc = rv_overhead_extract(t, &p->samples, err);
     if (!rc && !modelled)

@@ -409,9 +409,10 @@ static int ensure_database(const char *admin_ci, rv_error *err)
     PQclear(r);
     if (!exists) {
         r = PQexec(c, "CREATE DATABASE " DB_NAME " ENCODING 'UTF8' TEMPLATE template0");
-        /* Another process may have won the race; that is fine. */
-        if (PQresultStatus(r) != PGRES_COMMAND_OK &&
-            !strstr(PQresultErrorMessage(r), "already exists"))
+        /* Another process may have won the race (SQLSTATE 42P04,
+         * duplicate_database); that is fine. */
+        const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK && !(state && strcmp(state, "42P04") == 0))
             rc = rv_error_set(err, RV_ERR_IO, -1, -1,
                               "embedded postgres: CREATE DATABASE failed: %s",
                               PQresultErrorMessage(r));

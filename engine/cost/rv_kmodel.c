@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "trace/rv_kname.h"
+#include "util/rv_sort.h"
 
 static int compute_class(int cls)
 {
@@ -87,20 +88,6 @@ static int bucket(int cls, double flops, double bytes)
     return b < 0 ? 0 : b >= RV_KMODEL_BUCKETS ? RV_KMODEL_BUCKETS - 1 : b;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n)
-{
-    if (!n)
-        return 0;
-    qsort(v, n, sizeof(*v), cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Whether task i is a costed kernel the models speak for. */
 static int usable(const rv_trace *t, const rv_flops_trace *f, size_t i)
 {
@@ -169,13 +156,13 @@ static void fit(rv_kmodel *m, const rv_trace *t, const rv_flops_trace *f, const 
             if (key[i] / RV_KMODEL_BUCKETS == cls)
                 v[c++] = e[i];
         m->n[cls] = c;
-        m->cls_eff[cls] = median(v, c);
+        m->cls_eff[cls] = rv_sort_median(v, c);
         for (int b = 0; b < RV_KMODEL_BUCKETS; b++) {
             c = 0;
             for (size_t i = 0; i < k; i++)
                 if (key[i] == cls * RV_KMODEL_BUCKETS + b)
                     v[c++] = e[i];
-            m->eff[cls][b] = median(v, c);
+            m->eff[cls][b] = rv_sort_median(v, c);
         }
     }
 out:

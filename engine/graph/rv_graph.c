@@ -12,6 +12,7 @@
 #include "graph/rv_layers.h"
 #include "util/rv_map.h"
 #include "util/rv_mem.h"
+#include "util/rv_sort.h"
 #include "graph/rv_precision.h"
 #include "trace/rv_kname.h"
 
@@ -30,41 +31,6 @@
 #define MIN_LAUNCH_SAMPLES 5
 
 /* ---- small helpers ------------------------------------------------------ */
-
-/* The element of rank n/2 (upper median), by quickselect: O(n) on average
- * instead of a full sort. Reorders v. */
-static int64_t median_i64(int64_t *v, size_t n, int64_t dflt)
-{
-    if (n == 0)
-        return dflt;
-    size_t lo = 0, hi = n - 1, k = n / 2;
-    while (lo < hi) {
-        int64_t pivot = v[lo + (hi - lo) / 2];
-        size_t i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < pivot)
-                i++;
-            while (v[j] > pivot)
-                j--;
-            if (i <= j) {
-                int64_t t = v[i];
-                v[i] = v[j];
-                v[j] = t;
-                i++;
-                if (j == 0)
-                    break;
-                j--;
-            }
-        }
-        if (k <= j)
-            hi = j;
-        else if (k >= i)
-            lo = i;
-        else
-            break;
-    }
-    return v[k];
-}
 
 static int starts_with(const char *s, const char *prefix)
 {
@@ -805,19 +771,13 @@ static int link_launches(builder *b)
 
 /* Typical launch latency (kernel start after the call's start, stream idle)
  * and queued gap (between back-to-back tasks on a stream). */
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* The median of v after Tukey's fences (1.5 IQR) drop the outliers.
  * Sorts v. */
 static int64_t robust_median(int64_t *v, size_t n, int64_t dflt)
 {
     if (n == 0)
         return dflt;
-    qsort(v, n, sizeof(*v), cmp_i64);
+    rv_sort_i64s(v, n);
     int64_t q1 = v[n / 4], q3 = v[(3 * n) / 4], iqr = q3 - q1;
     int64_t lo = q1 - iqr * 3 / 2, hi = q3 + iqr * 3 / 2;
     size_t a = 0, b = n;
@@ -870,7 +830,7 @@ static int measure_gpu_constants(builder *b)
     g->launch_lat_ns = robust_median(lat, nl, DEFAULT_LAUNCH_LAT_NS);
     if (g->launch_lat_assumed && g->launch_lat_ns > DEFAULT_LAUNCH_LAT_NS)
         g->launch_lat_ns = DEFAULT_LAUNCH_LAT_NS;
-    g->gpu_gap_ns = median_i64(gap, ng, DEFAULT_GPU_GAP_NS);
+    g->gpu_gap_ns = rv_sort_median_i64(gap, ng, DEFAULT_GPU_GAP_NS);
     free(lat);
     free(gap);
     return 0;
@@ -1083,8 +1043,8 @@ int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **
     *out = g;
     g = NULL;
 out:
-    if (rc && err && err->code == 0)
-        rv_error_set(err, rc, -1, -1, "building the dependency graph failed: %s", rv_err_name(rc));
+    /* make_tasks and the passes may return a bare code. */
+    rv_error_ensure(err, rc, "building the dependency graph");
     rv_map_free(&b.thread_keys);
     rv_map_free(&b.corr);
     free(b.launch_ts);

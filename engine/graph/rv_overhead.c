@@ -1,4 +1,5 @@
 #include "graph/rv_overhead.h"
+#include "util/rv_sort.h"
 
 #include "graph/rv_graph.h"
 
@@ -55,12 +56,6 @@ static int cmp_ops(const void *pa, const void *pb, void *ctx)
     if (a->dur_ns != b->dur_ns)
         return a->dur_ns > b->dur_ns ? -1 : 1;
     return ia < ib ? -1 : ia > ib;
-}
-
-static int cmp_i64(const void *pa, const void *pb)
-{
-    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
-    return a < b ? -1 : a > b;
 }
 
 static int has_corr(const int64_t *sorted, size_t n, int64_t c)
@@ -184,7 +179,7 @@ int rv_overhead_extract(const rv_trace *t, rv_overhead_samples *out, rv_error *e
                  strncmp(rv_trace_str(t, e->name), "ProfilerStep#", 13) != 0)
             ops[nops++] = (uint32_t)i; /* legacy traces file steps as ops */
     }
-    qsort(corr, ncorr, sizeof(*corr), cmp_i64);
+    rv_sort_i64s(corr, ncorr);
     for (size_t i = 0; i < t->nevents; i++) {
         const rv_event *e = &t->events[i];
         if (e->cat != RV_CAT_RUNTIME && e->cat != RV_CAT_DRIVER)
@@ -276,12 +271,6 @@ out:
     return rc;
 }
 
-static int cmp_double(const void *pa, const void *pb)
-{
-    double a = *(const double *)pa, b = *(const double *)pb;
-    return a < b ? -1 : a > b;
-}
-
 /* Linear interpolation at position p * (n - 1), written as PostgreSQL's
  * percentile_cont computes it (lo + (hi - lo) * fraction), so both agree to
  * the last bit. v is sorted, n > 0. */
@@ -299,7 +288,7 @@ void rv_overhead_stats(double *v, size_t n, rv_overhead_stat *out)
     out->samples = n;
     if (!n)
         return;
-    qsort(v, n, sizeof(*v), cmp_double);
+    rv_sort_doubles(v, n);
     double q1 = quantile(v, n, 0.25), q3 = quantile(v, n, 0.75);
     double lo = q1 - 1.5 * (q3 - q1), hi = q3 + 1.5 * (q3 - q1);
     size_t a = 0, b = n;

@@ -233,7 +233,8 @@ done:
     return 0;
 fail:
     json_decref(arr);
-    return rc;
+    /* A model's bare code still reaches the caller with a message. */
+    return rv_error_ensure(err, rc, "applying the what-if");
 }
 
 /* ---- what energy assumes ------------------------------------------------ */

@@ -14,6 +14,14 @@
 #include "whatif/rv_whatif.h"
 #include "whatif/rv_whatif_types.h"
 
+/* Constants the models share (each model's doc lists them, docs/models/). */
+/* Share of peak HBM bandwidth a streaming kernel (copy, unscale, offload
+ * staging) achieves: about 80% in STREAM-like measurements on V100/A100. */
+#define RV_MODELS_HBM_SHARE 0.8
+/* Host <-> device GB/s one way when the hardware table has no row: PCIe 3
+ * x16's ~12 GB/s achieved (16 GB/s theoretical). */
+#define RV_MODELS_PCIE_GBYTES 12.0
+
 /* The hardware row for g (the override when given). May be NULL. */
 const rv_hw *rv_models__hw(const struct rv_whatif *w, const rv_graph *g);
 

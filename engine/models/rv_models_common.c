@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "models/rv_models.h"
+#include "util/rv_sort.h"
 
 const rv_hw *rv_models__hw(const struct rv_whatif *w, const rv_graph *g)
 {
@@ -38,12 +39,6 @@ int32_t *rv_models__thread_next(const rv_graph *g)
     return next;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 int64_t rv_models__launch_ns(const rv_graph *g)
 {
     size_t n = 0;
@@ -55,7 +50,7 @@ int64_t rv_models__launch_ns(const rv_graph *g)
             v[n++] = g->tasks[i].dur_ns;
     int64_t r = 5000;
     if (n > 0) {
-        qsort(v, n, sizeof(*v), cmp_i64);
+        rv_sort_i64s(v, n);
         r = v[n / 2];
     }
     free(v);

@@ -30,9 +30,18 @@ static int64_t shrink(int64_t dur, double ratio)
 /* Achieved share of peak: CUDA-core fp32 GEMMs run near peak; tensor-core
  * paths reach far less of theirs in real conv/GEMM mixes (Daydream's /3 on
  * V100 corresponds to about 0.35-0.45). */
+#define AMP_ETA_FP32   0.80 /* CUDA-core fp32 */
+#define AMP_ETA_TENSOR 0.45 /* tensor-core 16-bit and below */
+/* Daydream's fixed AMP ratios (section 6.2): tensor-core kernels /3,
+ * the others /2. */
+#define AMP_DAYDREAM_GEMM  3.0
+#define AMP_DAYDREAM_OTHER 2.0
+/* GradScaler's unscale pass reads and writes every gradient once. */
+#define AMP_UNSCALE_PASSES 2.0
+
 static double eta(int dtype)
 {
-    return dtype == RV_DT_FP32 ? 0.80 : 0.45;
+    return dtype == RV_DT_FP32 ? AMP_ETA_FP32 : AMP_ETA_TENSOR;
 }
 
 /* The kernel models' view of AMP (docs/models/amp.md): a kernel whose op
@@ -158,7 +167,8 @@ static int grad_scaler_plan(const rv_graph *g, const rv_hw *hw, scaler_plan *p)
         if (p->anchor[k] < 0)
             continue;
         p->anchor[p->n] = p->anchor[k];
-        p->unscale_ns[p->n] = (int64_t)llround(2.0 * bytes[k] / (0.8 * bw) * 1e9);
+        p->unscale_ns[p->n] =
+            (int64_t)llround(AMP_UNSCALE_PASSES * bytes[k] / (RV_MODELS_HBM_SHARE * bw) * 1e9);
         p->n++;
     }
     free(bytes);
@@ -213,56 +223,202 @@ static int amp_check(const rv_hw *hw, const rv_graph *g, const rv_opt *o, int *f
     return 0;
 }
 
+/* One amp pass: what it works with and what it counted. */
+typedef struct amp_pass {
+    const rv_hw *hw;
+    rv_power_model pm;
+    int dt, daydream;
+    amp_costing cost;
+    rv_prec_ctx prec;
+    int32_t *next, *side;
+    int64_t launch, cast_ns;
+    size_t n_gemm, n_mem, n_at, n_opt, n_nonfloat, n_cast, n_scaler;
+    size_t n_src[RV_PS_COUNT];
+    double before, after, at_ns, gemm_ns, gemm_at_ns, costed_ns, ratio_ns;
+    size_t n_costed, n_ratio, n_moved;
+} amp_pass;
+
+/* The new time of GPU kernel i at the target precision (tensor-core GEMMs
+ * by the peak ratio, others by element size, or from the ops' costs), and
+ * the casts autocast adds before forward GEMMs. 0 or a negative rv_err. */
+static int amp_kernel(amp_pass *a, rv_graph *g, size_t i)
+{
+    rv_task *t = &g->tasks[i];
+    const char *name = rv_task_name(g, i);
+    int c = rv_kname_class(name), src, dt = a->dt;
+    int d0 = rv_prec_of_task(&a->prec, i, &src);
+    if (c == RV_KC_GEMM)
+        a->gemm_ns += (double)t->dur_ns;
+    /* The optimizer step (and zero_grad) works on the fp32 master
+     * weights and gradients; integer, bool and fp64 kernels are not
+     * autocast. */
+    if (c == RV_KC_OPTIMIZER || t->phase == RV_PHASE_OPTIMIZER) {
+        a->n_opt++;
+        return 0;
+    }
+    if (d0 == RV_PREC_NONFLOAT) {
+        a->n_nonfloat++;
+        return 0;
+    }
+    if (d0 == RV_PREC_UNKNOWN)
+        d0 = RV_DT_FP32;
+    /* Already in (or below) the target precision: not sped up again. */
+    if (rv_dtype_bytes(d0) <= rv_dtype_bytes(dt)) {
+        a->n_at++;
+        a->at_ns += (double)t->dur_ns;
+        if (c == RV_KC_GEMM)
+            a->gemm_at_ns += (double)t->dur_ns;
+        return 0;
+    }
+    a->n_src[src]++;
+    a->before += (double)t->dur_ns;
+    double rm = rv_dtype_bytes(dt) / rv_dtype_bytes(d0);
+    int moved = 0;
+    double rk = a->daydream ? 0 : amp_costed_ratio(&a->cost, g, i, d0, dt, &moved);
+    if (rk > 0) {
+        a->n_costed++;
+        a->n_moved += (size_t)moved;
+        a->costed_ns += (double)t->dur_ns;
+    } else if (!a->daydream) {
+        a->n_ratio++;
+        a->ratio_ns += (double)t->dur_ns;
+    }
+    if (c == RV_KC_GEMM) {
+        if (rk > 0) {
+            t->dur_ns = shrink(t->dur_ns, rk);
+        } else if (a->daydream) {
+            t->dur_ns = (int64_t)llround((double)t->dur_ns / AMP_DAYDREAM_GEMM);
+        } else {
+            double rcmp = rv_hw_peak(a->hw, d0) * eta(d0) / (rv_hw_peak(a->hw, dt) * eta(dt));
+            double gm = a->pm.gamma[RV_KC_GEMM];
+            if (rcmp > 1)
+                rcmp = 1;
+            t->dur_ns = shrink(t->dur_ns, (1 - gm) * rcmp + gm * rm);
+        }
+        a->n_gemm++;
+        /* autocast casts each weight once per forward pass. */
+        if (t->phase == RV_PHASE_FORWARD && a->cast_ns > 0) {
+            int rc =
+                rv_models__insert_after(g, (int32_t)i, a->next, a->cast_ns, RV_SEL_KERNEL, a->side);
+            if (rc)
+                return rc;
+            if (g->tasks[i].launch >= 0)
+                g->tasks[g->tasks[i].launch].gap_ns += a->launch;
+            a->n_cast++;
+        }
+    } else {
+        t = &g->tasks[i];
+        if (rk > 0)
+            t->dur_ns = shrink(t->dur_ns, rk);
+        else
+            t->dur_ns = a->daydream ? (int64_t)llround((double)t->dur_ns / AMP_DAYDREAM_OTHER)
+                                    : shrink(t->dur_ns, rm);
+        a->n_mem++;
+    }
+    a->after += (double)g->tasks[i].dur_ns;
+    return 0;
+}
+
+/* The applied entry (new reference; NULL on OOM). */
+static json_t *amp_report(const amp_pass *a, const rv_opt *o, const rv_graph *g, int fallback)
+{
+    /* "flops_bytes" when most of the scaled time came from the ops' costs. */
+    int by_cost = a->before > 0 && a->costed_ns >= 0.5 * a->before;
+    const char *method = a->daydream ? "daydream" : by_cost ? "flops_bytes" : "roofline";
+    json_t *r = json_pack("{s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model", "amp",
+                          "index", o->index, "dtype", rv_dtype_name(a->dt), "method", method, "gpu",
+                          a->hw ? a->hw->name : "unknown", "gemm_scaled", (json_int_t)a->n_gemm,
+                          "other_scaled", (json_int_t)a->n_mem, "unchanged",
+                          (json_int_t)a->n_at + (json_int_t)a->n_opt + (json_int_t)a->n_nonfloat,
+                          "casts_inserted", (json_int_t)a->n_cast, "scaled_busy_us_before",
+                          a->before / 1e3, "scaled_busy_us_after", a->after / 1e3);
+    if (!r)
+        return NULL;
+    /* Why kernels stayed, and where the scaled kernels' precision came
+     * from (docs/models/amp.md). */
+    json_object_set_new(r, "grad_scaler_inserted", json_integer((json_int_t)a->n_scaler));
+    json_object_set_new(r, "already_at_target", json_integer((json_int_t)a->n_at));
+    json_object_set_new(r, "already_at_target_us", json_real(a->at_ns / 1e3));
+    json_object_set_new(r, "gemm_time_at_target",
+                        json_real(a->gemm_ns > 0 ? a->gemm_at_ns / a->gemm_ns : 0));
+    json_object_set_new(r, "optimizer_kept", json_integer((json_int_t)a->n_opt));
+    json_object_set_new(r, "non_float_kept", json_integer((json_int_t)a->n_nonfloat));
+    json_object_set_new(r, "dtype_from",
+                        json_pack("{s:i, s:i, s:i, s:i}", "name", (json_int_t)a->n_src[RV_PS_NAME],
+                                  "input_type", (json_int_t)a->n_src[RV_PS_INPUT_TYPE], "name_hint",
+                                  (json_int_t)a->n_src[RV_PS_HINT], "assumed_fp32",
+                                  (json_int_t)a->n_src[RV_PS_ASSUMED]));
+    /* How the scaled kernels' new times were found: from their ops'
+     * FLOPs and bytes, or by the class ratios (no shapes). */
+    if (!a->daydream) {
+        double b = a->before > 0 ? a->before : 1;
+        json_object_set_new(r, "methods",
+                            json_pack("{s:{s:I,s:I,s:f},s:{s:I,s:f}}", "flops_bytes", "kernels",
+                                      (json_int_t)a->n_costed, "target_bucket",
+                                      (json_int_t)a->n_moved, "time_share", a->costed_ns / b,
+                                      "roofline_ratio", "kernels", (json_int_t)a->n_ratio,
+                                      "time_share", a->ratio_ns / b));
+        if (a->ratio_ns > 0.5 * a->before && a->before > 0)
+            rv_models__warn(r, "amp_ratio_fallback",
+                            "%.0f%% of the scaled kernel time has no FLOPs or bytes from op "
+                            "shapes (record_shapes or an execution trace): it took the class "
+                            "ratios (GEMM/conv by the peak ratio, others by element size)",
+                            100 * a->ratio_ns / a->before);
+    }
+    if (fallback) {
+        char gpu[160];
+        rv_models__warn(r, "amp_daydream_ratios",
+                        "%s: amp used Daydream's fixed ratios (tensor-core kernels /3, "
+                        "others /2) instead of the GPU's peaks",
+                        gpu_phrase(g, gpu, sizeof(gpu)));
+    }
+    return r;
+}
+
 int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied,
                    rv_error *err)
 {
-    const rv_hw *hw = rv_models__hw(w, g);
-    rv_power_model pm;
-    rv_power_init(&pm, hw);
-    int dt = o->dtype, fallback = 0;
-    size_t n_gemm = 0, n_mem = 0, n_at = 0, n_opt = 0, n_nonfloat = 0, n_cast = 0, n_scaler = 0;
-    size_t n_src[RV_PS_COUNT] = {0};
+    amp_pass a;
+    memset(&a, 0, sizeof(a));
+    a.hw = rv_models__hw(w, g);
+    rv_power_init(&a.pm, a.hw);
+    a.dt = o->dtype;
+    int fallback = 0;
     scaler_plan scaler = {0};
-    rv_prec_ctx prec;
-    double before = 0, after = 0, at_ns = 0, gemm_ns = 0, gemm_at_ns = 0;
-    double costed_ns = 0, ratio_ns = 0;
-    size_t n_costed = 0, n_ratio = 0, n_moved = 0;
-    amp_costing cost = {0};
-    int rc = amp_check(hw, g, o, &fallback, err);
+    int rc = amp_check(a.hw, g, o, &fallback, err);
     if (rc)
         return rc;
-    int daydream = o->amp_daydream || fallback;
-    if (!daydream && g->flops && g->trace) {
-        cost.f = g->flops;
-        cost.hw = hw;
+    a.daydream = o->amp_daydream || fallback;
+    if (!a.daydream && g->flops && g->trace) {
+        a.cost.f = g->flops;
+        a.cost.hw = a.hw;
         /* The trace's own kernels at the target measure its efficiencies,
          * on the trace's GPU only (their times are that GPU's). */
-        if (hw == rv_models__hw(NULL, g)) {
-            rv_kmodel_fit_ptype(&cost.at_target, g->trace, g->flops, hw, prec_type_of(dt));
+        if (a.hw == rv_models__hw(NULL, g)) {
+            rv_kmodel_fit_ptype(&a.cost.at_target, g->trace, g->flops, a.hw, prec_type_of(a.dt));
             for (int k = 1; k < RV_FC_COUNT; k++)
-                cost.have_target |= cost.at_target.n[k] > 0;
+                a.cost.have_target |= a.cost.at_target.n[k] > 0;
         }
     }
-    int32_t *next = NULL, *side = NULL;
     size_t n0 = g->ntasks;
-    int64_t launch = rv_models__launch_ns(g);
-    int64_t cast_ns = (int64_t)llround(o->cast_us * 1e3);
-    if (rv_prec_ctx_init(&prec, g) != 0)
+    a.launch = rv_models__launch_ns(g);
+    a.cast_ns = (int64_t)llround(o->cast_us * 1e3);
+    if (rv_prec_ctx_init(&a.prec, g) != 0)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "amp: out of memory");
-    next = rv_models__thread_next(g);
-    side = malloc((g->nthreads + 1) * sizeof(int32_t));
-    if (!next || !side) {
+    a.next = rv_models__thread_next(g);
+    a.side = malloc((g->nthreads + 1) * sizeof(int32_t));
+    if (!a.next || !a.side) {
         rc = RV_ERR_NOMEM;
         goto out;
     }
     for (size_t t = 0; t < g->nthreads; t++)
-        side[t] = -1;
+        a.side[t] = -1;
     /* fp16 needs loss scaling: each step the GradScaler unscales every
      * gradient and checks it for inf/NaN (one read and one write of the
      * gradients), then updates the scale. Measured here, before the
      * kernels change. bf16 needs none. */
-    if (dt == RV_DT_FP16 && !daydream)
-        rc = grad_scaler_plan(g, hw, &scaler);
+    if (a.dt == RV_DT_FP16 && !a.daydream)
+        rc = grad_scaler_plan(g, a.hw, &scaler);
     if (rc)
         goto out;
     size_t sk = 0; /* next scaler step; anchors come in task order */
@@ -270,145 +426,24 @@ int rv_models__amp(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json
         /* Inserted work must join its side thread in task order (casts and
          * scaler alike), or the side thread would run back in time. */
         for (; sk < scaler.n && (size_t)scaler.anchor[sk] < i; sk++) {
-            if ((rc = insert_scaler(g, &scaler, sk, next, side)) != 0)
+            if ((rc = insert_scaler(g, &scaler, sk, a.next, a.side)) != 0)
                 goto out;
-            n_scaler += 2;
+            a.n_scaler += 2;
         }
-        if (!is_kernel(g, i))
-            continue;
-        rv_task *t = &g->tasks[i];
-        const char *name = rv_task_name(g, i);
-        int c = rv_kname_class(name), src;
-        int d0 = rv_prec_of_task(&prec, i, &src);
-        if (c == RV_KC_GEMM)
-            gemm_ns += (double)t->dur_ns;
-        /* The optimizer step (and zero_grad) works on the fp32 master
-         * weights and gradients; integer, bool and fp64 kernels are not
-         * autocast. */
-        if (c == RV_KC_OPTIMIZER || t->phase == RV_PHASE_OPTIMIZER) {
-            n_opt++;
-            continue;
-        }
-        if (d0 == RV_PREC_NONFLOAT) {
-            n_nonfloat++;
-            continue;
-        }
-        if (d0 == RV_PREC_UNKNOWN)
-            d0 = RV_DT_FP32;
-        /* Already in (or below) the target precision: not sped up again. */
-        if (rv_dtype_bytes(d0) <= rv_dtype_bytes(dt)) {
-            n_at++;
-            at_ns += (double)t->dur_ns;
-            if (c == RV_KC_GEMM)
-                gemm_at_ns += (double)t->dur_ns;
-            continue;
-        }
-        n_src[src]++;
-        before += (double)t->dur_ns;
-        double rm = rv_dtype_bytes(dt) / rv_dtype_bytes(d0);
-        int moved = 0;
-        double rk = daydream ? 0 : amp_costed_ratio(&cost, g, i, d0, dt, &moved);
-        if (rk > 0) {
-            n_costed++;
-            n_moved += (size_t)moved;
-            costed_ns += (double)t->dur_ns;
-        } else if (!daydream) {
-            n_ratio++;
-            ratio_ns += (double)t->dur_ns;
-        }
-        if (c == RV_KC_GEMM) {
-            if (rk > 0) {
-                t->dur_ns = shrink(t->dur_ns, rk);
-            } else if (daydream) {
-                t->dur_ns = (int64_t)llround((double)t->dur_ns / 3.0);
-            } else {
-                double rcmp = rv_hw_peak(hw, d0) * eta(d0) / (rv_hw_peak(hw, dt) * eta(dt));
-                double gm = pm.gamma[RV_KC_GEMM];
-                if (rcmp > 1)
-                    rcmp = 1;
-                t->dur_ns = shrink(t->dur_ns, (1 - gm) * rcmp + gm * rm);
-            }
-            n_gemm++;
-            /* autocast casts each weight once per forward pass. */
-            if (t->phase == RV_PHASE_FORWARD && cast_ns > 0) {
-                rc = rv_models__insert_after(g, (int32_t)i, next, cast_ns, RV_SEL_KERNEL, side);
-                if (rc)
-                    goto out;
-                if (g->tasks[i].launch >= 0)
-                    g->tasks[g->tasks[i].launch].gap_ns += launch;
-                n_cast++;
-            }
-        } else {
-            t = &g->tasks[i];
-            if (rk > 0)
-                t->dur_ns = shrink(t->dur_ns, rk);
-            else
-                t->dur_ns =
-                    daydream ? (int64_t)llround((double)t->dur_ns / 2.0) : shrink(t->dur_ns, rm);
-            n_mem++;
-        }
-        after += (double)g->tasks[i].dur_ns;
+        if (is_kernel(g, i) && (rc = amp_kernel(&a, g, i)) != 0)
+            goto out;
     }
     for (; sk < scaler.n; sk++) {
-        if ((rc = insert_scaler(g, &scaler, sk, next, side)) != 0)
+        if ((rc = insert_scaler(g, &scaler, sk, a.next, a.side)) != 0)
             goto out;
-        n_scaler += 2;
+        a.n_scaler += 2;
     }
-    /* "flops_bytes" when most of the scaled time came from the ops' costs. */
-    int by_cost = before > 0 && costed_ns >= 0.5 * before;
-    const char *method = daydream ? "daydream" : by_cost ? "flops_bytes" : "roofline";
-    json_t *r = json_pack("{s:s, s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f}", "model", "amp",
-                          "index", o->index, "dtype", rv_dtype_name(dt), "method", method, "gpu",
-                          hw ? hw->name : "unknown", "gemm_scaled", (json_int_t)n_gemm,
-                          "other_scaled", (json_int_t)n_mem, "unchanged",
-                          (json_int_t)n_at + (json_int_t)n_opt + (json_int_t)n_nonfloat,
-                          "casts_inserted", (json_int_t)n_cast, "scaled_busy_us_before",
-                          before / 1e3, "scaled_busy_us_after", after / 1e3);
-    if (r) {
-        /* Why kernels stayed, and where the scaled kernels' precision came
-         * from (docs/models/amp.md). */
-        json_object_set_new(r, "grad_scaler_inserted", json_integer((json_int_t)n_scaler));
-        json_object_set_new(r, "already_at_target", json_integer((json_int_t)n_at));
-        json_object_set_new(r, "already_at_target_us", json_real(at_ns / 1e3));
-        json_object_set_new(r, "gemm_time_at_target",
-                            json_real(gemm_ns > 0 ? gemm_at_ns / gemm_ns : 0));
-        json_object_set_new(r, "optimizer_kept", json_integer((json_int_t)n_opt));
-        json_object_set_new(r, "non_float_kept", json_integer((json_int_t)n_nonfloat));
-        json_object_set_new(r, "dtype_from",
-                            json_pack("{s:i, s:i, s:i, s:i}", "name", (json_int_t)n_src[RV_PS_NAME],
-                                      "input_type", (json_int_t)n_src[RV_PS_INPUT_TYPE],
-                                      "name_hint", (json_int_t)n_src[RV_PS_HINT], "assumed_fp32",
-                                      (json_int_t)n_src[RV_PS_ASSUMED]));
-        /* How the scaled kernels' new times were found: from their ops'
-         * FLOPs and bytes, or by the class ratios (no shapes). */
-        if (!daydream) {
-            double b = before > 0 ? before : 1;
-            json_object_set_new(r, "methods",
-                                json_pack("{s:{s:I,s:I,s:f},s:{s:I,s:f}}", "flops_bytes", "kernels",
-                                          (json_int_t)n_costed, "target_bucket",
-                                          (json_int_t)n_moved, "time_share", costed_ns / b,
-                                          "roofline_ratio", "kernels", (json_int_t)n_ratio,
-                                          "time_share", ratio_ns / b));
-            if (ratio_ns > 0.5 * before && before > 0)
-                rv_models__warn(r, "amp_ratio_fallback",
-                                "%.0f%% of the scaled kernel time has no FLOPs or bytes from op "
-                                "shapes (record_shapes or an execution trace): it took the class "
-                                "ratios (GEMM/conv by the peak ratio, others by element size)",
-                                100 * ratio_ns / before);
-        }
-        if (fallback) {
-            char gpu[160];
-            rv_models__warn(r, "amp_daydream_ratios",
-                            "%s: amp used Daydream's fixed ratios (tensor-core kernels /3, "
-                            "others /2) instead of the GPU's peaks",
-                            gpu_phrase(g, gpu, sizeof(gpu)));
-        }
-    }
+    json_t *r = amp_report(&a, o, g, fallback);
     rc = r && json_array_append_new(applied, r) == 0 ? 0 : RV_ERR_NOMEM;
 out:
-    rv_prec_ctx_free(&prec);
-    free(next);
-    free(side);
+    rv_prec_ctx_free(&a.prec);
+    free(a.next);
+    free(a.side);
     free(scaler.anchor);
     free(scaler.unscale_ns);
     if (rc)

@@ -13,13 +13,8 @@
 #include <string.h>
 
 #include "models/rv_models.h"
+#include "util/rv_sort.h"
 #include "simulate/rv_sim.h"
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
 
 /* Median simulated iteration of g (or the makespan without steps). */
 static int median_iter(const rv_graph *g, int64_t *out, rv_error *err)
@@ -40,7 +35,7 @@ static int median_iter(const rv_graph *g, int64_t *out, rv_error *err)
     }
     for (size_t i = 0; i < g->niters; i++)
         v[i] = rv_sim_iter_ns(g, s, i);
-    qsort(v, g->niters, sizeof(*v), cmp_i64);
+    rv_sort_i64s(v, g->niters);
     *out = v[g->niters / 2];
     free(v);
     rv_sim_free(s);

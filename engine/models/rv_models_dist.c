@@ -18,6 +18,12 @@
 #include "whatif/rv_whatif.h"
 
 #define MIB (1024.0 * 1024.0)
+/* HBM passes over a bucket of S bytes on the compute stream: DDP's copy
+ * into the bucket and division by n (2.5 S), DGC's compression (5 S), and
+ * tensor fusion's pack and unpack (2 S). */
+#define DIST_DDP_PASSES    2.5
+#define DIST_DGC_PASSES    5.0
+#define DIST_FUSION_PASSES 2.0
 /* Cap on inserted communication tasks per apply (P3 slices can be many). */
 #define RV_DIST_MAX_COMM 2000000
 
@@ -447,7 +453,7 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
                 gr[k].bytes *= d->gradient_mb * MIB / per_iter;
         total_bytes = d->gradient_mb > 0 ? d->gradient_mb * MIB : per_iter;
     }
-    double bw_hbm = (hw ? hw->hbm_gbps : RV_HW_DEFAULT_HBM_GBPS) * 1e9 * 0.8;
+    double bw_hbm = (hw ? hw->hbm_gbps : RV_HW_DEFAULT_HBM_GBPS) * 1e9 * RV_MODELS_HBM_SHARE;
     int ps = d->algorithm == RV_ALGO_PS;
     double cap = d->tensor_fusion_mb > 0 ? d->tensor_fusion_mb * MIB : d->bucket_mb * MIB;
     double first_cap = d->tensor_fusion_mb > 0 ? cap : d->first_bucket_mb * MIB;
@@ -502,7 +508,8 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
             }
             /* DDP's copy into the bucket and the division by n, or DGC's
              * compression passes, on the compute stream. */
-            double extra_s = d->dgc_density > 0 ? 5.0 * sz / bw_hbm : 2.5 * sz / bw_hbm;
+            double extra_s =
+                d->dgc_density > 0 ? DIST_DGC_PASSES * sz / bw_hbm : DIST_DDP_PASSES * sz / bw_hbm;
             if (!ps) {
                 rc = rv_models__insert_after(g, ready, next, (int64_t)llround(extra_s * 1e9),
                                              RV_SEL_KERNEL, side);
@@ -537,7 +544,7 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
                     one.tensor_partition_mb = 0;
                     secs = rv_comm_time(&one, &net, RV_COLL_ALLREDUCE, s);
                     if (d->tensor_fusion_mb > 0)
-                        secs += 2.0 * s / bw_hbm; /* pack and unpack */
+                        secs += DIST_FUSION_PASSES * s / bw_hbm; /* pack and unpack */
                     /* P3: forward order is the reverse of ready order, so the
                      * last-ready slice (first layer) gets the top priority. */
                     int32_t prio = d->p3 ? (int32_t)(e - b1) : 0;
@@ -670,5 +677,5 @@ out:
     free(next);
     free(side);
     free(fwd);
-    return rc;
+    return rv_error_ensure(err, rc, "distributed"); /* graph edits return bare codes */
 }

@@ -98,45 +98,21 @@ static void not_rescaled(json_t *o, const char *gpu, const char *why)
                     gpu, why);
 }
 
-int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err)
+/* What the rescaling counted, for the applied entry and its warnings. */
+typedef struct gpu_tally {
+    double grp_before[GRP_COUNT], grp_after[GRP_COUNT], grp_ratio[GRP_COUNT];
+    double k_before, k_costed, k_class, k_after, k_kept, k_target, k_tf32_kept;
+    double k_eff[RV_KEFF_ESTIMATED + 1]; /* costed kernel time by rv_keff_factor's way */
+    size_t n_costed, n_class, n_tf32, n_target, n_tf32_kept;
+} gpu_tally;
+
+/* First pass: the costed kernels' time ratio (ratio[i], 0 when not
+ * costed), whether the target's stored models timed them (on_target[i]),
+ * and the time per group before and after. */
+static void cost_kernels(const struct rv_whatif *w, const rv_graph *g, const rv_hw *from,
+                         const rv_hw *to, double *ratio, unsigned char *on_target, gpu_tally *c)
 {
-    const rv_trace *t = g->trace;
-    const rv_hw *to = rv_hw_lookup(w->gpu);
-    const rv_hw *from = rv_models__hw(NULL, g);
     const rv_flops_trace *f = g->flops;
-    int rc = 0;
-    json_t *o = json_pack("{s:s,s:s,s:s}", "model", "gpu", "from", from ? from->name : "unknown",
-                          "to", to ? to->name : w->gpu);
-    if (!o)
-        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-    if (!from || !to || from->hbm_gbps <= 0 || to->hbm_gbps <= 0) {
-        not_rescaled(o, w->gpu, "the trace's GPU is not in the hardware table");
-        goto done;
-    }
-    if (!t || t->nop_shapes == 0) {
-        not_rescaled(o, w->gpu,
-                     "the trace has no op shapes (record_shapes or an execution trace), so "
-                     "the kernel models have no FLOPs or bytes");
-        goto done;
-    }
-    if (!f || f->gpu_tasks_costed == 0) {
-        not_rescaled(o, w->gpu, "no kernel of the trace has a cost from its op's shapes");
-        goto done;
-    }
-    /* First pass: costed kernels, and their time ratio per group. */
-    double *ratio = calloc(g->ntasks + 1, sizeof(*ratio));
-    unsigned char *on_target = calloc(g->ntasks + 1, 1);
-    if (!ratio || !on_target) {
-        free(ratio);
-        free(on_target);
-        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-        goto fail;
-    }
-    double grp_before[GRP_COUNT] = {0}, grp_after[GRP_COUNT] = {0};
-    double k_before = 0, k_costed = 0, k_class = 0, k_after = 0, k_kept = 0;
-    size_t n_costed = 0, n_class = 0, n_tf32 = 0, n_target = 0, n_tf32_kept = 0;
-    double k_target = 0, k_tf32_kept = 0, k_eff[RV_KEFF_ESTIMATED + 1] = {0};
-    double bw = from->hbm_gbps / to->hbm_gbps;
     for (size_t i = 0; i < g->ntasks; i++) {
         const rv_task *k = &g->tasks[i];
         if (k->kind != RV_TASK_GPU || k->event < 0 || k->cat != RV_CAT_KERNEL || k->dur_ns <= 0)
@@ -151,37 +127,39 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
         if (p > 0) {
             /* Measured on the target: its efficiency holds its waves. */
             on_target[i] = 1;
-            n_target++;
-            k_target += s;
+            c->n_target++;
+            c->k_target += s;
         } else {
             int how = RV_KEFF_KEPT;
             p = costed_s(from, to, cls, f->ptype[e], f->flops[e], f->bytes[e], s, was, &how);
-            k_eff[how] += s;
+            c->k_eff[how] += s;
         }
         if (p <= 0)
             continue;
         int tf32 = f->ptype[e] != RV_PT_FP16 && f->ptype[e] != RV_PT_BF16 &&
                    f->ptype[e] != RV_PT_FP8 && rv_kmodel_tf32_default(cls, was) &&
                    to->tflops[RV_DT_TF32] > 0;
-        n_tf32 += tf32;
+        c->n_tf32 += tf32;
         /* fp32 on the trace, TF32 on the target, at the fp32 efficiency. */
         if (tf32 && !was && !on_target[i] && compute_cls(cls)) {
-            n_tf32_kept++;
-            k_tf32_kept += s;
+            c->n_tf32_kept++;
+            c->k_tf32_kept += s;
         }
         int grp = compute_cls(cls) ? GRP_COMPUTE : GRP_MEMORY;
-        grp_before[grp] += s;
-        grp_after[grp] += p;
+        c->grp_before[grp] += s;
+        c->grp_after[grp] += p;
         ratio[i] = p / s;
     }
-    /* Fallback ratios for a group without costed kernels: peak FLOP/s for
-     * compute (fp32), bandwidth for the rest. */
-    double fp32 = rv_hw_peak(to, RV_DT_FP32) > 0
-                      ? rv_hw_peak(from, RV_DT_FP32) / rv_hw_peak(to, RV_DT_FP32)
-                      : bw;
-    double grp_ratio[GRP_COUNT] = {
-        grp_before[GRP_COMPUTE] > 0 ? grp_after[GRP_COMPUTE] / grp_before[GRP_COMPUTE] : fp32,
-        grp_before[GRP_MEMORY] > 0 ? grp_after[GRP_MEMORY] / grp_before[GRP_MEMORY] : bw};
+}
+
+/* Second pass: every GPU task's new duration: costed kernels by their
+ * ratio, the others by their group's (collectives kept), copies by HBM or
+ * PCIe bandwidth. */
+static void rescale_tasks(rv_graph *g, const rv_hw *from, const rv_hw *to, const double *ratio,
+                          const unsigned char *on_target, gpu_tally *c)
+{
+    const rv_trace *t = g->trace;
+    double bw = from->hbm_gbps / to->hbm_gbps;
     double pcie = from->pcie_gbps > 0 && to->pcie_gbps > 0 ? from->pcie_gbps / to->pcie_gbps : 1.0;
     for (size_t i = 0; i < g->ntasks; i++) {
         rv_task *k = &g->tasks[i];
@@ -190,22 +168,22 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
         double s = (double)k->dur_ns * 1e-9, m;
         const char *name = rv_task_name(g, i);
         if (k->cat == RV_CAT_KERNEL) {
-            k_before += s;
+            c->k_before += s;
             if (ratio[i] > 0) {
                 m = ratio[i];
-                k_costed += s;
-                n_costed++;
+                c->k_costed += s;
+                c->n_costed++;
             } else {
                 int kc = rv_kname_class(name);
                 if (kc == RV_KC_COMM) {
                     /* Collectives are the distributed model's (links). */
-                    k_kept += s;
-                    k_after += s;
+                    c->k_kept += s;
+                    c->k_after += s;
                     continue;
                 }
-                m = grp_ratio[kc == RV_KC_GEMM ? GRP_COMPUTE : GRP_MEMORY];
-                k_class += s;
-                n_class++;
+                m = c->grp_ratio[kc == RV_KC_GEMM ? GRP_COMPUTE : GRP_MEMORY];
+                c->k_class += s;
+                c->n_class++;
             }
             const rv_event *ev = k->event >= 0 ? &t->events[k->event] : NULL;
             if (ev && ev->grid[0] > 0 && !on_target[i]) {
@@ -227,71 +205,80 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
         }
         k->dur_ns = rv_models__scaled_ns(k->dur_ns, m);
         if (k->cat == RV_CAT_KERNEL)
-            k_after += (double)k->dur_ns * 1e-9;
+            c->k_after += (double)k->dur_ns * 1e-9;
     }
-    free(ratio);
-    free(on_target);
-    double share = k_before > 0 ? (k_class + k_kept) / k_before : 0;
-    if (w->platform_kmodels) {
-        json_object_set_new(o, "kernels_from_target_platform", json_integer((json_int_t)n_target));
-        json_object_set_new(o, "kernel_time_share_from_target_platform",
-                            json_real(k_before > 0 ? k_target / k_before : 0));
-        if (n_target > 0)
-            rv_models__warn(o, "gpu_platform_efficiencies",
-                            "%zu kernels (%.1f%% of kernel time) take the efficiencies stored "
-                            "traces of %s measured for their class and size; these carry "
-                            "poorly to another model (several times off between the shared H100 "
-                            "models, docs/ACCURACY.md): trust them where the stored traces run "
-                            "this model",
-                            n_target, k_before > 0 ? k_target / k_before * 100 : 0, to->name);
-        if (!w->kmodel_target)
-            rv_models__warn(o, "gpu_no_target_platform",
-                            "no stored trace of %s has kernels with op shapes: every kernel "
-                            "keeps its measured efficiency on %s (Habitat's rule)",
-                            to->name, from->name);
-    }
+}
+
+/* The platform models' share and its warnings. */
+static void report_platform(const struct rv_whatif *w, const rv_hw *from, const rv_hw *to,
+                            const gpu_tally *c, json_t *o)
+{
+    json_object_set_new(o, "kernels_from_target_platform", json_integer((json_int_t)c->n_target));
+    json_object_set_new(o, "kernel_time_share_from_target_platform",
+                        json_real(c->k_before > 0 ? c->k_target / c->k_before : 0));
+    if (c->n_target > 0)
+        rv_models__warn(o, "gpu_platform_efficiencies",
+                        "%zu kernels (%.1f%% of kernel time) take the efficiencies stored "
+                        "traces of %s measured for their class and size; these carry "
+                        "poorly to another model (several times off between the shared H100 "
+                        "models, docs/ACCURACY.md): trust them where the stored traces run "
+                        "this model",
+                        c->n_target, c->k_before > 0 ? c->k_target / c->k_before * 100 : 0,
+                        to->name);
+    if (!w->kmodel_target)
+        rv_models__warn(o, "gpu_no_target_platform",
+                        "no stored trace of %s has kernels with op shapes: every kernel "
+                        "keeps its measured efficiency on %s (Habitat's rule)",
+                        to->name, from->name);
+}
+
+/* The applied entry's figures and the warnings they rest on. */
+static void report(const rv_graph *g, const rv_hw *from, const rv_hw *to, const gpu_tally *c,
+                   json_t *o)
+{
+    double share = c->k_before > 0 ? (c->k_class + c->k_kept) / c->k_before : 0;
     json_object_set_new(o, "rescaled", json_true());
-    json_object_set_new(o, "kernels_costed", json_integer((json_int_t)n_costed));
-    json_object_set_new(o, "kernels_by_class_ratio", json_integer((json_int_t)n_class));
-    json_object_set_new(o, "kernel_us_before", json_real(k_before * 1e6));
-    json_object_set_new(o, "kernel_us_after", json_real(k_after * 1e6));
+    json_object_set_new(o, "kernels_costed", json_integer((json_int_t)c->n_costed));
+    json_object_set_new(o, "kernels_by_class_ratio", json_integer((json_int_t)c->n_class));
+    json_object_set_new(o, "kernel_us_before", json_real(c->k_before * 1e6));
+    json_object_set_new(o, "kernel_us_after", json_real(c->k_after * 1e6));
     json_object_set_new(o, "kernel_time_share_not_modelled", json_real(share));
-    json_object_set_new(o, "compute_ratio", json_real(grp_ratio[GRP_COMPUTE]));
-    json_object_set_new(o, "memory_ratio", json_real(grp_ratio[GRP_MEMORY]));
-    json_object_set_new(o, "model_error", model_error(t, f, from));
+    json_object_set_new(o, "compute_ratio", json_real(c->grp_ratio[GRP_COMPUTE]));
+    json_object_set_new(o, "memory_ratio", json_real(c->grp_ratio[GRP_MEMORY]));
+    json_object_set_new(o, "model_error", model_error(g->trace, g->flops, from));
     json_object_set_new(o, "efficiency_table", json_string(rv_keff_version));
     json_object_set_new(o, "kernel_time_share_fitted_efficiency",
-                        json_real(k_before > 0 ? k_eff[RV_KEFF_FITTED] / k_before : 0));
+                        json_real(c->k_before > 0 ? c->k_eff[RV_KEFF_FITTED] / c->k_before : 0));
     json_object_set_new(o, "kernel_time_share_estimated_efficiency",
-                        json_real(k_before > 0 ? k_eff[RV_KEFF_ESTIMATED] / k_before : 0));
+                        json_real(c->k_before > 0 ? c->k_eff[RV_KEFF_ESTIMATED] / c->k_before : 0));
     rv_models__warn(o, "gpu_host_kept",
                     "CPU time (framework ops, launches, data loading) is kept as traced: the "
-                    "host of a %s machine is not modelled; \"platform_overheads\" with stored "
-                    "traces of that platform re-times launches and ops",
+                    "host of a %s machine is not modelled; \"host_overheads\": \"platform\" "
+                    "with stored traces of that platform re-times launches and ops",
                     to->name);
-    if (k_eff[RV_KEFF_ESTIMATED] > 0)
+    if (c->k_eff[RV_KEFF_ESTIMATED] > 0)
         rv_models__warn(o, "gpu_efficiency_estimated",
                         "%.1f%% of kernel time is fp32 work moved with efficiencies estimated "
                         "from other GPUs of the same vendor (%s or %s is not in the fitted "
                         "table): about 15%% median error leaving one GPU out, up to 57%% "
                         "(docs/ACCURACY.md)",
-                        k_before > 0 ? k_eff[RV_KEFF_ESTIMATED] / k_before * 100 : 0, from->name,
-                        to->name);
-    if (k_class + k_kept > 0)
+                        c->k_before > 0 ? c->k_eff[RV_KEFF_ESTIMATED] / c->k_before * 100 : 0,
+                        from->name, to->name);
+    if (c->k_class + c->k_kept > 0)
         rv_models__warn(o, "gpu_partly_modelled",
                         "%.1f%% of kernel time has no cost from op shapes: %.1f%% took its "
                         "class's ratio (compute %.3f, memory-bound %.3f), %.1f%% (collectives) "
                         "was kept",
-                        share * 100, k_before > 0 ? k_class / k_before * 100 : 0,
-                        grp_ratio[GRP_COMPUTE], grp_ratio[GRP_MEMORY],
-                        k_before > 0 ? k_kept / k_before * 100 : 0);
-    if (n_tf32 > 0)
+                        share * 100, c->k_before > 0 ? c->k_class / c->k_before * 100 : 0,
+                        c->grp_ratio[GRP_COMPUTE], c->grp_ratio[GRP_MEMORY],
+                        c->k_before > 0 ? c->k_kept / c->k_before * 100 : 0);
+    if (c->n_tf32 > 0)
         rv_models__warn(o, "tf32_assumed",
                         "%zu fp32 kernels run as TF32 on %s: convolutions (cuDNN's default "
                         "allow_tf32) and kernels the trace already ran as TF32; fp32 matmuls "
                         "stay fp32 (PyTorch's default since 1.12)",
-                        n_tf32, to->name);
-    if (n_tf32_kept > 0)
+                        c->n_tf32, to->name);
+    if (c->n_tf32_kept > 0)
         rv_models__warn(o, "tf32_optimistic",
                         "%zu fp32 kernels (%.1f%% of kernel time) move to TF32 on %s at the "
                         "efficiency they had at the fp32 peak: likely too fast (ResNet-50 "
@@ -299,32 +286,80 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
                         "measured speedup, docs/ACCURACY.md); \"kernel_models\": \"platform\" "
                         "with stored "
                         "traces of %s uses the efficiencies they measured",
-                        n_tf32_kept, k_before > 0 ? k_tf32_kept / k_before * 100 : 0, to->name,
-                        to->name);
+                        c->n_tf32_kept, c->k_before > 0 ? c->k_tf32_kept / c->k_before * 100 : 0,
+                        to->name, to->name);
+    char buf[512];
+    size_t len = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(o, "model_error"), key, v)
     {
-        char buf[512];
-        size_t len = 0;
-        const char *key;
-        json_t *v;
-        json_object_foreach(json_object_get(o, "model_error"), key, v)
-        {
-            int n = snprintf(buf + len, sizeof(buf) - len, "%s%s %.1f%%", len ? ", " : "", key,
-                             json_real_value(json_object_get(v, "error")) * 100);
-            if (n < 0 || (size_t)n >= sizeof(buf) - len)
-                break;
-            len += (size_t)n;
-        }
-        rv_models__warn(o, "gpu_rescaled",
-                        "kernel times rescaled %s -> %s by the kernel models (memory-bound by "
-                        "bandwidth, compute-bound by the dtype's peak, wave quantization by SM "
-                        "count, one block per SM assumed); the models' in-trace error on %s "
-                        "(geometric mean per class): %s",
-                        from->name, to->name, from->name, len ? buf : "none measured");
+        int n = snprintf(buf + len, sizeof(buf) - len, "%s%s %.1f%%", len ? ", " : "", key,
+                         json_real_value(json_object_get(v, "error")) * 100);
+        if (n < 0 || (size_t)n >= sizeof(buf) - len)
+            break;
+        len += (size_t)n;
     }
+    rv_models__warn(o, "gpu_rescaled",
+                    "kernel times rescaled %s -> %s by the kernel models (memory-bound by "
+                    "bandwidth, compute-bound by the dtype's peak, wave quantization by SM "
+                    "count, one block per SM assumed); the models' in-trace error on %s "
+                    "(geometric mean per class): %s",
+                    from->name, to->name, from->name, len ? buf : "none measured");
+}
+
+int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err)
+{
+    const rv_trace *t = g->trace;
+    const rv_hw *to = rv_hw_lookup(w->gpu);
+    const rv_hw *from = rv_models__hw(NULL, g);
+    const rv_flops_trace *f = g->flops;
+    json_t *o = json_pack("{s:s,s:s,s:s}", "model", "gpu", "from", from ? from->name : "unknown",
+                          "to", to ? to->name : w->gpu);
+    if (!o)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    if (!from || !to || from->hbm_gbps <= 0 || to->hbm_gbps <= 0) {
+        not_rescaled(o, w->gpu, "the trace's GPU is not in the hardware table");
+        goto done;
+    }
+    if (!t || t->nop_shapes == 0) {
+        not_rescaled(o, w->gpu,
+                     "the trace has no op shapes (record_shapes or an execution trace), so "
+                     "the kernel models have no FLOPs or bytes");
+        goto done;
+    }
+    if (!f || f->gpu_tasks_costed == 0) {
+        not_rescaled(o, w->gpu, "no kernel of the trace has a cost from its op's shapes");
+        goto done;
+    }
+    double *ratio = calloc(g->ntasks + 1, sizeof(*ratio));
+    unsigned char *on_target = calloc(g->ntasks + 1, 1);
+    if (!ratio || !on_target) {
+        free(ratio);
+        free(on_target);
+        json_decref(o);
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    }
+    gpu_tally c;
+    memset(&c, 0, sizeof(c));
+    cost_kernels(w, g, from, to, ratio, on_target, &c);
+    /* Fallback ratios for a group without costed kernels: peak FLOP/s for
+     * compute (fp32), bandwidth for the rest. */
+    double bw = from->hbm_gbps / to->hbm_gbps;
+    double fp32 = rv_hw_peak(to, RV_DT_FP32) > 0
+                      ? rv_hw_peak(from, RV_DT_FP32) / rv_hw_peak(to, RV_DT_FP32)
+                      : bw;
+    c.grp_ratio[GRP_COMPUTE] =
+        c.grp_before[GRP_COMPUTE] > 0 ? c.grp_after[GRP_COMPUTE] / c.grp_before[GRP_COMPUTE] : fp32;
+    c.grp_ratio[GRP_MEMORY] =
+        c.grp_before[GRP_MEMORY] > 0 ? c.grp_after[GRP_MEMORY] / c.grp_before[GRP_MEMORY] : bw;
+    rescale_tasks(g, from, to, ratio, on_target, &c);
+    free(ratio);
+    free(on_target);
+    if (w->platform_kmodels)
+        report_platform(w, from, to, &c, o);
+    report(g, from, to, &c, o);
 done:
     json_array_append_new(applied, o);
-    o = NULL;
-fail:
-    json_decref(o);
-    return rc;
+    return 0;
 }

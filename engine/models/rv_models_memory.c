@@ -102,6 +102,141 @@ static int64_t append_copy(rv_graph *g, int32_t th, int64_t dur, int64_t bytes, 
     return rv_graph_append_task(g, th, &t);
 }
 
+/* One memory saver pass over the steps: what it works with and counts. */
+typedef struct saver {
+    double hbm, pcie; /* bytes/s */
+    int64_t launch;
+    int32_t *fw, *bw, *offid, *next, *side;
+    size_t nf, nb;
+    size_t inserted;
+    double added_ns, bytes_total;
+    double step_bytes;
+    size_t step_layers;
+    int32_t off_th, pre_th, prev_pre;
+} saver;
+
+/* Work after the forward producers (offload, encode), in forward order.
+ * 0 or a negative rv_err. */
+static int saver_forward(saver *v, const rv_opt *o, rv_graph *g)
+{
+    int rc;
+    for (size_t q = 0; q < v->nf; q++) {
+        int32_t f = v->fw[q];
+        int64_t fd = g->tasks[f].dur_ns;
+        if (o->kind == RV_OPT_VDNN) {
+            /* The activation: what the next kernel on the stream (a
+             * norm or activation) streams through once. Not its op's
+             * shapes: an op's bytes are shared among its kernels. */
+            int32_t nx = v->next[f];
+            double bytes = nx >= 0 && is_kernel(g, nx)
+                               ? (double)g->tasks[nx].dur_ns * 1e-9 * v->hbm / 2
+                               : (double)fd * 1e-9 * v->hbm * 0.1;
+            int64_t cd = (int64_t)llround(bytes / v->pcie * 1e9);
+            if (v->off_th < 0) {
+                rv_thread a = side_thread_like(g, f), b2 = a;
+                v->off_th = rv_graph_add_thread(g, &a);
+                v->pre_th = v->off_th >= 0 ? rv_graph_add_thread(g, &b2) : v->off_th;
+                if (v->off_th < 0 || v->pre_th < 0)
+                    return RV_ERR_NOMEM;
+            }
+            int64_t off = append_copy(g, v->off_th, cd, (int64_t)bytes, f);
+            if (off < 0)
+                return (int)off;
+            if ((rc = rv_graph_add_edge(g, f, (int32_t)off, 0, RV_EDGE_OTHER, 0)))
+                return rc;
+            v->offid[q] = (int32_t)off;
+            v->inserted++;
+            v->added_ns += (double)cd;
+            v->bytes_total += bytes;
+            v->step_bytes += bytes;
+            v->step_layers++;
+        } else if (o->kind == RV_OPT_GIST) {
+            int64_t d = (int64_t)llround((double)fd * o->ratio / 2);
+            /* The stash: what the relu/pool kernel writes, half of
+             * the bytes its op's shapes move, else of what it
+             * streams in its time (the vDNN size rule). */
+            double moved = op_bytes(g, f);
+            v->step_bytes += moved > 0 ? moved / 2 : (double)fd * 1e-9 * v->hbm / 2;
+            v->step_layers++;
+            if (d <= 0)
+                continue;
+            if ((rc = rv_models__insert_after(g, f, v->next, d, RV_SEL_KERNEL, v->side)))
+                return rc;
+            v->inserted++;
+            v->added_ns += (double)d;
+            if (g->tasks[f].launch >= 0)
+                g->tasks[g->tasks[f].launch].gap_ns += v->launch;
+        }
+    }
+    return 0;
+}
+
+/* Work at the backward consumers (prefetch, decode, recompute), in
+ * backward order. 0 or a negative rv_err. */
+static int saver_backward(saver *v, const rv_opt *o, rv_graph *g)
+{
+    int rc;
+    size_t nf = v->nf, nb = v->nb;
+    for (size_t q = nf; q-- > 0;) {
+        int32_t f = v->fw[q];
+        int32_t b = v->bw[(size_t)((double)(nf - 1 - q) * (double)nb / (double)nf)];
+        int64_t fd = g->tasks[f].dur_ns;
+        if (o->kind == RV_OPT_VDNN) {
+            int64_t cd = g->tasks[v->offid[q]].dur_ns;
+            int64_t pre = append_copy(g, v->pre_th, cd, g->tasks[v->offid[q]].bytes, b);
+            if (pre < 0)
+                return (int)pre;
+            /* Prefetch after the offload, one layer ahead of its
+             * consumer, which waits for it. */
+            if ((rc = rv_graph_add_edge(g, v->offid[q], (int32_t)pre, 0, RV_EDGE_OTHER, 0)) ||
+                (rc = rv_graph_add_edge(g, (int32_t)pre, b, 0, RV_EDGE_OTHER, 0)))
+                return rc;
+            if (v->prev_pre >= 0 &&
+                (rc = rv_graph_add_edge(g, v->prev_pre, (int32_t)pre, 0, RV_EDGE_OTHER, 1)))
+                return rc;
+            v->prev_pre = b;
+            v->inserted++;
+            v->added_ns += (double)cd;
+        } else {
+            /* Gist decodes before the consumer; recompute runs the
+             * producer again. */
+            int64_t d = o->kind == RV_OPT_GIST ? (int64_t)llround((double)fd * o->ratio / 2)
+                                               : (int64_t)llround((double)fd * o->share);
+            if (d <= 0)
+                continue;
+            if ((rc = rv_models__insert_after(g, b, v->next, d, RV_SEL_KERNEL, v->side)))
+                return rc;
+            v->inserted++;
+            v->added_ns += (double)d;
+            if (g->tasks[b].launch >= 0)
+                g->tasks[g->tasks[b].launch].gap_ns += v->launch;
+        }
+    }
+    return 0;
+}
+
+/* The applied entry (new reference; NULL on OOM). */
+static json_t *saver_report(const saver *v, const rv_opt *o, double step_max, size_t max_layers)
+{
+    static const char *const names[] = {
+        [RV_OPT_VDNN] = "vdnn", [RV_OPT_GIST] = "gist", [RV_OPT_RECOMPUTE] = "recompute"};
+    json_t *r = report(names[o->kind], o);
+    json_object_set_new(r, "tasks_inserted", json_integer((json_int_t)v->inserted));
+    json_object_set_new(r, "inserted_gpu_us", json_real(v->added_ns / 1e3));
+    if (o->kind == RV_OPT_VDNN) {
+        json_object_set_new(r, "offloaded_mb", json_real(v->bytes_total / (1024.0 * 1024.0)));
+        json_object_set_new(r, "pcie_gbps", json_real(v->pcie * 8 / 1e9));
+        json_object_set_new(r, "offloaded_bytes", json_integer((json_int_t)llround(step_max)));
+        json_object_set_new(r, "offloaded_layers", json_integer((json_int_t)max_layers));
+    } else if (o->kind == RV_OPT_GIST) {
+        json_object_set_new(r, "encoded_bytes", json_integer((json_int_t)llround(step_max)));
+        json_object_set_new(r, "encoding", json_real(RV_GIST_ENCODING));
+    } else {
+        json_object_set_new(r, "share", json_real(o->share));
+    }
+    return r;
+}
+
 int rv_models__memory_saver(const struct rv_whatif *w, const rv_opt *o, rv_graph *g,
                             json_t *applied, rv_error *err)
 {
@@ -110,168 +245,66 @@ int rv_models__memory_saver(const struct rv_whatif *w, const rv_opt *o, rv_graph
         return rc ? rv_error_set(err, rc, -1, -1, "out of memory") : 0;
     }
     const rv_hw *hw = rv_models__hw(w, g);
-    double hbm = (hw ? hw->hbm_gbps : RV_HW_DEFAULT_HBM_GBPS) * 1e9 * 0.8;
-    double pcie = o->pcie_gbps > 0 ? o->pcie_gbps * 1e9 / 8 : (hw ? hw->pcie_gbps : 12) * 1e9;
-    size_t n0 = g->ntasks, inserted = 0;
-    double added_ns = 0, bytes_total = 0;
+    saver v;
+    memset(&v, 0, sizeof(v));
+    v.hbm = (hw ? hw->hbm_gbps : RV_HW_DEFAULT_HBM_GBPS) * 1e9 * RV_MODELS_HBM_SHARE;
+    v.pcie = o->pcie_gbps > 0 ? o->pcie_gbps * 1e9 / 8
+                              : (hw ? hw->pcie_gbps : RV_MODELS_PCIE_GBYTES) * 1e9;
+    size_t n0 = g->ntasks;
     /* One step's stash the saver shrinks (the largest over the steps), for
      * the predicted peak (rv_memory_predict). */
-    double step_bytes = 0, step_max = 0;
-    size_t step_layers = 0, max_layers = 0;
+    double step_max = 0;
+    size_t max_layers = 0;
     int rc = 0;
-    int32_t *fw = malloc((n0 + 1) * sizeof(int32_t));
-    int32_t *bw = malloc((n0 + 1) * sizeof(int32_t));
-    int32_t *offid = malloc((n0 + 1) * sizeof(int32_t));
-    int32_t *next = rv_models__thread_next(g);
-    int32_t *side = malloc((g->nthreads + 1) * sizeof(int32_t));
-    int64_t launch = rv_models__launch_ns(g);
-    if (!fw || !bw || !offid || !next || !side) {
+    v.fw = malloc((n0 + 1) * sizeof(int32_t));
+    v.bw = malloc((n0 + 1) * sizeof(int32_t));
+    v.offid = malloc((n0 + 1) * sizeof(int32_t));
+    v.next = rv_models__thread_next(g);
+    v.side = malloc((g->nthreads + 1) * sizeof(int32_t));
+    v.launch = rv_models__launch_ns(g);
+    if (!v.fw || !v.bw || !v.offid || !v.next || !v.side) {
         rc = RV_ERR_NOMEM;
         goto out;
     }
     for (size_t t = 0; t < g->nthreads; t++)
-        side[t] = -1;
+        v.side[t] = -1;
     for (int32_t it = 0; it < (int32_t)g->niters; it++) {
-        size_t nf = 0, nb = 0;
+        v.nf = v.nb = 0;
         for (size_t j = 0; j < n0; j++) {
             if (g->tasks[j].iteration != it || !is_kernel(g, j))
                 continue;
             if (g->tasks[j].phase == RV_PHASE_BACKWARD)
-                bw[nb++] = (int32_t)j;
+                v.bw[v.nb++] = (int32_t)j;
             else if (o->has_sel
                          ? rv_select_match(&o->sel, g, j) && g->tasks[j].phase == RV_PHASE_FORWARD
                          : default_pick(o->kind, g, j))
-                fw[nf++] = (int32_t)j;
+                v.fw[v.nf++] = (int32_t)j;
         }
-        if (nf == 0 || nb == 0)
+        if (v.nf == 0 || v.nb == 0)
             continue;
-        step_bytes = 0;
-        step_layers = 0;
-        int32_t off_th = -1, pre_th = -1;
-        int32_t prev_pre = -1;
+        v.step_bytes = 0;
+        v.step_layers = 0;
+        v.off_th = v.pre_th = v.prev_pre = -1;
         /* Two passes keep each side thread in time order: work after the
-         * forward producers (offload, encode) in forward order, then work
-         * at the backward consumers (prefetch, decode, recompute) in
-         * backward order. */
-        for (size_t q = 0; q < nf; q++) {
-            int32_t f = fw[q];
-            int64_t fd = g->tasks[f].dur_ns;
-            if (o->kind == RV_OPT_VDNN) {
-                /* The activation: what the next kernel on the stream (a
-                 * norm or activation) streams through once. Not its op's
-                 * shapes: an op's bytes are shared among its kernels. */
-                int32_t nx = next[f];
-                double bytes = nx >= 0 && is_kernel(g, nx)
-                                   ? (double)g->tasks[nx].dur_ns * 1e-9 * hbm / 2
-                                   : (double)fd * 1e-9 * hbm * 0.1;
-                int64_t cd = (int64_t)llround(bytes / pcie * 1e9);
-                if (off_th < 0) {
-                    rv_thread a = side_thread_like(g, f), b2 = a;
-                    off_th = rv_graph_add_thread(g, &a);
-                    pre_th = off_th >= 0 ? rv_graph_add_thread(g, &b2) : off_th;
-                    if (off_th < 0 || pre_th < 0) {
-                        rc = RV_ERR_NOMEM;
-                        goto out;
-                    }
-                }
-                int64_t off = append_copy(g, off_th, cd, (int64_t)bytes, f);
-                if (off < 0) {
-                    rc = (int)off;
-                    goto out;
-                }
-                if ((rc = rv_graph_add_edge(g, f, (int32_t)off, 0, RV_EDGE_OTHER, 0)))
-                    goto out;
-                offid[q] = (int32_t)off;
-                inserted++;
-                added_ns += (double)cd;
-                bytes_total += bytes;
-                step_bytes += bytes;
-                step_layers++;
-            } else if (o->kind == RV_OPT_GIST) {
-                int64_t d = (int64_t)llround((double)fd * o->ratio / 2);
-                /* The stash: what the relu/pool kernel writes, half of
-                 * the bytes its op's shapes move, else of what it
-                 * streams in its time (the vDNN size rule). */
-                double moved = op_bytes(g, f);
-                step_bytes += moved > 0 ? moved / 2 : (double)fd * 1e-9 * hbm / 2;
-                step_layers++;
-                if (d <= 0)
-                    continue;
-                if ((rc = rv_models__insert_after(g, f, next, d, RV_SEL_KERNEL, side)))
-                    goto out;
-                inserted++;
-                added_ns += (double)d;
-                if (g->tasks[f].launch >= 0)
-                    g->tasks[g->tasks[f].launch].gap_ns += launch;
-            }
+         * forward producers in forward order, then work at the backward
+         * consumers in backward order. */
+        if ((rc = saver_forward(&v, o, g)) != 0)
+            goto out;
+        if (v.step_bytes > step_max) {
+            step_max = v.step_bytes;
+            max_layers = v.step_layers;
         }
-        if (step_bytes > step_max) {
-            step_max = step_bytes;
-            max_layers = step_layers;
-        }
-        for (size_t q = nf; q-- > 0;) {
-            int32_t f = fw[q];
-            int32_t b = bw[(size_t)((double)(nf - 1 - q) * (double)nb / (double)nf)];
-            int64_t fd = g->tasks[f].dur_ns;
-            if (o->kind == RV_OPT_VDNN) {
-                int64_t cd = g->tasks[offid[q]].dur_ns;
-                int64_t pre = append_copy(g, pre_th, cd, g->tasks[offid[q]].bytes, b);
-                if (pre < 0) {
-                    rc = (int)pre;
-                    goto out;
-                }
-                /* Prefetch after the offload, one layer ahead of its
-                 * consumer, which waits for it. */
-                if ((rc = rv_graph_add_edge(g, offid[q], (int32_t)pre, 0, RV_EDGE_OTHER, 0)) ||
-                    (rc = rv_graph_add_edge(g, (int32_t)pre, b, 0, RV_EDGE_OTHER, 0)))
-                    goto out;
-                if (prev_pre >= 0 &&
-                    (rc = rv_graph_add_edge(g, prev_pre, (int32_t)pre, 0, RV_EDGE_OTHER, 1)))
-                    goto out;
-                prev_pre = b;
-                inserted++;
-                added_ns += (double)cd;
-            } else {
-                /* Gist decodes before the consumer; recompute runs the
-                 * producer again. */
-                int64_t d = o->kind == RV_OPT_GIST ? (int64_t)llround((double)fd * o->ratio / 2)
-                                                   : (int64_t)llround((double)fd * o->share);
-                if (d <= 0)
-                    continue;
-                if ((rc = rv_models__insert_after(g, b, next, d, RV_SEL_KERNEL, side)))
-                    goto out;
-                inserted++;
-                added_ns += (double)d;
-                if (g->tasks[b].launch >= 0)
-                    g->tasks[g->tasks[b].launch].gap_ns += launch;
-            }
-        }
+        if ((rc = saver_backward(&v, o, g)) != 0)
+            goto out;
     }
-    {
-        static const char *const names[] = {
-            [RV_OPT_VDNN] = "vdnn", [RV_OPT_GIST] = "gist", [RV_OPT_RECOMPUTE] = "recompute"};
-        json_t *r = report(names[o->kind], o);
-        json_object_set_new(r, "tasks_inserted", json_integer((json_int_t)inserted));
-        json_object_set_new(r, "inserted_gpu_us", json_real(added_ns / 1e3));
-        if (o->kind == RV_OPT_VDNN) {
-            json_object_set_new(r, "offloaded_mb", json_real(bytes_total / (1024.0 * 1024.0)));
-            json_object_set_new(r, "pcie_gbps", json_real(pcie * 8 / 1e9));
-            json_object_set_new(r, "offloaded_bytes", json_integer((json_int_t)llround(step_max)));
-            json_object_set_new(r, "offloaded_layers", json_integer((json_int_t)max_layers));
-        } else if (o->kind == RV_OPT_GIST) {
-            json_object_set_new(r, "encoded_bytes", json_integer((json_int_t)llround(step_max)));
-            json_object_set_new(r, "encoding", json_real(RV_GIST_ENCODING));
-        } else {
-            json_object_set_new(r, "share", json_real(o->share));
-        }
-        rc = r && json_array_append_new(applied, r) == 0 ? 0 : RV_ERR_NOMEM;
-    }
+    json_t *r = saver_report(&v, o, step_max, max_layers);
+    rc = r && json_array_append_new(applied, r) == 0 ? 0 : RV_ERR_NOMEM;
 out:
-    free(fw);
-    free(bw);
-    free(offid);
-    free(next);
-    free(side);
+    free(v.fw);
+    free(v.bw);
+    free(v.offid);
+    free(v.next);
+    free(v.side);
     if (rc)
         return rv_error_set(err, rc, -1, -1, "optimizations[%d]: %s", o->index, rv_err_name(rc));
     return 0;

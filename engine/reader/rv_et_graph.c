@@ -530,9 +530,10 @@ int rv_et_to_trace_fitted(const rv_et *et, const char *gpu, const rv_kmodel *eff
     c.any_device = any_device(et);
     rv_trace *t = c.t;
     t->rank = t->world_size = RV_NONE;
-    if (intern(t, "et", &t->source_format) < 0 || intern(t, c.hw->name, &t->platform_gpu) < 0 ||
-        intern(t, "1", &c.pid) < 0 || intern(t, "0", &c.s_gpu_pid) < 0 ||
-        intern(t, "stream 7", &c.s_stream) < 0 || intern(t, "stream 20", &c.s_comm_stream) < 0 ||
+    if (intern(t, rv_trace_source_name(RV_SOURCE_ET), &t->source_format) < 0 ||
+        intern(t, c.hw->name, &t->platform_gpu) < 0 || intern(t, "1", &c.pid) < 0 ||
+        intern(t, "0", &c.s_gpu_pid) < 0 || intern(t, "stream 7", &c.s_stream) < 0 ||
+        intern(t, "stream 20", &c.s_comm_stream) < 0 ||
         intern(t, "cudaLaunchKernel", &c.s_launch) < 0 ||
         intern(t, "cudaMemcpyAsync", &c.s_memcpy_async) < 0 ||
         intern(t, "cudaMemcpy", &c.s_memcpy) < 0)

@@ -252,7 +252,8 @@ static int add_flow(reader *r, const evscan *s)
     int rc = 0;
     if (r->nflows == r->cap_flows) {
         if (r->cap_flows >= r->max_events)
-            return FAIL(r, RV_ERR_LIMIT, "more than %zu flow events", r->max_events);
+            return rv_error_tag(r->js.err, RV_REASON_EVENTS,
+                                FAIL(r, RV_ERR_LIMIT, "more than %zu flow events", r->max_events));
         size_t cap = r->cap_flows ? r->cap_flows * 2 : 1024;
         if (cap > r->max_events)
             cap = r->max_events;
@@ -389,8 +390,9 @@ static int parse_event(reader *r, int depth)
         if (rc < 0)
             return rc;
         if (r->t->nevents >= r->max_events)
-            return FAIL_AT(r, RV_ERR_LIMIT, start, "more than %zu events kept (the cap)",
-                           r->max_events);
+            return rv_error_tag(r->js.err, RV_REASON_EVENTS,
+                                FAIL_AT(r, RV_ERR_LIMIT, start,
+                                        "more than %zu events kept (the cap)", r->max_events));
         int64_t idx = rv_trace_push(r->t, &ev);
         if (idx < 0)
             return FAIL_AT(r, (int)idx, start, "cannot keep event (%s)", rv_err_name((int)idx));
@@ -749,7 +751,7 @@ static int fill_from_flows(reader *r)
 
 int rv_kineto_error_is_et(const rv_error *err)
 {
-    return err && err->code == RV_ERR_UNSUPPORTED && strstr(err->message, ET_MESSAGE) != NULL;
+    return err && err->code == RV_ERR_UNSUPPORTED && err->reason == RV_REASON_IS_ET;
 }
 
 static int is_collective_kernel(const rv_trace *t, const rv_event *e)
@@ -796,10 +798,12 @@ static int finish(reader *r)
     int rc = 0;
     if (!r->seen_events) {
         if (r->seen_et_nodes || r->seen_et_schema)
-            return FAIL_AT(r, RV_ERR_UNSUPPORTED, 0,
-                           ET_MESSAGE " (ET: top-level \"schema\" and "
-                                      "\"nodes\"), not a Kineto trace; upload the Kineto trace "
-                                      "(*.pt.trace.json) instead");
+            return rv_error_tag(r->js.err, RV_REASON_IS_ET,
+                                FAIL_AT(r, RV_ERR_UNSUPPORTED, 0,
+                                        ET_MESSAGE
+                                        " (ET: top-level \"schema\" and "
+                                        "\"nodes\"), not a Kineto trace; upload the Kineto trace "
+                                        "(*.pt.trace.json) instead"));
         return FAIL_AT(r, RV_ERR_UNSUPPORTED, 0,
                        "no \"traceEvents\" key: not a Kineto / Chrome trace");
     }
@@ -821,8 +825,9 @@ static int finish(reader *r)
             if (r->pgc_name[k] == e->pg)
                 e->pg_ranks = r->pgc_ranks[k];
     }
-    t->source_format = rv_kineto__intern(r, r->seen_reverie ? "collector" : "kineto",
-                                         r->seen_reverie ? 9 : 6, &rc);
+    const char *src =
+        rv_trace_source_name(r->seen_reverie ? RV_SOURCE_COLLECTOR : RV_SOURCE_KINETO);
+    t->source_format = rv_kineto__intern(r, src, strlen(src), &rc);
     if (rc < 0)
         return rc;
     if (r->rv_gpu) {

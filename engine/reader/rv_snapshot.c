@@ -356,10 +356,12 @@ static int64_t rb_off(const rbuf *r)
 static int bad_col(const rbuf *r, rv_error *err, const char *col, size_t idx)
 {
     if (r->bad)
-        return rv_error_set(err, RV_ERR_PARSE, rb_off(r), (int64_t)idx,
-                            "snapshot: body truncated in column '%s' at event %zu", col, idx);
-    return rv_error_set(err, RV_ERR_PARSE, rb_off(r), (int64_t)idx,
-                        "snapshot: bad value in column '%s' at event %zu", col, idx);
+        return rv_error_placed(
+            err, rv_error_set(err, RV_ERR_PARSE, rb_off(r), (int64_t)idx,
+                              "snapshot: body truncated in column '%s' at event %zu", col, idx));
+    return rv_error_placed(err, rv_error_set(err, RV_ERR_PARSE, rb_off(r), (int64_t)idx,
+                                             "snapshot: bad value in column '%s' at event %zu", col,
+                                             idx));
 }
 
 #define IN32(v) ((v) >= INT32_MIN && (v) <= INT32_MAX)

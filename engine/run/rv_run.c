@@ -14,6 +14,7 @@
 #include "models/rv_apply.h"
 #include "reader/rv_et.h"
 #include "run/rv_metrics.h"
+#include "util/rv_sort.h"
 
 /* Numbers at full precision (jansson's 17 digits), so the CLI, the API
  * and fleet rows print the very same values. */
@@ -74,12 +75,6 @@ static int predict(rv_run_result *r, const rv_whatif *w, const rv_run_opts *o, c
                              &r->base_fig, &r->pred_fig, err);
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* The measured steps the median is taken over (all but the first when
  * there are three or more: the first is warm-up), their spread, and
  * whether they fall in two groups so far apart that the median matches
@@ -98,7 +93,7 @@ static void step_stats(rv_run_result *r)
         return;
     for (size_t i = 0; i < n; i++)
         d[i] = g->iters[first + i].end_ns - g->iters[first + i].start_ns;
-    qsort(d, n, sizeof(*d), cmp_i64);
+    rv_sort_i64s(d, n);
     size_t mid = n / 2;
     st->count = n;
     st->min_us = (double)d[0] / 1e3;
@@ -207,14 +202,14 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
                     "only %zu launches met an idle stream, too few to measure the launch "
                     "latency: %.1f us is assumed",
                     g->launch_lat_samples, (double)g->launch_lat_ns / 1e3);
-    if (tr && strcmp(rv_trace_str(tr, tr->source_format), "et") == 0 && tr->et_kernels_fitted)
+    if (tr && rv_trace_source(tr) == RV_SOURCE_ET && tr->et_kernels_fitted)
         rv_run_warn(r, "et_only_modelled",
                     "an execution trace alone: kernel times come from the kernel models on %s "
                     "(%zu costed kernels at the efficiencies fitted on measured traces of that "
                     "GPU, the rest at %.0f%% of the roofline), CPU ops take %.0f us each, "
                     "nothing here was measured and the replay error is not measured",
                     gpu, tr->et_kernels_fitted, RV_ET_EFFICIENCY * 100, RV_ET_OP_US);
-    else if (tr && strcmp(rv_trace_str(tr, tr->source_format), "et") == 0)
+    else if (tr && rv_trace_source(tr) == RV_SOURCE_ET)
         rv_run_warn(r, "et_only_modelled",
                     "an execution trace alone: kernel times come from the kernel models "
                     "(roofline at %.0f%% efficiency on %s), CPU ops take %.0f us each, "
@@ -371,7 +366,7 @@ out:
     if (threaded)
         pthread_join(th, NULL); /* it reads g and base: wait before returning */
     rv_run_result_free(r);
-    return rc;
+    return rv_error_ensure(err, rc, "the what-if run");
 }
 
 /* ---- the answer --------------------------------------------------------- */

@@ -15,21 +15,6 @@ static double us(int64_t ns)
     return (double)ns / 1000.0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median that for an even count takes the mean of the middle pair. */
-static double median(double *v, size_t n)
-{
-    if (n == 0)
-        return 0;
-    qsort(v, n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* A trace of one step often ends the step's annotation before the GPU work
  * launched inside it (a trailing synchronize after the step, or none at
  * all): the step is then its annotation and that GPU work, measured and
@@ -93,8 +78,8 @@ int rv_report_iteration(const rv_graph *g, const rv_sim *s, int64_t iteration, r
     }
     for (size_t i = 0; i < g->niters; i++)
         step_figures(g, s, i, &m[i], &v[i]);
-    out->measured_us = median(m, g->niters);
-    out->simulated_us = median(v, g->niters);
+    out->measured_us = rv_sort_median(m, g->niters);
+    out->simulated_us = rv_sort_median(v, g->niters);
     free(m);
     free(v);
     return 0;
@@ -156,7 +141,7 @@ void rv_report_trace_figures(const rv_trace *t, rv_trace_figures *out)
         if (m && g->niters) {
             for (size_t i = 0; i < g->niters; i++)
                 m[i] = us(g->iters[i].end_ns - g->iters[i].start_ns);
-            out->measured_us = median(m, g->niters);
+            out->measured_us = rv_sort_median(m, g->niters);
         } else {
             out->measured_us = us(g->span_ns);
         }
@@ -512,7 +497,7 @@ static rv_window path_window(const rv_graph *g, const rv_sim *s, const rv_window
     size_t pick = first + n / 2;
     if (sorted) {
         memcpy(sorted, d, n * sizeof(double));
-        qsort(sorted, n, sizeof(double), cmp_double);
+        rv_sort_doubles(sorted, n);
         double med = sorted[n / 2], best = -1;
         for (size_t i = 0; i < n; i++)
             if (best < 0 || fabs(d[i] - med) < best) {
@@ -649,7 +634,7 @@ json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_win
                           json_real_value(json_object_get(st, "start_us"));
             }
             memcpy(sorted, lens, nstretch * sizeof(double));
-            qsort(sorted, nstretch, sizeof(double), cmp_double);
+            rv_sort_doubles(sorted, nstretch);
             double cut = sorted[nstretch - (size_t)max_stretches];
             size_t nk = 0;
             for (size_t i = 0; i < nstretch; i++)

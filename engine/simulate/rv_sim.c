@@ -176,6 +176,39 @@ static int finish(sim_ctx *c, int32_t u, int64_t start)
     return 0;
 }
 
+/* Ready times of the roots, in-degrees, and out-edges as linked lists
+ * threaded through next[] (no sort needed). 0 or RV_ERR_INVALID. */
+static int link_lists(sim_ctx *c, const int32_t *gang, size_t ngangs, rv_error *err)
+{
+    const rv_graph *g = c->g;
+    size_t n = g->ntasks;
+    for (size_t i = 0; i < n; i++) {
+        c->head[i] = -1;
+        c->s->binder[i] = -1;
+        /* Roots start no earlier than they did: whatever held them back
+         * (process start, the profiler's window) is outside the graph. */
+        c->ready[i] = g->tasks[i].meas_start_ns > 0 ? g->tasks[i].meas_start_ns : 0;
+        if (gang && gang[i] >= 0 && (size_t)gang[i] >= ngangs) {
+            return rv_error_set(err, RV_ERR_INVALID, -1, -1, "task %zu names gang %d of %zu", i,
+                                gang[i], ngangs);
+        }
+    }
+    for (size_t e = g->nedges; e-- > 0;) {
+        const rv_edge *ed = &g->edges[e];
+        if (ed->src < 0 || (size_t)ed->src >= n || ed->dst < 0 || (size_t)ed->dst >= n) {
+            return rv_error_set(err, RV_ERR_INVALID, -1, -1, "edge %zu points outside the graph",
+                                e);
+        }
+        c->next[e] = c->head[ed->src];
+        c->head[ed->src] = (int32_t)e;
+        if (c->indeg[ed->dst]++ == 0)
+            c->ready[ed->dst] = INT64_MIN; /* set by its parents from now on */
+    }
+    for (size_t t = 0; t < g->nthreads; t++)
+        c->last_on[t] = -1;
+    return 0;
+}
+
 int rv_sim_run_opts(const rv_graph *g, const rv_sim_opts *o, rv_sim **out, rv_error *err)
 {
     rv_schedule policy = o ? (rv_schedule)o->policy : RV_SCHED_EARLIEST_START;
@@ -222,32 +255,8 @@ int rv_sim_run_opts(const rv_graph *g, const rv_sim_opts *o, rv_sim **out, rv_er
     }
     for (size_t k = 0; k < ngangs; k++)
         ghead[k] = -1;
-    /* Out-edges as linked lists threaded through next[] (no sort needed). */
-    for (size_t i = 0; i < n; i++) {
-        c.head[i] = -1;
-        s->binder[i] = -1;
-        /* Roots start no earlier than they did: whatever held them back
-         * (process start, the profiler's window) is outside the graph. */
-        c.ready[i] = g->tasks[i].meas_start_ns > 0 ? g->tasks[i].meas_start_ns : 0;
-        if (gang && gang[i] >= 0 && (size_t)gang[i] >= ngangs) {
-            rc = rv_error_set(err, RV_ERR_INVALID, -1, -1, "task %zu names gang %d of %zu", i,
-                              gang[i], ngangs);
-            goto out;
-        }
-    }
-    for (size_t e = g->nedges; e-- > 0;) {
-        const rv_edge *ed = &g->edges[e];
-        if (ed->src < 0 || (size_t)ed->src >= n || ed->dst < 0 || (size_t)ed->dst >= n) {
-            rc = rv_error_set(err, RV_ERR_INVALID, -1, -1, "edge %zu points outside the graph", e);
-            goto out;
-        }
-        c.next[e] = c.head[ed->src];
-        c.head[ed->src] = (int32_t)e;
-        if (c.indeg[ed->dst]++ == 0)
-            c.ready[ed->dst] = INT64_MIN; /* set by its parents from now on */
-    }
-    for (size_t t = 0; t < g->nthreads; t++)
-        c.last_on[t] = -1;
+    if ((rc = link_lists(&c, gang, ngangs, err)) != 0)
+        goto out;
 
     size_t fhead = 0;
     for (size_t i = 0; i < n; i++) {
@@ -345,7 +354,8 @@ out:
     free(gcount);
     free(glast);
     free(gmax);
-    return rc;
+    /* heap_push and finish return bare codes. */
+    return rv_error_ensure(err, rc, "simulating the graph");
 }
 
 int64_t rv_sim_map_time(const rv_graph *g, const rv_sim *s, int32_t thread, int64_t meas)

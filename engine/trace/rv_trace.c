@@ -195,3 +195,24 @@ int rv_trace_add_mem(rv_trace *t, const rv_mem_sample *m)
     t->mem[t->nmem++] = *m;
     return 0;
 }
+
+static const char *const source_names[] = {"", "kineto", "collector", "et"};
+
+int rv_trace_source_of_name(const char *name)
+{
+    if (name)
+        for (int k = RV_SOURCE_KINETO; k <= RV_SOURCE_ET; k++)
+            if (strcmp(name, source_names[k]) == 0)
+                return k;
+    return RV_SOURCE_OTHER;
+}
+
+const char *rv_trace_source_name(int src)
+{
+    return src > RV_SOURCE_OTHER && src <= RV_SOURCE_ET ? source_names[src] : "";
+}
+
+int rv_trace_source(const rv_trace *t)
+{
+    return t ? rv_trace_source_of_name(rv_trace_str(t, t->source_format)) : RV_SOURCE_OTHER;
+}

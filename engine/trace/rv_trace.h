@@ -132,7 +132,7 @@ typedef struct rv_trace {
     /* Metadata; string ids, 0 when absent. */
     int32_t rank, world_size; /* distributedInfo; RV_NONE when absent */
     uint32_t backend;         /* distributedInfo.backend, e.g. "nccl" */
-    uint32_t source_format;   /* "kineto" or "collector" */
+    uint32_t source_format;   /* "kineto", "collector" or "et": rv_trace_source */
     uint32_t platform_gpu;    /* device 0 name or the collector's GPU name */
     uint32_t platform_cpu, platform_driver, platform_cuda, platform_framework;
     uint32_t job;         /* collector: job name */
@@ -193,6 +193,22 @@ static inline const char *rv_trace_str(const rv_trace *t, uint32_t id)
 {
     return rv_strtab_get(&t->strings, id);
 }
+
+/* What produced a trace. The code decides on this value; source_format
+ * keeps its name, which snapshots and the store hold. */
+typedef enum rv_source {
+    RV_SOURCE_OTHER = 0, /* a name this build does not know, or none */
+    RV_SOURCE_KINETO,    /* the PyTorch profiler */
+    RV_SOURCE_COLLECTOR, /* Reverie's CUPTI collector */
+    RV_SOURCE_ET,        /* an execution trace alone, modelled (rv_et_to_trace) */
+} rv_source;
+
+/* The rv_source a source_format name stands for (NULL: RV_SOURCE_OTHER). */
+int rv_trace_source_of_name(const char *name);
+/* The name of an rv_source ("kineto", "collector", "et"; "" for OTHER). */
+const char *rv_trace_source_name(int src);
+/* t's rv_source (NULL: RV_SOURCE_OTHER). */
+int rv_trace_source(const rv_trace *t);
 
 /* Appends a copy of *ev; returns its index or a negative rv_err. Capped at
  * RV_TRACE_MAX_EVENTS. */

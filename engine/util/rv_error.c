@@ -22,6 +22,8 @@ int rv_error_set(rv_error *e, int code, int64_t offset, int64_t event_index, con
     e->offset = offset;
     e->event_index = event_index;
     e->field[0] = '\0';
+    e->reason = RV_REASON_NONE;
+    e->placed = 0;
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof(e->message), fmt, ap);
     va_end(ap);
@@ -36,10 +38,33 @@ int rv_error_field(rv_error *e, int code, const char *field, const char *fmt, ..
     e->code = code;
     e->offset = -1;
     e->event_index = -1;
+    e->reason = RV_REASON_NONE;
+    e->placed = 0;
     snprintf(e->field, sizeof(e->field), "%s", field ? field : "");
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof(e->message), fmt, ap);
     va_end(ap);
+    return code;
+}
+
+int rv_error_tag(rv_error *e, int reason, int code)
+{
+    if (e)
+        e->reason = reason;
+    return code;
+}
+
+int rv_error_placed(rv_error *e, int code)
+{
+    if (e)
+        e->placed = 1;
+    return code;
+}
+
+int rv_error_ensure(rv_error *e, int code, const char *what)
+{
+    if (code < 0 && e && e->code == RV_OK)
+        rv_error_set(e, code, -1, -1, "%s failed: %s", what ? what : "the call", rv_err_name(code));
     return code;
 }
 

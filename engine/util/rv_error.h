@@ -22,12 +22,23 @@ typedef enum rv_err {
     RV_ERR_FORBIDDEN = -10, /* the caller may not write there (another's object) */
 } rv_err;
 
+/* What an error is about beyond its code, for callers that decide on it
+ * (never on the message text). */
+typedef enum rv_err_reason {
+    RV_REASON_NONE = 0,
+    RV_REASON_INPUT_BYTES, /* the input's (decompressed) byte cap was hit */
+    RV_REASON_EVENTS,      /* the cap on events kept was hit */
+    RV_REASON_IS_ET,       /* the input is a PyTorch execution trace, not Kineto */
+} rv_err_reason;
+
 typedef struct rv_error {
     int code;            /* an rv_err value */
     int64_t offset;      /* byte offset in the (decompressed) input, or -1 */
     int64_t event_index; /* index of the trace event, or -1 */
     char field[64];      /* the request field at fault, or "" */
     char message[256];
+    int reason; /* rv_err_reason; RV_REASON_NONE unless a caller may act on it */
+    int placed; /* 1 when the message itself says where (byte, event) */
 } rv_error;
 
 /* Resets *e to "no error" (offset and event index -1). NULL-safe. */
@@ -41,6 +52,19 @@ int rv_error_set(rv_error *e, int code, int64_t offset, int64_t event_index, con
 /* Like rv_error_set for request documents: names the offending field. */
 int rv_error_field(rv_error *e, int code, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* Sets e's reason (when e is non-NULL) and returns code, so readers can
+ * write `return rv_error_tag(e, RV_REASON_EVENTS, FAIL(...))`. */
+int rv_error_tag(rv_error *e, int reason, int code);
+
+/* Marks e's message (when e is non-NULL) as saying where the error is,
+ * so that no caller appends the place again; returns code. */
+int rv_error_placed(rv_error *e, int code);
+
+/* At a function's exits: when code is an error and e (may be NULL) holds
+ * none, fills e with code and a message naming what failed, so that an
+ * error code never travels with an "ok" record. Returns code. */
+int rv_error_ensure(rv_error *e, int code, const char *what);
 
 /* Short stable name of a code, e.g. "parse_error". */
 const char *rv_err_name(int code);

@@ -26,6 +26,7 @@ int rv_jscan_fail_at(rv_jscan *s, int code, int64_t off, const char *fmt, ...)
                      s->item_name ? s->item_name : "item", s->item, off, msg);
     else
         rv_error_set(s->err, code, off, -1, "at byte %" PRId64 ": %s", off, msg);
+    rv_error_placed(s->err, code);
     return code;
 }
 
@@ -156,7 +157,9 @@ int rv_jscan_refill(rv_jscan *s)
         }
     }
     if ((uint64_t)s->base + s->end > s->max_input)
-        return FAIL(s, RV_ERR_LIMIT, "input is larger than the %zu-byte cap", s->max_input);
+        return rv_error_tag(
+            s->err, RV_REASON_INPUT_BYTES,
+            FAIL(s, RV_ERR_LIMIT, "input is larger than the %zu-byte cap", s->max_input));
     return 1;
 }
 
@@ -210,8 +213,10 @@ int rv_jscan_open(rv_jscan *s, const void *mem, size_t len, FILE *f, size_t max_
         s->end = s->cap = len;
         s->eof = 1;
         if (len > s->max_input)
-            return s->rc = rv_error_set(err, RV_ERR_LIMIT, 0, -1,
-                                        "input is larger than the %zu-byte cap", s->max_input);
+            return s->rc = rv_error_tag(err, RV_REASON_INPUT_BYTES,
+                                        rv_error_set(err, RV_ERR_LIMIT, -1, -1,
+                                                     "input is larger than the %zu-byte cap",
+                                                     s->max_input));
     } else {
         s->f = f;
         s->cap = WINDOW_BYTES;

@@ -194,3 +194,70 @@ void rv_sort_i64(void *base, size_t n, size_t size, size_t key_off)
 {
     sort_keyed(base, n, size, key_off, SIGN_FLIP);
 }
+
+static int cmp_i64(const void *pa, const void *pb)
+{
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return (a > b) - (a < b);
+}
+
+static int cmp_double(const void *pa, const void *pb)
+{
+    double a = *(const double *)pa, b = *(const double *)pb;
+    return (a > b) - (a < b);
+}
+
+void rv_sort_i64s(int64_t *v, size_t n)
+{
+    if (n > 1)
+        qsort(v, n, sizeof(*v), cmp_i64);
+}
+
+void rv_sort_doubles(double *v, size_t n)
+{
+    if (n > 1)
+        qsort(v, n, sizeof(*v), cmp_double);
+}
+
+double rv_sort_median(double *v, size_t n)
+{
+    if (n == 0)
+        return 0;
+    rv_sort_doubles(v, n);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The element of rank n/2 (upper median), by quickselect: O(n) on average
+ * instead of a full sort. Reorders v. */
+int64_t rv_sort_median_i64(int64_t *v, size_t n, int64_t dflt)
+{
+    if (n == 0)
+        return dflt;
+    size_t lo = 0, hi = n - 1, k = n / 2;
+    while (lo < hi) {
+        int64_t pivot = v[lo + (hi - lo) / 2];
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
+            if (i <= j) {
+                int64_t t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+                i++;
+                if (j == 0)
+                    break;
+                j--;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            break;
+    }
+    return v[k];
+}

@@ -81,13 +81,15 @@ static int read_full(rv_tar *t, void *buf, uint64_t n, rv_error *err)
             want = sizeof(scratch);
         long k = t->fn(t->ctx, buf ? (char *)buf + done : scratch, want);
         if (k < 0)
-            return rv_error_set(err, RV_ERR_PARSE, (int64_t)(t->pos + done), -1,
-                                "archive: at byte %llu: the data cannot be read (damaged gzip?)",
-                                (unsigned long long)(t->pos + done));
+            return rv_error_placed(
+                err, rv_error_set(err, RV_ERR_PARSE, (int64_t)(t->pos + done), -1,
+                                  "archive: at byte %llu: the data cannot be read (damaged gzip?)",
+                                  (unsigned long long)(t->pos + done)));
         if (k == 0)
-            return rv_error_set(err, RV_ERR_PARSE, (int64_t)(t->pos + done), -1,
-                                "archive: at byte %llu: it ends inside a member",
-                                (unsigned long long)(t->pos + done));
+            return rv_error_placed(err,
+                                   rv_error_set(err, RV_ERR_PARSE, (int64_t)(t->pos + done), -1,
+                                                "archive: at byte %llu: it ends inside a member",
+                                                (unsigned long long)(t->pos + done)));
         done += (uint64_t)k;
     }
     t->pos += n;
@@ -173,13 +175,15 @@ int rv_tar_next(rv_tar *t, size_t max, char *name, uint8_t **data, size_t *len, 
         if (k == 0 && at == 0)
             return rv_error_set(err, RV_ERR_PARSE, 0, -1, "archive: it is empty");
         if (k == 0) /* some writers leave out the two zero blocks */
-            return rv_error_set(err, RV_ERR_PARSE, (int64_t)at, -1,
-                                "archive: at byte %llu: it ends without its end blocks",
-                                (unsigned long long)at);
+            return rv_error_placed(
+                err, rv_error_set(err, RV_ERR_PARSE, (int64_t)at, -1,
+                                  "archive: at byte %llu: it ends without its end blocks",
+                                  (unsigned long long)at));
         if (k < 0)
-            return rv_error_set(err, RV_ERR_PARSE, (int64_t)at, -1,
-                                "archive: at byte %llu: the data cannot be read (damaged gzip?)",
-                                (unsigned long long)at);
+            return rv_error_placed(
+                err, rv_error_set(err, RV_ERR_PARSE, (int64_t)at, -1,
+                                  "archive: at byte %llu: the data cannot be read (damaged gzip?)",
+                                  (unsigned long long)at));
         t->pos += 1;
         if ((rc = read_full(t, b + 1, BLOCK - 1, err)) != 0)
             return rc;
@@ -188,23 +192,26 @@ int rv_tar_next(rv_tar *t, size_t max, char *name, uint8_t **data, size_t *len, 
             break;
         }
         if (!checksum_ok(b))
-            return rv_error_set(err, RV_ERR_PARSE, (int64_t)at, -1,
-                                "archive: at byte %llu: not a tar header (bad checksum); send a "
-                                ".tar or .tar.gz of the rank traces",
-                                (unsigned long long)at);
+            return rv_error_placed(
+                err, rv_error_set(err, RV_ERR_PARSE, (int64_t)at, -1,
+                                  "archive: at byte %llu: not a tar header (bad checksum); send a "
+                                  ".tar or .tar.gz of the rank traces",
+                                  (unsigned long long)at));
         int64_t size = octal(b + 124, 12);
         if (size < 0)
-            return rv_error_set(err, RV_ERR_PARSE, (int64_t)at + 124, -1,
-                                "archive: at byte %llu: the member size is not octal",
-                                (unsigned long long)at + 124);
+            return rv_error_placed(
+                err, rv_error_set(err, RV_ERR_PARSE, (int64_t)at + 124, -1,
+                                  "archive: at byte %llu: the member size is not octal",
+                                  (unsigned long long)at + 124));
         uint64_t padded = ((uint64_t)size + BLOCK - 1) / BLOCK * BLOCK;
         char type = (char)b[156];
         if (type == 'L') {
             /* The next member's long name. */
             if (size >= RV_TAR_NAME_MAX)
-                return rv_error_set(err, RV_ERR_LIMIT, (int64_t)at, -1,
-                                    "archive: at byte %llu: a member name over %d bytes",
-                                    (unsigned long long)at, RV_TAR_NAME_MAX - 1);
+                return rv_error_placed(
+                    err, rv_error_set(err, RV_ERR_LIMIT, (int64_t)at, -1,
+                                      "archive: at byte %llu: a member name over %d bytes",
+                                      (unsigned long long)at, RV_TAR_NAME_MAX - 1));
             if ((rc = read_full(t, t->longname, (uint64_t)size, err)) != 0 ||
                 (rc = read_full(t, NULL, padded - (uint64_t)size, err)) != 0)
                 return rc;

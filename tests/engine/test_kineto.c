@@ -337,8 +337,28 @@ static void test_caps(void)
     CU_ASSERT_EQUAL(rv_kineto_read_file(p, &o, &t, &e), RV_ERR_LIMIT);
     CU_ASSERT_PTR_NULL(t);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "cap"));
+    /* Which cap was hit is a code the store decides on, not message text. */
+    CU_ASSERT_EQUAL(e.reason, RV_REASON_EVENTS);
     rv_kineto_opts o2 = {.max_input_bytes = 100};
     CU_ASSERT_EQUAL(rv_kineto_read_file(p, &o2, &t, &e), RV_ERR_LIMIT);
+    CU_ASSERT_EQUAL(e.reason, RV_REASON_INPUT_BYTES);
+    CU_ASSERT_TRUE(e.placed);
+    char big[256];
+    memset(big, ' ', sizeof(big));
+    CU_ASSERT_EQUAL(rv_kineto_read_buffer(big, sizeof(big), &o2, &t, &e), RV_ERR_LIMIT);
+    CU_ASSERT_EQUAL(e.reason, RV_REASON_INPUT_BYTES);
+    CU_ASSERT_FALSE(rv_kineto_error_is_et(&e));
+    /* An execution trace is told by its code, whatever the message says. */
+    static const char et[] = "{\"schema\": \"1.0.1\", \"nodes\": []}";
+    CU_ASSERT_EQUAL(rv_kineto_read_buffer(et, sizeof(et) - 1, NULL, &t, &e), RV_ERR_UNSUPPORTED);
+    CU_ASSERT_EQUAL(e.reason, RV_REASON_IS_ET);
+    CU_ASSERT_TRUE(rv_kineto_error_is_et(&e));
+    e.message[0] = '\0';
+    CU_ASSERT_TRUE(rv_kineto_error_is_et(&e));
+    static const char plain[] = "{\"foo\": 1}";
+    CU_ASSERT_EQUAL(rv_kineto_read_buffer(plain, sizeof(plain) - 1, NULL, &t, &e),
+                    RV_ERR_UNSUPPORTED);
+    CU_ASSERT_FALSE(rv_kineto_error_is_et(&e));
     CU_ASSERT_EQUAL(rv_kineto_read_file("/nonexistent/trace.json", NULL, &t, &e), RV_ERR_IO);
 }
 

@@ -432,11 +432,36 @@ static void test_map_strings(void)
     rv_map_free(&m);
 }
 
+/* A code returned without a message gets one; a filled record is kept. */
+static void test_error_ensure(void)
+{
+    rv_error e;
+    rv_error_clear(&e);
+    CU_ASSERT_EQUAL(rv_error_ensure(&e, 0, "x"), 0);
+    CU_ASSERT_EQUAL(e.code, RV_OK);
+    CU_ASSERT_EQUAL(rv_error_ensure(&e, RV_ERR_NOMEM, "simulating the graph"), RV_ERR_NOMEM);
+    CU_ASSERT_EQUAL(e.code, RV_ERR_NOMEM);
+    CU_ASSERT_STRING_EQUAL(e.message, "simulating the graph failed: out_of_memory");
+    rv_error_set(&e, RV_ERR_INVALID, -1, -1, "first");
+    CU_ASSERT_EQUAL(rv_error_ensure(&e, RV_ERR_NOMEM, "later"), RV_ERR_NOMEM);
+    CU_ASSERT_STRING_EQUAL(e.message, "first");
+    CU_ASSERT_EQUAL(rv_error_ensure(NULL, RV_ERR_NOMEM, "x"), RV_ERR_NOMEM);
+    /* Reason and place are reset by every new error. */
+    CU_ASSERT_EQUAL(rv_error_tag(&e, RV_REASON_EVENTS, RV_ERR_LIMIT), RV_ERR_LIMIT);
+    rv_error_placed(&e, 0);
+    CU_ASSERT_EQUAL(e.reason, RV_REASON_EVENTS);
+    CU_ASSERT_TRUE(e.placed);
+    rv_error_field(&e, RV_ERR_INVALID, "f", "again");
+    CU_ASSERT_EQUAL(e.reason, RV_REASON_NONE);
+    CU_ASSERT_FALSE(e.placed);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
     CU_pSuite s = CU_add_suite("util", NULL, NULL);
+    CU_add_test(s, "rv_error_ensure, reason and place", test_error_ensure);
     CU_add_test(s, "rv_buf basics", test_buf_basic);
     CU_add_test(s, "rv_buf cap", test_buf_cap);
     CU_add_test(s, "rv_buf printf", test_buf_printf);
