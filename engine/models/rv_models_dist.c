@@ -392,67 +392,216 @@ static int64_t append_comm(rv_graph *g, int32_t th, double secs, double bytes, i
     return rv_graph_append_task(g, th, &t);
 }
 
-int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err)
+/* The communication threads of one iteration: one, or BlueConnect's three
+ * (intra reduce-scatter, inter all-reduce, intra all-gather). 0 or
+ * RV_ERR_NOMEM. */
+static int comm_threads(rv_graph *g, int32_t task, int blueconnect, int32_t th[3])
+{
+    th[0] = comm_thread(g, task, "comm");
+    th[1] = th[2] = -1;
+    if (th[0] >= 0 && blueconnect) {
+        th[1] = comm_thread(g, task, "inter");
+        th[2] = comm_thread(g, task, "allgather");
+    }
+    return th[0] < 0 || (blueconnect && (th[1] < 0 || th[2] < 0)) ? RV_ERR_NOMEM : 0;
+}
+
+/* The tasks of one piece of s bytes: BlueConnect's three stages chained
+ * on their threads, else one all-reduce priced by the one cost function
+ * (tensor fusion adds its pack and unpack). *first gets the first task,
+ * *secs the piece's time; returns the last task, or a negative rv_err. */
+static int64_t piece_tasks(rv_graph *g, const rv_dist *d, const rv_net *net, const int32_t th[3],
+                           double s, int32_t it, int32_t prio, double bw_hbm, int64_t *first,
+                           double *secs)
+{
+    if (d->blueconnect) {
+        double ti = 0, tx = 0;
+        rv_coll_blueconnect(net, s, &ti, &tx);
+        int64_t id = append_comm(g, th[0], ti / 2, s, it, 0);
+        int64_t id2 = id >= 0 ? append_comm(g, th[1], tx, s, it, 0) : id;
+        int64_t last = id2 >= 0 ? append_comm(g, th[2], ti / 2, s, it, 0) : id2;
+        if (last >= 0 && (rv_graph_add_edge(g, (int32_t)id, (int32_t)id2, 0, RV_EDGE_COMM, 0) ||
+                          rv_graph_add_edge(g, (int32_t)id2, (int32_t)last, 0, RV_EDGE_COMM, 0)))
+            last = RV_ERR_NOMEM;
+        *first = id;
+        *secs = ti + tx;
+        return last;
+    }
+    /* The one cost function; the caller already made the pieces. */
+    rv_dist one = *d;
+    one.tensor_partition_mb = 0;
+    *secs = rv_comm_time(&one, net, RV_COLL_ALLREDUCE, s);
+    if (d->tensor_fusion_mb > 0)
+        *secs += DIST_FUSION_PASSES * s / bw_hbm; /* pack and unpack */
+    *first = append_comm(g, th[0], *secs, s, it, prio);
+    return *first;
+}
+
+/* P3 with a parameter server: the forward kernel (of nf) that the slice
+ * `left` of `total` from the end of ready order feeds. */
+static size_t slice_layer(size_t left, size_t total, size_t nf)
+{
+    size_t f = (size_t)((double)left / (double)total * (double)nf);
+    return f >= nf ? nf - 1 : f;
+}
+
+/* Scales the gradients (sorted by ready time) to the requested model size
+ * per iteration; returns the gradient bytes of one iteration. */
+static double scale_gradients(const rv_graph *g, const rv_dist *d, grad *gr, size_t ngr)
+{
+    size_t iters = 0;
+    double sum = 0;
+    for (size_t k = 0; k < ngr; k++) {
+        sum += gr[k].bytes;
+        if (k == 0 || g->tasks[gr[k].task].iteration != g->tasks[gr[k - 1].task].iteration)
+            iters++;
+    }
+    double per_iter = sum / (double)(iters ? iters : 1);
+    if (d->gradient_mb > 0 && per_iter > 0)
+        for (size_t k = 0; k < ngr; k++)
+            gr[k].bytes *= d->gradient_mb * MIB / per_iter;
+    return d->gradient_mb > 0 ? d->gradient_mb * MIB : per_iter;
+}
+
+/* Compute/communication interference (MODELS.md C5): iteration it's
+ * kernels from the first gradient on slow down by sigma times the share
+ * of that stretch the collectives (comm_s) cover. */
+static void interfere(rv_graph *g, int32_t it, int64_t from_meas, double comm_s, double sigma)
+{
+    double busy = 0;
+    for (size_t i = 0; i < g->ntasks; i++) {
+        const rv_task *t = &g->tasks[i];
+        if (t->kind == RV_TASK_GPU && t->iteration == it && t->meas_start_ns >= 0 &&
+            t->meas_start_ns >= from_meas && !(t->flags & RV_TF_REMOVED))
+            busy += (double)t->dur_ns * 1e-9;
+    }
+    double cover = busy > 0 ? comm_s / busy : 0;
+    double f = 1.0 + sigma * (cover < 1 ? cover : 1);
+    for (size_t i = 0; i < g->ntasks; i++) {
+        rv_task *t = &g->tasks[i];
+        if (t->kind == RV_TASK_GPU && t->iteration == it && t->meas_start_ns >= 0 &&
+            t->meas_start_ns >= from_meas && !(t->flags & RV_TF_REMOVED))
+            t->dur_ns = (int64_t)llround((double)t->dur_ns * f);
+    }
+}
+
+/* A parameter server runs the update: iteration it's optimizer kernels
+ * (not zero_grad) and their launches go. Returns the kernels removed. */
+static size_t remove_updates(rv_graph *g, int32_t it)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g->ntasks; i++) {
+        rv_task *t = &g->tasks[i];
+        if (t->iteration != it || t->phase != RV_PHASE_OPTIMIZER || (t->flags & RV_TF_REMOVED) ||
+            t->kind != RV_TASK_GPU)
+            continue;
+        const char *layer = g->trace ? rv_trace_str(g->trace, t->layer) : "";
+        if (strstr(layer, "zero_grad"))
+            continue;
+        int32_t l = t->launch;
+        rv_graph_remove_task(g, (int32_t)i);
+        if (l >= 0)
+            rv_models__remove(g, l, 0);
+        n++;
+    }
+    return n;
+}
+
+/* What the insert path did, for its applied entry. */
+typedef struct inserted_figs {
+    size_t ngr, nbuckets, ncomm, nextra, nremoved;
+    double total_bytes, comm_s;
+} inserted_figs;
+
+/* The applied entry of collectives inserted into a one-GPU trace (new
+ * reference), NULL when out of memory. */
+static json_t *inserted_report(const rv_graph *g, const rv_dist *d, const rv_net *net,
+                               const rv_comm_grad_info *gi, const inserted_figs *fig)
+{
+    static const char *const an[] = {"ring", "tree", "hierarchical", "parameter_server"};
+    static const char *const rs[] = {"accumulate_grad_kernels", "accumulate_grad_ops",
+                                     "backward_kernels"};
+    static const char *const bs[] = {"parameter_shapes", "accumulate_grad_kernels",
+                                     "optimizer_kernels"};
+    size_t iters = g->niters ? g->niters : 1;
+    json_t *r = json_pack(
+        "{s:s, s:s, s:i, s:i, s:i, s:s, s:f, s:f, s:f, s:i, s:i, s:i, s:f, s:i, s:b, s:b}", "model",
+        "distributed", "mode", "insert_collectives", "workers", d->workers, "gpus_per_node", net->g,
+        "nodes", rv_net_nodes(net), "algorithm", an[d->algorithm], "gradient_mb",
+        fig->total_bytes / MIB, "intra_gbps", net->intra_bps * 8 / 1e9, "inter_gbps",
+        net->inter_bps * 8 / 1e9, "gradients", (json_int_t)fig->ngr, "buckets",
+        (json_int_t)fig->nbuckets, "comm_tasks_inserted", (json_int_t)fig->ncomm,
+        "comm_us_per_iteration", fig->comm_s * 1e6 / (double)iters, "compute_tasks_inserted",
+        (json_int_t)fig->nextra, "p3", d->p3, "blueconnect", d->blueconnect);
+    if (!r)
+        return NULL;
+    json_object_set_new(r, "gradient_ready_from", json_string(rs[gi->ready_source]));
+    json_object_set_new(r, "gradient_bytes_from",
+                        json_string(d->gradient_mb > 0 ? "request" : bs[gi->bytes_source]));
+    if (gi->ready_source == RV_GRAD_READY_BACKWARD)
+        rv_models__warn(r, "gradient_ready_inferred",
+                        "no AccumulateGrad records: %zu gradient-ready points per step "
+                        "spaced evenly over the backward kernels",
+                        gi->param_ops ? gi->param_ops : (size_t)32);
+    if (d->gradient_mb <= 0 && gi->bytes_source != RV_GRAD_BYTES_SHAPES)
+        rv_models__warn(r, "gradient_size_estimated",
+                        "the trace has no parameter shapes (record_shapes): gradient "
+                        "bytes estimated from measured %s times at HBM bandwidth; give "
+                        "distributed.gradient_mb if known",
+                        bs[gi->bytes_source]);
+    if (d->dgc_density > 0)
+        json_object_set_new(r, "dgc_density", json_real(d->dgc_density));
+    json_object_set_new(r, "allreduce_model",
+                        json_string(d->allreduce.n > 0 ? "measured_table" : "nccl"));
+    if (fig->nremoved)
+        json_object_set_new(r, "optimizer_tasks_removed", json_integer((json_int_t)fig->nremoved));
+    return r;
+}
+
+/* The gradients of a one-GPU trace in ready order (gr holds ntasks + 1),
+ * *ngr of them: 0, or an error with err filled (none to communicate:
+ * RV_ERR_UNSUPPORTED naming distributed). */
+static int gather_gradients(rv_graph *g, const rv_hw *hw, grad *gr, size_t *ngr,
+                            rv_comm_grad_info *gi, rv_error *err)
+{
+    int rc = rv_comm_grads(g, hw, gr, g->ntasks, ngr, gi);
+    if (rc == RV_ERR_NOMEM)
+        return rv_error_set(err, rc, -1, -1, "out of memory");
+    if (rc != 0 || *ngr == 0)
+        return rv_error_field(err, RV_ERR_UNSUPPORTED, "distributed",
+                              "no gradients to communicate: the trace has no backward pass "
+                              "(AccumulateGrad kernels or ops, or backward kernels) nor "
+                              "parameter shapes; give a training trace or a multi-rank one");
+    qsort_r(gr, *ngr, sizeof(*gr), cmp_grad, g);
+    return 0;
+}
+
+/* A one-GPU trace: DDP's buckets of all-reduces (or the variant asked)
+ * inserted after the gradients they carry. */
+static int insert_collectives(const struct rv_whatif *w, rv_graph *g, json_t *applied,
+                              rv_error *err)
 {
     const rv_dist *d = &w->dist;
     const rv_hw *hw = rv_models__hw(w, g);
     int rc = 0;
-    grad *gr = NULL;
-    int32_t *next = NULL, *side = NULL, *fwd = NULL;
     size_t ngr = 0, ncomm = 0, nbuckets = 0, nextra = 0, nremoved = 0;
     double total_bytes = 0, comm_s = 0;
     rv_net net;
     net_of(w, hw, d->workers, &net);
-
-    for (size_t i = 0; i < g->ntasks; i++)
-        if (g->tasks[i].flags & RV_TF_NCCL) {
-            rc = rescale_nccl(w, hw, g, applied);
-            return rc ? rv_error_set(err, rc, -1, -1, "distributed: out of memory") : 0;
-        }
-    if (d->workers <= 1) {
-        json_t *r = json_pack("{s:s, s:i, s:s}", "model", "distributed", "workers", 1, "note",
-                              "one worker: nothing to communicate");
-        return r && json_array_append_new(applied, r) == 0 ? 0 : RV_ERR_NOMEM;
-    }
-    gr = malloc((g->ntasks + 1) * sizeof(*gr));
-    next = rv_models__thread_next(g);
-    side = malloc((g->nthreads + 1) * sizeof(int32_t));
-    fwd = malloc((g->ntasks + 1) * sizeof(int32_t));
+    grad *gr = malloc((g->ntasks + 1) * sizeof(*gr));
+    int32_t *next = rv_models__thread_next(g);
+    int32_t *side = malloc((g->nthreads + 1) * sizeof(int32_t));
+    int32_t *fwd = malloc((g->ntasks + 1) * sizeof(int32_t));
+    rv_comm_grad_info gi;
     if (!gr || !next || !side || !fwd) {
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
         goto out;
     }
     for (size_t t = 0; t < g->nthreads; t++)
         side[t] = -1;
-    rv_comm_grad_info gi;
-    rc = rv_comm_grads(g, hw, gr, g->ntasks, &ngr, &gi);
-    if (rc == RV_ERR_NOMEM) {
-        rc = rv_error_set(err, rc, -1, -1, "out of memory");
+    if ((rc = gather_gradients(g, hw, gr, &ngr, &gi, err)) != 0)
         goto out;
-    }
-    if (rc != 0 || ngr == 0) {
-        rc = rv_error_field(err, RV_ERR_UNSUPPORTED, "distributed",
-                            "no gradients to communicate: the trace has no backward pass "
-                            "(AccumulateGrad kernels or ops, or backward kernels) nor "
-                            "parameter shapes; give a training trace or a multi-rank one");
-        goto out;
-    }
-    qsort_r(gr, ngr, sizeof(*gr), cmp_grad, g);
-    /* Scale the estimate to the requested model size (per iteration). */
-    {
-        size_t iters = 0;
-        double sum = 0;
-        for (size_t k = 0; k < ngr; k++) {
-            sum += gr[k].bytes;
-            if (k == 0 || g->tasks[gr[k].task].iteration != g->tasks[gr[k - 1].task].iteration)
-                iters++;
-        }
-        double per_iter = sum / (double)(iters ? iters : 1);
-        if (d->gradient_mb > 0 && per_iter > 0)
-            for (size_t k = 0; k < ngr; k++)
-                gr[k].bytes *= d->gradient_mb * MIB / per_iter;
-        total_bytes = d->gradient_mb > 0 ? d->gradient_mb * MIB : per_iter;
-    }
+    total_bytes = scale_gradients(g, d, gr, ngr);
     double bw_hbm = (hw ? hw->hbm_gbps : RV_HW_DEFAULT_HBM_GBPS) * 1e9 * RV_MODELS_HBM_SHARE;
     int ps = d->algorithm == RV_ALGO_PS;
     double cap = d->tensor_fusion_mb > 0 ? d->tensor_fusion_mb * MIB : d->bucket_mb * MIB;
@@ -467,13 +616,8 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
         while (e < ngr && g->tasks[gr[e].task].iteration == it)
             e++;
         /* Per iteration: threads for the collectives. */
-        int32_t th = comm_thread(g, gr[k].task, "comm");
-        int32_t th2 = -1, th3 = -1;
-        if (th >= 0 && d->blueconnect) {
-            th2 = comm_thread(g, gr[k].task, "inter");
-            th3 = comm_thread(g, gr[k].task, "allgather");
-        }
-        if (th < 0 || (d->blueconnect && (th2 < 0 || th3 < 0))) {
+        int32_t th[3];
+        if (comm_threads(g, gr[k].task, d->blueconnect, th) != 0) {
             rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
             goto out;
         }
@@ -481,7 +625,7 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
         size_t nf = 0;
         if (ps && it >= 0 && (size_t)it + 1 < g->niters)
             nf = forward_kernels(g, it + 1, fwd, g->ntasks);
-        double iter_comm = 0, iter_bytes = 0;
+        double iter_comm = 0;
         int64_t first_ready_meas = g->tasks[gr[k].task].meas_start_ns;
         size_t b0 = k;
         int bucket_idx = 0;
@@ -527,29 +671,10 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
                  * with the what-if. */
                 if (ncomm % RV_STOP_EVERY == 0 && (rc = rv_stop_check(g->stop, err)) != 0)
                     goto out;
-                if (d->blueconnect) {
-                    double ti = 0, tx = 0;
-                    rv_coll_blueconnect(&net, s, &ti, &tx);
-                    id = append_comm(g, th, ti / 2, s, it, 0);
-                    int64_t id2 = id >= 0 ? append_comm(g, th2, tx, s, it, 0) : id;
-                    last = id2 >= 0 ? append_comm(g, th3, ti / 2, s, it, 0) : id2;
-                    if (last >= 0 &&
-                        (rv_graph_add_edge(g, (int32_t)id, (int32_t)id2, 0, RV_EDGE_COMM, 0) ||
-                         rv_graph_add_edge(g, (int32_t)id2, (int32_t)last, 0, RV_EDGE_COMM, 0)))
-                        last = RV_ERR_NOMEM;
-                    secs = ti + tx;
-                } else {
-                    /* The one cost function; this loop already made the pieces. */
-                    rv_dist one = *d;
-                    one.tensor_partition_mb = 0;
-                    secs = rv_comm_time(&one, &net, RV_COLL_ALLREDUCE, s);
-                    if (d->tensor_fusion_mb > 0)
-                        secs += DIST_FUSION_PASSES * s / bw_hbm; /* pack and unpack */
-                    /* P3: forward order is the reverse of ready order, so the
-                     * last-ready slice (first layer) gets the top priority. */
-                    int32_t prio = d->p3 ? (int32_t)(e - b1) : 0;
-                    id = last = append_comm(g, th, secs, s, it, prio);
-                }
+                /* P3: forward order is the reverse of ready order, so the
+                 * last-ready slice (first layer) gets the top priority. */
+                int32_t prio = d->p3 ? (int32_t)(e - b1) : 0;
+                last = piece_tasks(g, d, &net, th, s, it, prio, bw_hbm, &id, &secs);
                 if (last < 0) {
                     rc = rv_error_set(err, (int)last, -1, -1, "distributed: %s",
                                       rv_err_name((int)last));
@@ -560,107 +685,31 @@ int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *appli
                 if (anchor >= 0 &&
                     (rc = rv_graph_add_edge(g, (int32_t)last, anchor, 0, RV_EDGE_COMM, 0)) != 0)
                     goto nomem;
-                if (ps && nf > 0) {
-                    /* The next forward waits for this pull: all of it without
-                     * P3; with P3 only the layers this slice feeds. */
-                    size_t f = 0;
-                    if (d->p3) {
-                        double pos = (double)(e - b1) / (double)(e - k);
-                        f = (size_t)(pos * (double)nf);
-                        if (f >= nf)
-                            f = nf - 1;
-                    }
-                    if ((rc = rv_graph_add_edge(g, (int32_t)last, fwd[f], 0, RV_EDGE_COMM, 0)))
-                        goto nomem;
-                }
+                /* The next forward waits for this pull: all of it without
+                 * P3; with P3 only the layers this slice feeds. */
+                if (ps && nf > 0 &&
+                    (rc = rv_graph_add_edge(g, (int32_t)last,
+                                            fwd[d->p3 ? slice_layer(e - b1, e - k, nf) : 0], 0,
+                                            RV_EDGE_COMM, 0)))
+                    goto nomem;
                 iter_comm += secs;
                 ncomm++;
             }
-            iter_bytes += sz;
             nbuckets++;
             bucket_idx++;
             b0 = b1;
         }
-        /* Compute/communication interference (MODELS.md C5): kernels from
-         * the first gradient on slow down by sigma times the share of that
-         * stretch the collectives cover. */
-        if (d->interference > 0) {
-            double busy = 0;
-            for (size_t i = 0; i < g->ntasks; i++) {
-                const rv_task *t = &g->tasks[i];
-                if (t->kind == RV_TASK_GPU && t->iteration == it && t->meas_start_ns >= 0 &&
-                    t->meas_start_ns >= first_ready_meas && !(t->flags & RV_TF_REMOVED))
-                    busy += (double)t->dur_ns * 1e-9;
-            }
-            double cover = busy > 0 ? iter_comm / busy : 0;
-            double f = 1.0 + d->interference * (cover < 1 ? cover : 1);
-            for (size_t i = 0; i < g->ntasks; i++) {
-                rv_task *t = &g->tasks[i];
-                if (t->kind == RV_TASK_GPU && t->iteration == it && t->meas_start_ns >= 0 &&
-                    t->meas_start_ns >= first_ready_meas && !(t->flags & RV_TF_REMOVED))
-                    t->dur_ns = (int64_t)llround((double)t->dur_ns * f);
-            }
-        }
+        if (d->interference > 0)
+            interfere(g, it, first_ready_meas, iter_comm, d->interference);
         /* With a parameter server the update runs on the servers. */
-        if (ps) {
-            for (size_t i = 0; i < g->ntasks; i++) {
-                rv_task *t = &g->tasks[i];
-                if (t->iteration != it || t->phase != RV_PHASE_OPTIMIZER ||
-                    (t->flags & RV_TF_REMOVED) || t->kind != RV_TASK_GPU)
-                    continue;
-                const char *layer = g->trace ? rv_trace_str(g->trace, t->layer) : "";
-                if (strstr(layer, "zero_grad"))
-                    continue;
-                int32_t l = t->launch;
-                rv_graph_remove_task(g, (int32_t)i);
-                if (l >= 0)
-                    rv_models__remove(g, l, 0);
-                nremoved++;
-            }
-        }
+        if (ps)
+            nremoved += remove_updates(g, it);
         comm_s += iter_comm;
-        (void)iter_bytes;
         k = e;
     }
     {
-        static const char *const an[] = {"ring", "tree", "hierarchical", "parameter_server"};
-        size_t iters = g->niters ? g->niters : 1;
-        json_t *r = json_pack(
-            "{s:s, s:s, s:i, s:i, s:i, s:s, s:f, s:f, s:f, s:i, s:i, s:i, s:f, s:i, s:b, s:b}",
-            "model", "distributed", "mode", "insert_collectives", "workers", d->workers,
-            "gpus_per_node", net.g, "nodes", rv_net_nodes(&net), "algorithm", an[d->algorithm],
-            "gradient_mb", total_bytes / MIB, "intra_gbps", net.intra_bps * 8 / 1e9, "inter_gbps",
-            net.inter_bps * 8 / 1e9, "gradients", (json_int_t)ngr, "buckets", (json_int_t)nbuckets,
-            "comm_tasks_inserted", (json_int_t)ncomm, "comm_us_per_iteration",
-            comm_s * 1e6 / (double)iters, "compute_tasks_inserted", (json_int_t)nextra, "p3", d->p3,
-            "blueconnect", d->blueconnect);
-        if (r) {
-            static const char *const rs[] = {"accumulate_grad_kernels", "accumulate_grad_ops",
-                                             "backward_kernels"};
-            static const char *const bs[] = {"parameter_shapes", "accumulate_grad_kernels",
-                                             "optimizer_kernels"};
-            json_object_set_new(r, "gradient_ready_from", json_string(rs[gi.ready_source]));
-            json_object_set_new(r, "gradient_bytes_from",
-                                json_string(d->gradient_mb > 0 ? "request" : bs[gi.bytes_source]));
-            if (gi.ready_source == RV_GRAD_READY_BACKWARD)
-                rv_models__warn(r, "gradient_ready_inferred",
-                                "no AccumulateGrad records: %zu gradient-ready points per step "
-                                "spaced evenly over the backward kernels",
-                                gi.param_ops ? gi.param_ops : (size_t)32);
-            if (d->gradient_mb <= 0 && gi.bytes_source != RV_GRAD_BYTES_SHAPES)
-                rv_models__warn(r, "gradient_size_estimated",
-                                "the trace has no parameter shapes (record_shapes): gradient "
-                                "bytes estimated from measured %s times at HBM bandwidth; give "
-                                "distributed.gradient_mb if known",
-                                bs[gi.bytes_source]);
-        }
-        if (r && d->dgc_density > 0)
-            json_object_set_new(r, "dgc_density", json_real(d->dgc_density));
-        if (r)
-            json_object_set_new(r, "allreduce_model",
-                                json_string(d->allreduce.n > 0 ? "measured_table" : "nccl"));
-        if (r && nremoved)
-            json_object_set_new(r, "optimizer_tasks_removed", json_integer((json_int_t)nremoved));
+        inserted_figs fig = {ngr, nbuckets, ncomm, nextra, nremoved, total_bytes, comm_s};
+        json_t *r = inserted_report(g, d, &net, &gi, &fig);
         if (!r || json_array_append_new(applied, r)) {
             rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
             goto out;
@@ -678,4 +727,19 @@ out:
     free(side);
     free(fwd);
     return rv_error_ensure(err, rc, "distributed"); /* graph edits return bare codes */
+}
+
+int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err)
+{
+    for (size_t i = 0; i < g->ntasks; i++)
+        if (g->tasks[i].flags & RV_TF_NCCL) {
+            int rc = rescale_nccl(w, rv_models__hw(w, g), g, applied);
+            return rc ? rv_error_set(err, rc, -1, -1, "distributed: out of memory") : 0;
+        }
+    if (w->dist.workers <= 1) {
+        json_t *r = json_pack("{s:s, s:i, s:s}", "model", "distributed", "workers", 1, "note",
+                              "one worker: nothing to communicate");
+        return r && json_array_append_new(applied, r) == 0 ? 0 : RV_ERR_NOMEM;
+    }
+    return insert_collectives(w, g, applied, err);
 }
