@@ -167,6 +167,57 @@ static void step_stats(rv_run_result *r)
     free(d);
 }
 
+/* The models that change GPU work only: they cannot move a step the CPU
+ * or the input bounds. */
+static const char *gpu_side_model(const json_t *applied)
+{
+    static const char *const gpu_side[] = {"amp", "gpu", "power_limit", "kernel_fusion",
+                                           "batch_size"};
+    size_t i;
+    json_t *a;
+    json_array_foreach(applied, i, a)
+    {
+        const char *m = json_string_value(json_object_get(a, "model"));
+        if (!m || json_is_false(json_object_get(a, "changed")))
+            continue;
+        for (size_t k = 0; k < sizeof(gpu_side) / sizeof(gpu_side[0]); k++)
+            if (strcmp(m, gpu_side[k]) == 0)
+                return m;
+    }
+    return NULL;
+}
+
+/* A GPU-side change that moves the step less than RV_RUN_BOUND_MOVE
+ * while the CPU or the input bounds the critical path: say so, with the
+ * shares and what would help instead (docs/whatif.md "Warnings"). */
+static void warn_bound(rv_run_result *r)
+{
+    const char *model = gpu_side_model(r->applied);
+    const json_t *cp = r->critical_path;
+    const char *bound = json_string_value(json_object_get(cp, "bound_by"));
+    const json_t *sh = json_object_get(cp, "shares");
+    double moved = r->sum.speedup > 0 ? fabs(r->sum.speedup - 1) : 1;
+
+    if (!model || !bound || moved >= RV_RUN_BOUND_MOVE)
+        return;
+    double cpu = json_number_value(json_object_get(sh, "cpu")) * 100;
+    double data = json_number_value(json_object_get(sh, "data")) * 100;
+    double gpu = json_number_value(json_object_get(sh, "gpu")) * 100;
+    if (strcmp(bound, "cpu") == 0)
+        rv_run_warn(r, "cpu_bound",
+                    "the CPU bounds the step (%.0f%% of the critical path; input %.0f%%, GPU "
+                    "%.0f%%): %s moves it %.1f%%; less host work per step would help instead "
+                    "(fewer launches: fused_optimizer, CUDA graphs; a faster CPU; dataloader "
+                    "workers for the input)",
+                    cpu, data, gpu, model, moved * 100);
+    else if (strcmp(bound, "data") == 0)
+        rv_run_warn(r, "input_bound",
+                    "input loading bounds the step (%.0f%% of the critical path; CPU %.0f%%, "
+                    "GPU %.0f%%): %s moves it %.1f%%; a faster input pipeline would help "
+                    "instead (dataloader: more workers, prefetch)",
+                    data, cpu, gpu, model, moved * 100);
+}
+
 /* What the numbers rest on, as warnings (docs/whatif.md "Warnings"). */
 static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params *bp)
 {
@@ -263,6 +314,7 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
         rv_run_warn(r, "single_step",
                     "the trace holds a single step: no steady-state window, warm-up and "
                     "profiler start-up are in the figures");
+    warn_bound(r);
     if (r->steps.bimodal)
         rv_run_warn(r, "bimodal_steps",
                     "step times fall in two groups (%zu near %.1f ms, %zu near %.1f ms): the "

@@ -23,6 +23,9 @@
 #define RV_RUN_TOP_KERNELS  10
 #define RV_RUN_CRITICAL_MAX 20
 #define RV_RUN_MAX_WARNINGS 32
+/* A GPU-side change that moves the step less than this (relative) on a
+ * CPU- or input-bound path warns cpu_bound / input_bound. */
+#define RV_RUN_BOUND_MOVE 0.05
 
 typedef struct rv_run_opts {
     int64_t iteration;  /* step number (ProfilerStep#N) or RV_ITER_MEDIAN */

@@ -669,13 +669,22 @@ json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_win
         free(lens);
     }
     double total = busy[0] + busy[1] + busy[2] + cpu_gap + data + waits;
-    const char *bound = "cpu";
-    if (busy[1] >= busy[0] + cpu_gap + data && busy[1] >= busy[2])
-        bound = "gpu";
-    else if (busy[2] > busy[0] + cpu_gap + data && busy[2] > busy[1])
-        bound = "comm";
-    else if (data > busy[0] + cpu_gap && data > busy[1] && data > busy[2])
-        bound = "data";
+    /* What bounds the step is the resource with the largest share of the
+     * path: the CPU (its traced ops and the untraced work between them),
+     * input loading, GPU compute or communication. Waits are no resource;
+     * the first listed wins a tie. */
+    const char *names[4] = {"gpu", "cpu", "data", "comm"};
+    double part[4] = {busy[1], busy[0] + cpu_gap, data, busy[2]};
+    int best = 0;
+    for (int k = 1; k < 4; k++)
+        if (part[k] > part[best])
+            best = k;
+    const char *bound = names[best];
+    json_t *shares = json_object();
+    for (int k = 0; shares && k < 4; k++)
+        json_object_set_new(shares, names[k], json_real(total > 0 ? part[k] / total : 0));
+    if (shares)
+        json_object_set_new(shares, "wait", json_real(total > 0 ? waits / total : 0));
     json_object_set_new(out, "tasks", json_integer((json_int_t)n));
     json_object_set_new(out, "window_start_us", json_real(us(w.t0_ns)));
     json_object_set_new(out, "length_us", json_real(total / 1000.0));
@@ -686,6 +695,7 @@ json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_win
     json_object_set_new(out, "comm_us", json_real(busy[2] / 1000.0));
     json_object_set_new(out, "wait_us", json_real(waits / 1000.0));
     json_object_set_new(out, "bound_by", json_string(bound));
+    json_object_set_new(out, "shares", shares ? shares : json_object());
     json_object_set_new(out, "omitted_stretches", json_integer((json_int_t)omitted));
     json_object_set_new(out, "omitted_us", json_real(omitted_us));
     json_object_set_new(out, "stretches", stretches);

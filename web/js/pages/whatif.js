@@ -258,6 +258,18 @@ export function whatifPage({ main, arg }) {
     runBtn.disabled = false;
   });
 
+  // What bounds the step, on the speedup card: a GPU-side change that
+  // barely moves a CPU- or input-bound step says why (warnings cpu_bound,
+  // input_bound; docs/whatif.md).
+  function boundNote(w) {
+    const cp = w.critical_path || {};
+    const ws = (w.warnings || []).find((x) => x.code === 'cpu_bound' || x.code === 'input_bound');
+    if (!ws || !cp.bound_by) return 'baseline / predicted';
+    const share = cp.shares && cp.shares[cp.bound_by];
+    const what = cp.bound_by === 'data' ? 'input loading' : 'the CPU';
+    return h('span', { id: 'speedup-bound', 'data-bound': ws.code, title: ws.message }, `bound by ${what} (${fmtPct(share, 0)} of the critical path): a GPU-side change cannot help`);
+  }
+
   function showResult(w, d) {
     const bb = w.breakdown && w.breakdown.baseline, pb = w.breakdown && w.breakdown.predicted;
     const tlBox = h('div', { id: 'whatif-timeline' }, loading('Loading baseline and predicted timelines…'));
@@ -266,7 +278,7 @@ export function whatifPage({ main, arg }) {
       h('div', { class: 'cards', id: 'whatif-cards' },
         card('Baseline iteration', fmtUs(w.baseline_us), `measured ${fmtUs(w.measured_us)}`, { 'data-metric': 'baseline', 'data-us': String(w.baseline_us) }),
         card('Predicted iteration', fmtUs(w.predicted_us), w.cached ? 'from the cache' : 'simulated now', { 'data-metric': 'predicted', 'data-us': String(w.predicted_us) }),
-        card('Speedup', h('span', { class: w.speedup > 1.0005 ? 'good' : w.speedup < 0.9995 ? 'bad' : '' }, fmtX(w.speedup)), 'baseline / predicted', { 'data-metric': 'speedup', 'data-value': String(w.speedup) }),
+        card('Speedup', h('span', { class: w.speedup > 1.0005 ? 'good' : w.speedup < 0.9995 ? 'bad' : '' }, fmtX(w.speedup)), boundNote(w), { 'data-metric': 'speedup', 'data-value': String(w.speedup) }),
         card('Replay error', fmtPct(w.replay_error, 2), 'of the unmodified graph', { 'data-metric': 'replay_error', 'data-value': String(w.replay_error) }),
         card('Energy / iteration', `${fmtJ(eB)} → ${fmtJ(eP)}`, eB > 0 && eP > 0 ? fmtSignedPct(eP / eB - 1) : 'GPU unknown', { 'data-metric': 'energy', 'data-value': String(eP) }),
         card('Average power', w.avg_power_w ? `${(w.avg_power_w.baseline || 0).toFixed(0)} → ${(w.avg_power_w.predicted || 0).toFixed(0)} W` : '–', w.power_limit_w ? `cap ${(w.power_limit_w.predicted || 0).toFixed(0)} W` : '')),
