@@ -51,6 +51,9 @@ typedef struct rv_run_opts {
  * keeps beside the rendered bytes. Energies are per iteration; 0 with
  * have_energy 0 when the GPU is unknown. */
 typedef struct rv_run_summary {
+    /* measured_us is the median of the steady steps, as in the answer's
+     * steps.median_us; 0 (rendered null, with replay_error) when the trace
+     * was modelled, not measured. */
     double measured_us, baseline_us, predicted_us, speedup, replay_error;
     int have_energy;
     double baseline_energy_j, energy_j;
@@ -119,6 +122,10 @@ void rv_run_warn(rv_run_result *r, const char *code, const char *fmt, ...)
 /* The graph and simulation the prediction's reports come from. */
 const rv_graph *rv_run_pred_graph(const rv_run_result *r);
 const rv_sim *rv_run_pred_sim(const rv_run_result *r);
+
+/* True when g's trace was modelled, not measured (an execution trace
+ * alone): its answer's measured_us, replay_error and steps are null. */
+int rv_run_modelled(const rv_graph *g);
 
 /* NULL-safe. */
 void rv_run_result_free(rv_run_result *r);

@@ -84,20 +84,40 @@ int rv_report_iteration(const rv_graph *g, const rv_sim *s, int64_t iteration, r
                             "no step %" PRId64 " in the trace (steps %" PRId64 "..%" PRId64 ")",
                             iteration, g->iters[0].step, g->iters[g->niters - 1].step);
     }
-    double *m = malloc(g->niters * sizeof(double));
-    double *v = malloc(g->niters * sizeof(double));
+    size_t first = rv_report_first_steady(g), n = g->niters - first;
+    double *m = malloc(n * sizeof(double));
+    double *v = malloc(n * sizeof(double));
     if (!m || !v) {
         free(m);
         free(v);
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
     }
-    for (size_t i = 0; i < g->niters; i++)
-        step_figures(g, s, i, &m[i], &v[i]);
-    out->measured_us = median(m, g->niters);
-    out->simulated_us = median(v, g->niters);
+    for (size_t i = 0; i < n; i++)
+        step_figures(g, s, first + i, &m[i], &v[i]);
+    out->measured_us = median(m, n);
+    out->simulated_us = median(v, n);
     free(m);
     free(v);
     return 0;
+}
+
+size_t rv_report_first_steady(const rv_graph *g)
+{
+    return g->niters >= 3 ? 1 : 0;
+}
+
+size_t rv_report_measured_steps(const rv_graph *g, double *out)
+{
+    size_t first = rv_report_first_steady(g), n = g->niters - first;
+    for (size_t i = 0; i < n; i++)
+        out[i] = us(gpu_tail_end(g, NULL, first + i, g->iters[first + i].end_ns) -
+                    g->iters[first + i].start_ns);
+    return n;
+}
+
+double rv_report_median(double *v, size_t n)
+{
+    return median(v, n);
 }
 
 /* When step k is done: its end marker on the CPU, or later if GPU work
@@ -154,9 +174,8 @@ void rv_report_trace_figures(const rv_trace *t, rv_trace_figures *out)
         double *m = malloc((g->niters + 1) * sizeof(double));
         out->iterations = (int)g->niters;
         if (m && g->niters) {
-            for (size_t i = 0; i < g->niters; i++)
-                m[i] = us(g->iters[i].end_ns - g->iters[i].start_ns);
-            out->measured_us = median(m, g->niters);
+            size_t n = rv_report_measured_steps(g, m);
+            out->measured_us = median(m, n);
         } else {
             out->measured_us = us(g->span_ns);
         }

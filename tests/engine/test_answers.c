@@ -10,7 +10,10 @@
 
 #include <CUnit/Basic.h>
 
+#include "graph/rv_graph.h"
+#include "reader/rv_et.h"
 #include "run/rv_run.h"
+#include "simulate/rv_report.h"
 #include "whatif/rv_whatif.h"
 #include "common/rv_test_trace.h"
 #include "common/rv_test_util.h"
@@ -104,6 +107,83 @@ static void test_amp_cpu_bound(void)
     rv_run_result_free(r);
 }
 
+/* measured_us is steps.median_us in the same answer and the figure the
+ * store lists (rv_report_trace_figures): one window everywhere. */
+static void check_measured(const rv_test_loaded *l, const char *what)
+{
+    rv_run_result *r = NULL;
+    rv_trace_figures f;
+    CU_ASSERT_EQUAL_FATAL(run(l, "{}", &r), 0);
+    json_t *a = rv_run_render(r, what);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    double m = json_number_value(json_object_get(a, "measured_us"));
+    double med = json_number_value(json_object_get(json_object_get(a, "steps"), "median_us"));
+    rv_report_trace_figures(l->tr, &f);
+    printf("\n    %s: measured %.1f us, steps.median %.1f us, listed %.1f us", what, m, med,
+           f.measured_us);
+    CU_ASSERT(m > 0);
+    if (l->g->niters > 0)
+        CU_ASSERT_EQUAL(m, med);
+    CU_ASSERT_EQUAL(m, f.measured_us);
+    json_decref(a);
+    rv_run_result_free(r);
+}
+
+static void test_measured_one_window(void)
+{
+    static const char *const shared[] = {
+        "hta/v100-1rank-ns-resolution.json.gz", "tracelens/mi300-qwen-forward.json.gz",
+        "hta/a100-2rank-nccl.json.gz", "kineto/resnet50-v100-workers4.pt.trace.json.gz"};
+    check_measured(&sample, "sample");
+    for (size_t i = 0; traces && i < sizeof(shared) / sizeof(shared[0]); i++) {
+        rv_test_loaded l;
+        if (rv_test_load(traces, shared[i], &l) == 0)
+            check_measured(&l, shared[i]);
+        rv_test_unload(&l);
+    }
+}
+
+/* An execution trace alone is modelled: measured_us, replay_error and
+ * steps are null, per_iteration's measured_us too. */
+static void test_et_alone_not_measured(void)
+{
+    char p[4096];
+    rv_et *et = NULL;
+    rv_trace *t = NULL;
+    rv_graph *g = NULL;
+    rv_sim *s = NULL;
+    rv_run_result *r = NULL;
+    rv_error e;
+    if (!traces) {
+        printf("\n    skipped: no public traces");
+        return;
+    }
+    snprintf(p, sizeof(p), "%s/%s", traces, "param/resnet-2080ti.et.json.gz");
+    CU_ASSERT_EQUAL_FATAL(rv_et_read_file(p, NULL, &et, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_et_to_trace(et, "A100", &t, NULL, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_graph_build(t, NULL, &g, &e), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_sim_run(g, RV_SCHED_EARLIEST_START, &s, &e), 0);
+    rv_test_loaded l = {t, g, s};
+    CU_ASSERT_EQUAL_FATAL(run(&l, "{}", &r), 0);
+    json_t *a = rv_run_render(r, "et");
+    CU_ASSERT_TRUE(json_is_null(json_object_get(a, "measured_us")));
+    CU_ASSERT_TRUE(json_is_null(json_object_get(a, "replay_error")));
+    CU_ASSERT_TRUE(json_is_null(json_object_get(a, "steps")));
+    CU_ASSERT_TRUE(json_number_value(json_object_get(a, "baseline_us")) > 0);
+    json_t *it = json_array_get(json_object_get(a, "per_iteration"), 0);
+    CU_ASSERT_TRUE(json_is_null(json_object_get(it, "measured_us")));
+    json_t *sum = rv_run_summary_render(&r->sum);
+    CU_ASSERT_TRUE(json_is_null(json_object_get(sum, "measured_us")));
+    CU_ASSERT_TRUE(json_is_null(json_object_get(sum, "replay_error")));
+    json_decref(sum);
+    json_decref(a);
+    rv_run_result_free(r);
+    rv_sim_free(s);
+    rv_graph_free(g);
+    rv_trace_free(t);
+    rv_et_free(et);
+}
+
 int main(void)
 {
     if (rv_test_load(NULL, SAMPLE, &sample) != 0) {
@@ -116,6 +196,8 @@ int main(void)
     CU_pSuite s = CU_add_suite("answers", NULL, NULL);
     CU_add_test(s, "bound_agrees", test_bound_agrees);
     CU_add_test(s, "amp_cpu_bound", test_amp_cpu_bound);
+    CU_add_test(s, "measured_one_window", test_measured_one_window);
+    CU_add_test(s, "et_alone_not_measured", test_et_alone_not_measured);
     unsigned fails = rv_test_run();
     rv_test_unload(&sample);
     return fails ? 1 : 0;

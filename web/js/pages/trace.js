@@ -192,9 +192,15 @@ export function tracePage({ main, arg }) {
       if (!alive) return;
       const b = w.breakdown && w.breakdown.baseline;
       clear(cards,
-        card('Measured iteration', fmtUs(w.measured_us), 'median step', { 'data-metric': 'measured', 'data-us': String(w.measured_us) }),
-        card('Simulated iteration', fmtUs(w.baseline_us), 'replay of the graph', { 'data-metric': 'simulated', 'data-us': String(w.baseline_us) }),
-        card('Replay error', h('span', { class: w.replay_error <= 0.02 ? 'good' : 'bad' }, fmtPct(w.replay_error, 2)), '|simulated − measured| / measured, target ≤ 2 %', { 'data-metric': 'replay_error', 'data-value': String(w.replay_error) }),
+        // An execution trace alone is modelled: measured_us and replay_error
+        // are null, and no card claims a measurement.
+        w.measured_us === null
+          ? card('Measured iteration', '–', 'modelled, not measured (an execution trace alone)', { 'data-metric': 'measured', 'data-us': '' })
+          : card('Measured iteration', fmtUs(w.measured_us), w.steps && w.steps.count > 1 ? `median of ${w.steps.count} steady steps` : w.iterations ? 'the step' : 'the whole trace (no steps)', { 'data-metric': 'measured', 'data-us': String(w.measured_us) }),
+        card(w.measured_us === null ? 'Modelled iteration' : 'Simulated iteration', fmtUs(w.baseline_us), 'replay of the graph', { 'data-metric': 'simulated', 'data-us': String(w.baseline_us) }),
+        w.replay_error === null
+          ? card('Replay error', '–', 'not measured: nothing to replay against', { 'data-metric': 'replay_error', 'data-value': '' })
+          : card('Replay error', h('span', { class: w.replay_error <= 0.02 ? 'good' : 'bad' }, fmtPct(w.replay_error, 2)), '|simulated − measured| / measured, target ≤ 2 %', { 'data-metric': 'replay_error', 'data-value': String(w.replay_error) }),
         card('GPU utilization', b ? fmtPct(b.gpu_utilization) : '–', 'busy share of the iteration', { 'data-metric': 'gpu_utilization', 'data-value': String(b ? b.gpu_utilization : '') }),
         card('Exposed communication', b ? fmtUs(b.gpu.exposed_communication_us) : '–', b ? `of ${fmtUs(b.gpu.communication_us)} communication` : '', { 'data-metric': 'exposed_comm', 'data-us': String(b ? b.gpu.exposed_communication_us : '') }),
         card('Energy / iteration', fmtJ(w.energy_j && w.energy_j.baseline), w.avg_power_w && w.avg_power_w.baseline ? `${w.avg_power_w.baseline.toFixed(0)} W average` : 'GPU unknown', { 'data-metric': 'energy' }));
@@ -209,9 +215,12 @@ export function tracePage({ main, arg }) {
     });
 
     try {
+      // An execution trace alone has no measured times: its one view is
+      // the modelled timeline.
+      if (trace.source_format === 'et') clear(modeSel, h('option', { value: 'simulated' }, 'Modelled (execution trace alone)'));
       // The measured view first; the simulated one is fetched when a view needs it.
-      const measured = await loadTrack(id, 'measured');
-      let simulated = null, simLoad = null;
+      const measured = trace.source_format === 'et' ? await loadTrack(id, 'baseline') : await loadTrack(id, 'measured');
+      let simulated = trace.source_format === 'et' ? measured : null, simLoad = null;
       if (!alive) return;
       const show = async () => {
         const m = modeSel.value;

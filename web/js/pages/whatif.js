@@ -276,10 +276,10 @@ export function whatifPage({ main, arg }) {
     const eB = w.energy_j && w.energy_j.baseline, eP = w.energy_j && w.energy_j.predicted;
     clear(results,
       h('div', { class: 'cards', id: 'whatif-cards' },
-        card('Baseline iteration', fmtUs(w.baseline_us), `measured ${fmtUs(w.measured_us)}`, { 'data-metric': 'baseline', 'data-us': String(w.baseline_us) }),
+        card('Baseline iteration', fmtUs(w.baseline_us), w.measured_us === null ? 'modelled, not measured' : `measured ${fmtUs(w.measured_us)}`, { 'data-metric': 'baseline', 'data-us': String(w.baseline_us) }),
         card('Predicted iteration', fmtUs(w.predicted_us), w.cached ? 'from the cache' : 'simulated now', { 'data-metric': 'predicted', 'data-us': String(w.predicted_us) }),
         card('Speedup', h('span', { class: w.speedup > 1.0005 ? 'good' : w.speedup < 0.9995 ? 'bad' : '' }, fmtX(w.speedup)), boundNote(w), { 'data-metric': 'speedup', 'data-value': String(w.speedup) }),
-        card('Replay error', fmtPct(w.replay_error, 2), 'of the unmodified graph', { 'data-metric': 'replay_error', 'data-value': String(w.replay_error) }),
+        card('Replay error', fmtPct(w.replay_error, 2), w.replay_error === null ? 'not measured' : 'of the unmodified graph', { 'data-metric': 'replay_error', 'data-value': String(w.replay_error) }),
         card('Energy / iteration', `${fmtJ(eB)} → ${fmtJ(eP)}`, eB > 0 && eP > 0 ? fmtSignedPct(eP / eB - 1) : 'GPU unknown', { 'data-metric': 'energy', 'data-value': String(eP) }),
         card('Average power', w.avg_power_w ? `${(w.avg_power_w.baseline || 0).toFixed(0)} → ${(w.avg_power_w.predicted || 0).toFixed(0)} W` : '–', w.power_limit_w ? `cap ${(w.power_limit_w.predicted || 0).toFixed(0)} W` : '')),
       warningsBox(w.warnings, 'whatif-warnings'),
