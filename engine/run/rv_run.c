@@ -13,10 +13,11 @@
 
 #include "reader/rv_et.h"
 #include "run/rv_metrics.h"
+#include "util/rv_round.h"
 
-/* Numbers at full precision (jansson's 17 digits), so the CLI, the API
- * and fleet rows print the very same values. */
-#define RV_RUN_JSON_FLAGS JSON_COMPACT
+/* Numbers rounded in one place (rv_round.h), so the CLI, the API and
+ * fleet rows print the very same values. */
+#define RV_RUN_JSON_FLAGS (JSON_COMPACT | RV_ROUND_DUMP_FLAGS)
 
 static double ratio(double num, double den)
 {
@@ -587,6 +588,7 @@ static json_t *render(const rv_run_result *r, const char *label, int64_t trace_i
         json_decref(o);
         return NULL;
     }
+    rv_round_json(o);
     return o;
 }
 
@@ -608,16 +610,19 @@ char *rv_run_render_bytes(const rv_run_result *r, int64_t trace_id, size_t *len)
 
 json_t *rv_run_summary_render(const rv_run_summary *s)
 {
-    return json_pack("{s:o,s:f,s:f,s:f,s:o,s:{s:f,s:f},s:i}", "measured_us",
-                     measured(s, s->measured_us), "baseline_us", s->baseline_us, "predicted_us",
-                     s->predicted_us, "speedup", s->speedup, "replay_error",
-                     measured(s, s->replay_error), "energy_j", "baseline", s->baseline_energy_j,
-                     "predicted", s->energy_j, "warning_count", s->warnings);
+    json_t *o = json_pack(
+        "{s:o,s:f,s:f,s:f,s:o,s:{s:f,s:f},s:i}", "measured_us", measured(s, s->measured_us),
+        "baseline_us", s->baseline_us, "predicted_us", s->predicted_us, "speedup", s->speedup,
+        "replay_error", measured(s, s->replay_error), "energy_j", "baseline", s->baseline_energy_j,
+        "predicted", s->energy_j, "warning_count", s->warnings);
+    rv_round_json(o);
+    return o;
 }
 
-int rv_run_dump(const json_t *answer, FILE *f, int pretty)
+int rv_run_dump(json_t *answer, FILE *f, int pretty)
 {
-    size_t flags = pretty ? JSON_INDENT(2) : RV_RUN_JSON_FLAGS;
+    size_t flags = pretty ? JSON_INDENT(2) | RV_ROUND_DUMP_FLAGS : RV_RUN_JSON_FLAGS;
+    rv_round_json(answer);
     if (json_dumpf(answer, f, flags) != 0)
         return RV_ERR_IO;
     return fputc('\n', f) == EOF ? RV_ERR_IO : 0;

@@ -147,8 +147,9 @@ json_t *rv_run_warnings_json(const rv_run_result *r);
  * and fleet rows; new reference. */
 json_t *rv_run_summary_render(const rv_run_summary *s);
 
-/* Writes an answer (borrowed) to f with the renderer's number format,
- * indented when pretty, and a newline. 0 or RV_ERR_IO. */
-int rv_run_dump(const json_t *answer, FILE *f, int pretty);
+/* Writes an answer (borrowed; its numbers rounded in place, rv_round.h)
+ * to f with the renderer's number format, indented when pretty, and a
+ * newline. 0 or RV_ERR_IO. */
+int rv_run_dump(json_t *answer, FILE *f, int pretty);
 
 #endif

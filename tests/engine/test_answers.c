@@ -14,6 +14,7 @@
 #include "reader/rv_et.h"
 #include "run/rv_run.h"
 #include "simulate/rv_report.h"
+#include "util/rv_round.h"
 #include "whatif/rv_whatif.h"
 #include "common/rv_test_trace.h"
 #include "common/rv_test_util.h"
@@ -124,7 +125,8 @@ static void check_measured(const rv_test_loaded *l, const char *what)
     CU_ASSERT(m > 0);
     if (l->g->niters > 0)
         CU_ASSERT_EQUAL(m, med);
-    CU_ASSERT_EQUAL(m, f.measured_us);
+    /* The store's figure, rounded as every JSON reply rounds it. */
+    CU_ASSERT_EQUAL(m, rv_round_value(f.measured_us, RV_ROUND_TIME_US));
     json_decref(a);
     rv_run_result_free(r);
 }
@@ -184,6 +186,81 @@ static void test_et_alone_not_measured(void)
     rv_et_free(et);
 }
 
+/* The most decimals of any number in the JSON text s. */
+static int max_decimals(const char *s)
+{
+    int most = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p != '.' || p == s || p[-1] < '0' || p[-1] > '9')
+            continue;
+        int n = 0;
+        while (p[1 + n] >= '0' && p[1 + n] <= '9')
+            n++;
+        if (n > most)
+            most = n;
+    }
+    return most;
+}
+
+/* Decimals of the number after "key": in s. */
+static int decimals_of(const char *s, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), "\"%s\":", key);
+    const char *p = strstr(s, pat);
+    if (!p)
+        return -1;
+    p += strlen(pat);
+    const char *dot = NULL;
+    while ((*p >= '0' && *p <= '9') || *p == '.' || *p == '-') {
+        if (*p == '.')
+            dot = p;
+        p++;
+    }
+    return dot ? (int)(p - dot - 1) : 0;
+}
+
+/* Numbers are rounded in one place: times to 0.1 us (3 significant
+ * digits below 10 us), ratios to 4 decimals, the rest to at most 10
+ * decimals printed shortest; echoed inputs as given. */
+static void test_rounding(void)
+{
+    CU_ASSERT_EQUAL(rv_round_value(176385.04999, RV_ROUND_TIME_US), 176385.0);
+    CU_ASSERT_EQUAL(rv_round_value(1.23456, RV_ROUND_TIME_US), 1.23);
+    CU_ASSERT_EQUAL(rv_round_value(0.0123456, RV_ROUND_TIME_US), 0.0123);
+    CU_ASSERT_EQUAL(rv_round_value(1.00041171, RV_ROUND_RATIO), 1.0004);
+    CU_ASSERT_EQUAL(rv_round_value(28.874345999999946, RV_ROUND_OTHER), 28.874346);
+    CU_ASSERT_EQUAL(rv_round_key_class("speedup"), RV_ROUND_RATIO);
+    CU_ASSERT_EQUAL(rv_round_key_class("replay_error"), RV_ROUND_RATIO);
+    CU_ASSERT_EQUAL(rv_round_key_class("gpu_us"), RV_ROUND_TIME_US);
+    CU_ASSERT_EQUAL(rv_round_key_class("energy_j"), RV_ROUND_OTHER);
+    json_t *j = json_pack("{s:f,s:{s:f},s:{s:f},s:f}", "x", 0.8, "scenario", "power_limit_frac",
+                          0.80000000000000004 + 1e-13, "mfu", "baseline", 0.123456789, "tflops",
+                          15.699999999999999);
+    char *t = rv_round_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    printf("\n    %s", t);
+    CU_ASSERT_STRING_EQUAL(t, "{\"mfu\":{\"baseline\":0.1235},\"scenario\":{\"power_limit_"
+                              "frac\":0.8000000000001},\"tflops\":15.7,\"x\":0.8}");
+    free(t);
+    json_decref(j);
+
+    rv_run_result *r = NULL;
+    CU_ASSERT_EQUAL_FATAL(
+        run(&sample, "{\"optimizations\":[{\"kind\":\"amp\"}],\"power_limit_w\":250}", &r), 0);
+    size_t len;
+    char *text = rv_run_render_bytes(r, 1, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    printf("\n    answer: %zu bytes, at most %d decimals", len, max_decimals(text));
+    CU_ASSERT(max_decimals(text) <= 10);
+    CU_ASSERT(decimals_of(text, "predicted_us") <= 1);
+    CU_ASSERT(decimals_of(text, "speedup") <= 4);
+    CU_ASSERT(decimals_of(text, "replay_error") <= 4);
+    CU_ASSERT_PTR_NULL(strstr(text, "0000000"));
+    CU_ASSERT_PTR_NULL(strstr(text, "9999999"));
+    free(text);
+    rv_run_result_free(r);
+}
+
 int main(void)
 {
     if (rv_test_load(NULL, SAMPLE, &sample) != 0) {
@@ -198,6 +275,7 @@ int main(void)
     CU_add_test(s, "amp_cpu_bound", test_amp_cpu_bound);
     CU_add_test(s, "measured_one_window", test_measured_one_window);
     CU_add_test(s, "et_alone_not_measured", test_et_alone_not_measured);
+    CU_add_test(s, "rounding", test_rounding);
     unsigned fails = rv_test_run();
     rv_test_unload(&sample);
     return fails ? 1 : 0;
