@@ -268,6 +268,11 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
         else
             rv_run_warn(r, "no_effect", "%s changed nothing on this trace", model ? model : "?");
     }
+    if (rv_whatif_job(w))
+        rv_run_warn(r, "no_effect",
+                    "job applies to a training job of several ranks (POST "
+                    "/v1/training-jobs/{id}/whatif, reverie simulate --job): on a single trace "
+                    "it changes nothing");
     const char *gpu = tr ? rv_trace_str(tr, tr->platform_gpu) : "";
     if (!bp->hw)
         rv_run_warn(r, "gpu_unknown",

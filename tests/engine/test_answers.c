@@ -261,6 +261,35 @@ static void test_rounding(void)
     rv_run_result_free(r);
 }
 
+/* A knob that cannot act says so: job on a single trace; samples_per_step
+ * (old name batch_size) relabels the step and warns when it contradicts
+ * the batch the shapes say. */
+static void test_knobs_say_so(void)
+{
+    rv_run_result *r = NULL;
+    rv_whatif *w = NULL;
+    rv_error err;
+    CU_ASSERT_EQUAL_FATAL(run(&sample, "{\"job\":{\"world_size\":4}}", &r), 0);
+    CU_ASSERT(has_warning(r, "no_effect"));
+    rv_run_result_free(r);
+    CU_ASSERT_EQUAL_FATAL(run(&sample, "{\"batch_size\":64}", &r), 0);
+    CU_ASSERT(has_warning(r, "samples_per_step_mismatch"));
+    CU_ASSERT_EQUAL(r->sum.speedup, 1.0);
+    rv_run_result_free(r);
+    CU_ASSERT_EQUAL_FATAL(run(&sample, "{\"samples_per_step\":64}", &r), 0);
+    CU_ASSERT(has_warning(r, "samples_per_step_mismatch"));
+    rv_run_result_free(r);
+    /* The sample's batch is 32: no contradiction, no warning. */
+    CU_ASSERT_EQUAL_FATAL(run(&sample, "{\"samples_per_step\":32}", &r), 0);
+    CU_ASSERT_FALSE(has_warning(r, "samples_per_step_mismatch"));
+    CU_ASSERT_FALSE(has_warning(r, "no_effect"));
+    rv_run_result_free(r);
+    CU_ASSERT_EQUAL(rv_whatif_parse_text("{\"samples_per_step\":32,\"batch_size\":64}", &w, &err),
+                    RV_ERR_INVALID);
+    CU_ASSERT_STRING_EQUAL(err.field, "batch_size");
+    rv_whatif_free(w);
+}
+
 int main(void)
 {
     if (rv_test_load(NULL, SAMPLE, &sample) != 0) {
@@ -276,6 +305,7 @@ int main(void)
     CU_add_test(s, "measured_one_window", test_measured_one_window);
     CU_add_test(s, "et_alone_not_measured", test_et_alone_not_measured);
     CU_add_test(s, "rounding", test_rounding);
+    CU_add_test(s, "knobs_say_so", test_knobs_say_so);
     unsigned fails = rv_test_run();
     rv_test_unload(&sample);
     return fails ? 1 : 0;
