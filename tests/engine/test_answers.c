@@ -11,6 +11,8 @@
 #include <CUnit/Basic.h>
 
 #include "graph/rv_graph.h"
+#include "hw/rv_hw.h"
+#include "simulate/rv_power.h"
 #include "reader/rv_et.h"
 #include "run/rv_run.h"
 #include "simulate/rv_report.h"
@@ -290,6 +292,62 @@ static void test_knobs_say_so(void)
     rv_whatif_free(w);
 }
 
+/* A lower power cap is never predicted faster: the per-class slowdown is
+ * at least 1 below the trace's cap on every GPU of the table, and a sweep
+ * from 100% down to 50% of the default cap never shortens the predicted
+ * step, on the sample and on the public traces. */
+static void sweep_power(const rv_test_loaded *l, const char *what)
+{
+    double prev = 0;
+    int bad = 0;
+    printf("\n    %s:", what);
+    for (int pct = 100; pct >= 50; pct -= 5) {
+        char doc[64];
+        rv_run_result *r = NULL;
+        snprintf(doc, sizeof(doc), "{\"power_limit_frac\":%.2f}", pct / 100.0);
+        if (run(l, doc, &r) != 0) {
+            CU_FAIL("power sweep point refused");
+            return;
+        }
+        printf(" %d%%:%.4fx", pct, r->sum.speedup);
+        if (r->sum.predicted_us < prev || r->sum.predicted_us < r->sum.baseline_us * (1 - 1e-12))
+            bad = 1;
+        prev = r->sum.predicted_us;
+        rv_run_result_free(r);
+    }
+    CU_ASSERT_FALSE(bad);
+}
+
+static void test_power_monotone(void)
+{
+    static const char *const shared[] = {
+        "kineto/resnet50-v100-workers4.pt.trace.json.gz", "hta/v100-1rank-ns-resolution.json.gz",
+        "hta/a100-rank0-of-16-five-streams.json.gz", "tracelens/mi300-qwen-forward.json.gz",
+        "param/resnet-2080ti.kineto.json.gz"};
+    size_t n;
+    const rv_hw *tab = rv_hw_table(&n);
+    for (size_t i = 0; i < n; i++) {
+        rv_power_model pm;
+        rv_power_init(&pm, &tab[i]);
+        for (int c = 0; c < RV_KC_COUNT; c++)
+            for (double f = 1.0; f >= 0.5; f -= 0.05) {
+                double cap = pm.tdp_w * f;
+                if (cap < pm.min_pl_w)
+                    break;
+                CU_ASSERT(rv_power_slowdown(&pm, c, pm.tdp_w, cap) >= 1.0);
+                CU_ASSERT(rv_power_slowdown(&pm, c, pm.tdp_w, cap) >=
+                          rv_power_slowdown(&pm, c, pm.tdp_w, cap + pm.tdp_w * 0.05) - 1e-12);
+            }
+    }
+    sweep_power(&sample, "sample");
+    for (size_t i = 0; traces && i < sizeof(shared) / sizeof(shared[0]); i++) {
+        rv_test_loaded l;
+        if (rv_test_load(traces, shared[i], &l) == 0)
+            sweep_power(&l, shared[i]);
+        rv_test_unload(&l);
+    }
+}
+
 int main(void)
 {
     if (rv_test_load(NULL, SAMPLE, &sample) != 0) {
@@ -306,6 +364,7 @@ int main(void)
     CU_add_test(s, "et_alone_not_measured", test_et_alone_not_measured);
     CU_add_test(s, "rounding", test_rounding);
     CU_add_test(s, "knobs_say_so", test_knobs_say_so);
+    CU_add_test(s, "power_monotone", test_power_monotone);
     unsigned fails = rv_test_run();
     rv_test_unload(&sample);
     return fails ? 1 : 0;
