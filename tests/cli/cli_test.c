@@ -588,6 +588,16 @@ static void test_kernel_models_from(void)
                    "neither");
 }
 
+/* A what-if document given without --whatif: the error names the flag. */
+static void test_whatif_doc_needs_flag(void)
+{
+    run_result r;
+    run(&r, (const char *const[]){"whatif", "4", "{\"power_limit_w\":200}", NULL});
+    CU_ASSERT_EQUAL(r.status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--whatif"));
+    run_free(&r);
+}
+
 int main(void)
 {
     const char *bin = getenv("RV_BIN_DIR");
@@ -618,5 +628,6 @@ int main(void)
     CU_add_test(s, "simulate ET --gpu: an execution trace alone", test_simulate_et_alone);
     CU_add_test(s, "simulate --kernel-models-from", test_kernel_models_from);
     CU_add_test(s, "kernels --fit another trace", test_kernels_fit);
+    CU_add_test(s, "whatif ID DOC suggests --whatif", test_whatif_doc_needs_flag);
     return rv_test_run() ? 1 : 0;
 }
