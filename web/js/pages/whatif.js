@@ -18,18 +18,6 @@ export async function loadKinds() {
   return kindsCache;
 }
 
-// Find the hardware-table row for a trace's GPU ("Tesla V100-DGXS-32GB" -> "V100-DGXS").
-export function hardwareFor(hw, gpuModel) {
-  if (!gpuModel) return null;
-  const g = gpuModel.toUpperCase().replace(/[^A-Z0-9]/g, '');
-  let best = null;
-  for (const r of hw) {
-    const n = r.name.toUpperCase().replace(/[^A-Z0-9]/g, '');
-    if (g.includes(n) && (!best || n.length > best.name.replace(/[^A-Z0-9]/gi, '').length)) best = r;
-  }
-  return best;
-}
-
 // One input for one field spec; returns {el, get(), input}.
 function fieldInput(spec, idPrefix, selectorSpec) {
   const id = `${idPrefix}-${spec.name}`;
@@ -74,7 +62,9 @@ function fieldInput(spec, idPrefix, selectorSpec) {
 
 // The what-if document from the form, and where each member came from (for
 // pointing at the input the server's error names).
-function buildForm(kinds, hw) {
+// hw: the hardware row the server resolved for the trace (GET
+// /v1/traces/{id} "hardware", null when unknown); hwList: GET /v1/hardware.
+function buildForm(kinds, hw, hwList) {
   const inputs = new Map(); // doc path -> input element
   const kindBoxes = kinds.kinds.map((k) => {
     const enable = h('input', { type: 'checkbox', id: `k-${k.kind}-on`, 'aria-label': `Apply ${k.label}`, 'data-kind': k.kind });
@@ -93,16 +83,32 @@ function buildForm(kinds, hw) {
     h('p', { class: 'desc' }, kinds.distributed.description || ''), h('div', { class: 'fields' }, distFields.map((f) => f.el)));
   distBox.addEventListener('input', (e) => { if (e.target !== distOn) distOn.checked = true; });
 
-  // Power limit: a slider over the GPU's range, from the hardware table.
-  const lo = hw ? hw.min_power_limit_w : 100, hi = hw ? hw.default_power_limit_w : 400;
+  // Power limit: a slider over the GPU's range, from the row the server
+  // resolved (no name matching here).
+  const lo = hw ? hw.min_power_limit_w : 100, hi = hw ? (hw.max_power_limit_w || hw.default_power_limit_w) : 400;
   const plOn = h('input', { type: 'checkbox', id: 'pl-on', 'aria-label': 'Apply a power limit' });
   const plVal = h('output', { for: 'pl', id: 'pl-out' }, `${hi} W`);
   const pl = h('input', { type: 'range', id: 'pl', min: String(lo), max: String(hi), step: '5', value: String(hi), 'aria-label': 'GPU power limit in watts', style: 'width:260px' });
   pl.addEventListener('input', () => { plVal.textContent = `${pl.value} W`; plOn.checked = true; });
-  const others = kinds.top.filter((f) => f.name !== 'power_limit_w').map((f) => fieldInput(f, 'top', null));
+  // "gpu" is a choice among the hardware table's rows, not free text.
+  const hwNames = (hwList || []).map((r) => r.name);
+  const others = kinds.top.filter((f) => f.name !== 'power_limit_w').map((f) => fieldInput(
+    f.name === 'gpu' && hwNames.length ? { ...f, type: 'enum', values: hwNames, default: hw ? `${hw.name}, the trace's` : undefined } : f, 'top', null));
+  const plNote = h('span', { class: 'sub', id: 'pl-range' }, hw ? `${hw.name}: ${lo}–${hi} W (trace ran at ${hw.default_power_limit_w} W unless its metadata says otherwise)` : 'GPU not in the hardware table');
+  const range = [lo, hi];
+  // Another GPU chosen: the slider spans that GPU's power range.
+  const gpuIn = others.find((f) => f.name === 'gpu');
+  if (gpuIn && gpuIn.input) gpuIn.input.addEventListener('change', () => {
+    const row = (hwList || []).find((r) => r.name === gpuIn.input.value) || hw;
+    if (!row) return;
+    range[0] = row.min_power_limit_w; range[1] = row.max_power_limit_w || row.default_power_limit_w;
+    pl.min = String(range[0]); pl.max = String(range[1]);
+    if (Number(pl.value) > range[1] || Number(pl.value) < range[0]) pl.value = String(range[1]);
+    plVal.textContent = `${pl.value} W`;
+    plNote.textContent = `${row.name}: ${range[0]}–${range[1]} W`;
+  });
   const topBox = h('div', { class: 'kind-box' },
-    h('div', { class: 'row' }, h('label', { class: 'field inline', for: 'pl-on' }, plOn, h('strong', {}, 'Power limit')), pl, plVal,
-      h('span', { class: 'sub' }, hw ? `${hw.name}: ${lo}–${hi} W (trace ran at ${hi} W unless its metadata says otherwise)` : 'GPU not in the hardware table')),
+    h('div', { class: 'row' }, h('label', { class: 'field inline', for: 'pl-on' }, plOn, h('strong', {}, 'Power limit')), pl, plVal, plNote),
     h('div', { class: 'fields', style: 'margin-top:8px' }, others.map((f) => f.el)));
 
   function doc() {
@@ -132,7 +138,7 @@ function buildForm(kinds, hw) {
   }
   return {
     el: h('div', {}, h('h3', {}, 'Optimizations'), kindBoxes.map((b) => b.box), h('h3', {}, 'Scale-out and network'), distBox, h('h3', {}, 'Power and settings'), topBox),
-    doc, inputs, setPower(v) { pl.value = String(v); plVal.textContent = `${v} W`; plOn.checked = true; }, plRange: [lo, hi],
+    doc, inputs, setPower(v) { pl.value = String(v); plVal.textContent = `${v} W`; plOn.checked = true; }, plRange: range,
   };
 }
 
@@ -223,8 +229,7 @@ export function whatifPage({ main, arg }) {
       const [kinds, t, hw] = await Promise.all([loadKinds(), api.trace(id), api.hardware().catch(() => ({ hardware: [] }))]);
       if (!alive) return;
       trace = t;
-      const hwRow = hardwareFor(hw.hardware || [], t.platform && t.platform.gpu_model);
-      F = buildForm(kinds, hwRow);
+      F = buildForm(kinds, t.hardware || null, hw.hardware || []);
       clear(formBox, F.el);
       document.getElementById('kinds-source').textContent = `form from ${kinds.source}`;
       const upd = () => clear(curlBox, h('pre', { id: 'curl-text' }, curlFor(id, F.doc())), h('button', { class: 'btn small', type: 'button', onclick: () => copyText(curlFor(id, F.doc())) }, 'Copy'));
