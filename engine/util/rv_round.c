@@ -16,9 +16,8 @@ rv_round_class rv_round_key_class(const char *key)
     /* Inputs a caller echoes back as given. */
     static const char *const echo[] = {"scenario", "request", "whatif", "document"};
     /* Ratios: dimensionless figures that read as a share or a factor. */
-    static const char *const ratio[] = {"speedup",     "replay_error", "error",       "share",
-                                        "shares",      "mfu",          "utilization", "ratio",
-                                        "time_factor", "efficiency",   "frac"};
+    static const char *const ratio[] = {"speedup", "replay_error", "error", "share",       "shares",
+                                        "mfu",     "utilization",  "ratio", "time_factor", "frac"};
     static const char *const ratio_suffix[] = {"_error",       "_share", "_ratio",
                                                "_utilization", "_frac",  "_speedup"};
     if (!key)
