@@ -346,8 +346,9 @@ static json_t *table_json(const rv_diff_row *rows, size_t n, size_t top, int op)
 
 static json_t *side_json(const char *label, double iter_us, double meas_us, double per)
 {
-    json_t *o = json_pack("{s:f, s:f, s:f}", "iteration_us", r3(iter_us), "measured_us",
-                          r3(meas_us), "iterations", per);
+    /* A prediction (or a modelled trace) measured nothing: null, not 0. */
+    json_t *o = json_pack("{s:f, s:o, s:f}", "iteration_us", r3(iter_us), "measured_us",
+                          meas_us > 0 ? json_real(r3(meas_us)) : json_null(), "iterations", per);
     if (o && label && json_object_set_new(o, "label", json_string(label)) != 0) {
         json_decref(o);
         return NULL;
@@ -409,7 +410,7 @@ int rv_diff_side_baseline(const rv_graph *g, const rv_sim *s, rv_diff_side *out,
 void rv_diff_sides_of_run(const rv_run_result *r, rv_diff_side *a, rv_diff_side *b)
 {
     *a = (rv_diff_side){r->graph, r->base, r->base_win, r->base_fig.simulated_us,
-                        r->base_fig.measured_us};
+                        rv_run_modelled(r->graph) ? 0 : r->base_fig.measured_us};
     *b = (rv_diff_side){rv_run_pred_graph(r), rv_run_pred_sim(r), r->pred_win,
                         r->pred_fig.simulated_us, 0};
 }

@@ -118,6 +118,10 @@ static void test_whatif(void)
     CU_ASSERT_FATAL(d->nops > 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(d->ops[0].name, "DataLoader"));
     CU_ASSERT(d->ops[0].delta_us < -30e3);
+    /* The prediction measured nothing: its side says null, not 0. */
+    json_t *j = rv_diff_render(d, 3, "baseline", "what-if", NULL);
+    CU_ASSERT_TRUE(json_is_null(json_object_get(json_object_get(j, "b"), "measured_us")));
+    json_decref(j);
     rv_diff_free(d);
     rv_run_result_free(res);
     rv_whatif_free(w);
