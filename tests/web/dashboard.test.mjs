@@ -192,6 +192,10 @@ test('trace page: cards, timeline, breakdowns, kernels, overheads, Perfetto expo
   assert.ok(Math.abs(w.replay_error - re) <= 0.5e-4 + 1e-9, `replay error definition: ${w.replay_error} vs ${re}`);
   // One meaning of "measured": the answer's steps median.
   assert.equal(w.measured_us, w.steps.median_us);
+  // What bounds the step: the critical path's largest share, named in words.
+  await page.waitForSelector('#cp-bound');
+  assert.equal(await attr('#cp-bound', 'data-bound'), w.critical_path.bound_by);
+  assert.ok((await page.textContent('#cp-bound')).includes(fmtPct(w.critical_path.shares[w.critical_path.bound_by], 0)));
   near(await attr('[data-metric="gpu_utilization"]', 'data-value'), w.breakdown.baseline.gpu_utilization, 'GPU utilization');
   near(await attr('[data-metric="exposed_comm"]', 'data-us'), w.breakdown.baseline.gpu.exposed_communication_us, 'exposed comm');
   const cards = await page.textContent('#summary-cards');
@@ -395,6 +399,18 @@ test('what-if page: the power slider spans the hardware row the API resolved (A1
     await shot(c.shot);
     assert.equal((await api('DELETE', `/v1/traces/${id}`)).status, 200);
   }
+  // AMP on the sample (bound by the CPU and the input): the speedup card
+  // says what bounds the step, as the answer's warning does.
+  await page.goto(base + `/#/whatif/${resnetId}`);
+  await page.waitForSelector('#k-amp-on');
+  await page.check('#k-amp-on');
+  await page.click('#run-whatif');
+  await page.waitForSelector('#whatif-cards');
+  const w = (await api('POST', `/v1/traces/${resnetId}/whatif`, JSON.stringify({ optimizations: [{ kind: 'amp' }] }))).json;
+  const code = (w.warnings.find((x) => x.code === 'cpu_bound' || x.code === 'input_bound') || {}).code;
+  assert.ok(code, 'the answer warns cpu_bound or input_bound');
+  assert.equal(await attr('#speedup-bound', 'data-bound'), code, 'the speedup card says what bounds the step');
+  await shot('07d-whatif-amp-bound');
 });
 
 test('diff page: a trace vs its data-loader what-if, top op as the API says', { timeout: T * 2 }, async (t) => {

@@ -85,12 +85,21 @@ export function topKernelsTable(tk) {
   ], tk, { sortKey: 'total_us', desc: true }));
 }
 
+// What a critical-path stretch ran on, in words: its kind and its thread
+// or stream (a bare number is a thread id, so say so).
+const RES_KIND = { cpu: 'CPU', gpu: 'GPU', comm: 'communication', data: 'input loading', wait: 'waiting' };
+function resourceName(s) {
+  const r = String(s.resource || '');
+  const k = RES_KIND[s.kind] || s.kind || '';
+  return /^\d+$/.test(r) ? `${k} · thread ${r}` : `${k} · ${r}`;
+}
+
 function criticalPathBox(cp) {
   if (!cp || !cp.length_us) return empty('No critical path reported.');
   return h('div', {},
-    h('p', {}, `Bound by `, h('strong', {}, cp.bound_by || '–'), ` · length ${fmtUs(cp.length_us)} · ${cp.tasks} tasks · CPU ${fmtUs(cp.cpu_us)}, CPU gaps ${fmtUs(cp.cpu_gap_us)}, GPU ${fmtUs(cp.gpu_us)}, communication ${fmtUs(cp.comm_us)}, waiting ${fmtUs(cp.wait_us)}`),
+    h('p', { id: 'cp-bound', 'data-bound': cp.bound_by || '' }, `Bound by `, h('strong', {}, RES_KIND[cp.bound_by] || cp.bound_by || '–'), cp.shares && cp.bound_by ? ` (${fmtPct(cp.shares[cp.bound_by], 0)} of the path)` : '', ` · length ${fmtUs(cp.length_us)} · ${cp.tasks} tasks · CPU ${fmtUs(cp.cpu_us)}, CPU gaps ${fmtUs(cp.cpu_gap_us)}, GPU ${fmtUs(cp.gpu_us)}, communication ${fmtUs(cp.comm_us)}, waiting ${fmtUs(cp.wait_us)}`),
     cp.stretches && cp.stretches.length ? h('div', { class: 'table-wrap' }, sortableTable([
-      { key: 'resource', label: 'Resource' },
+      { key: 'resource', label: 'Resource', fmt: resourceName },
       { key: 'start_us', label: 'From', num: true, fmt: (s) => fmtUs(s.start_us) },
       { key: 'end_us', label: 'To', num: true, fmt: (s) => fmtUs(s.end_us) },
       { key: 'len', label: 'Length', num: true, value: (s) => s.end_us - s.start_us, fmt: (s) => fmtUs(s.end_us - s.start_us) },
