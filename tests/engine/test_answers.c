@@ -348,6 +348,19 @@ static void test_power_monotone(void)
     }
 }
 
+/* H800 is not silently an H100: its own row, NVLink 400 GB/s. */
+static void test_h800_row(void)
+{
+    const rv_hw *h800 = rv_hw_lookup("NVIDIA H800");
+    const rv_hw *h100 = rv_hw_lookup("NVIDIA H100 80GB HBM3");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h800);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h100);
+    CU_ASSERT_STRING_EQUAL(h800->name, "H800-SXM5");
+    CU_ASSERT_STRING_EQUAL(h100->name, "H100-SXM5");
+    CU_ASSERT(h800->nvlink_gbps < h100->nvlink_gbps);
+    CU_ASSERT_STRING_EQUAL(rv_hw_lookup("NVIDIA H800 PCIe")->name, "H100-PCIe");
+}
+
 int main(void)
 {
     if (rv_test_load(NULL, SAMPLE, &sample) != 0) {
@@ -365,6 +378,7 @@ int main(void)
     CU_add_test(s, "rounding", test_rounding);
     CU_add_test(s, "knobs_say_so", test_knobs_say_so);
     CU_add_test(s, "power_monotone", test_power_monotone);
+    CU_add_test(s, "h800_row", test_h800_row);
     unsigned fails = rv_test_run();
     rv_test_unload(&sample);
     return fails ? 1 : 0;
