@@ -404,8 +404,11 @@ test('what-if page: the power slider spans the hardware row the API resolved (A1
   await page.goto(base + `/#/whatif/${resnetId}`);
   await page.waitForSelector('#k-amp-on');
   await page.check('#k-amp-on');
+  assert.ok(await page.$eval('details[data-kind="amp"]', (d) => d.open), 'ticking a kind opens its fields');
   await page.click('#run-whatif');
   await page.waitForSelector('#whatif-cards');
+  // What each model changed: named figures, not a key=value dump.
+  assert.ok((await page.$$('#applied dl.applied-fields dt')).length > 3);
   const w = (await api('POST', `/v1/traces/${resnetId}/whatif`, JSON.stringify({ optimizations: [{ kind: 'amp' }] }))).json;
   const code = (w.warnings.find((x) => x.code === 'cpu_bound' || x.code === 'input_bound') || {}).code;
   assert.ok(code, 'the answer warns cpu_bound or input_bound');

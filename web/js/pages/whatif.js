@@ -74,6 +74,8 @@ function buildForm(kinds, hw, hwList) {
       h('p', { class: 'desc' }, k.description), fields.length ? h('div', { class: 'fields' }, fields.map((f) => f.el)) : h('p', { class: 'sub' }, 'No parameters.'));
     // Editing a field turns the kind on.
     box.addEventListener('input', (e) => { if (e.target !== enable) enable.checked = true; });
+    // Ticking a kind opens its fields.
+    enable.addEventListener('change', () => { if (enable.checked) box.open = true; });
     return { k, enable, fields, box };
   });
   const distOn = h('input', { type: 'checkbox', id: 'dist-on', 'aria-label': 'Apply distributed data parallel' });
@@ -82,6 +84,7 @@ function buildForm(kinds, hw, hwList) {
     h('summary', {}, h('span', { onclick: (e) => e.stopPropagation() }, distOn), ' ', kinds.distributed.label || 'Distributed', ' ', h('code', { class: 'sub' }, 'distributed')),
     h('p', { class: 'desc' }, kinds.distributed.description || ''), h('div', { class: 'fields' }, distFields.map((f) => f.el)));
   distBox.addEventListener('input', (e) => { if (e.target !== distOn) distOn.checked = true; });
+  distOn.addEventListener('change', () => { if (distOn.checked) distBox.open = true; });
 
   // Power limit: a slider over the GPU's range, from the row the server
   // resolved (no name matching here).
@@ -275,6 +278,15 @@ export function whatifPage({ main, arg }) {
     return h('span', { id: 'speedup-bound', 'data-bound': ws.code, title: ws.message }, `bound by ${what} (${fmtPct(share, 0)} of the critical path): a GPU-side change cannot help`);
   }
 
+  // One figure of an applied entry in words: times as times, counts with
+  // separators, the rest as given.
+  function appliedValue(k, v) {
+    if (typeof v !== 'number') return String(v);
+    if (/_us$/.test(k)) return fmtUs(v);
+    if (Number.isInteger(v)) return v.toLocaleString('en-US');
+    return String(+v.toFixed(4));
+  }
+
   function showResult(w, d) {
     const bb = w.breakdown && w.breakdown.baseline, pb = w.breakdown && w.breakdown.predicted;
     const tlBox = h('div', { id: 'whatif-timeline' }, loading('Loading baseline and predicted timelines…'));
@@ -289,8 +301,9 @@ export function whatifPage({ main, arg }) {
         card('Average power', w.avg_power_w ? `${(w.avg_power_w.baseline || 0).toFixed(0)} → ${(w.avg_power_w.predicted || 0).toFixed(0)} W` : '–', w.power_limit_w ? `cap ${(w.power_limit_w.predicted || 0).toFixed(0)} W` : '')),
       warningsBox(w.warnings, 'whatif-warnings'),
       h('h3', {}, 'What each model changed'),
-      w.applied && w.applied.length ? h('ul', { id: 'applied' }, w.applied.map((a) => h('li', {}, h('strong', {}, a.model), ' ', h('span', { class: 'mono sub' },
-        shortName(Object.entries(a).filter(([k]) => k !== 'model' && k !== 'index' && k !== 'warnings').map(([k, v]) => `${k}=${typeof v === 'number' ? +v.toFixed(4) : JSON.stringify(v)}`).join(' '), 300))))) : h('p', { class: 'sub' }, 'Nothing changed: the prediction is the replay.'),
+      w.applied && w.applied.length ? h('ul', { id: 'applied' }, w.applied.map((a) => h('li', {}, h('strong', {}, a.model), a.changed === false ? h('span', { class: 'sub' }, ' (changed nothing)') : '',
+        h('dl', { class: 'applied-fields' }, Object.entries(a).filter(([k, v]) => !['model', 'index', 'warnings', 'changed'].includes(k) && (typeof v !== 'object' || v === null)).flatMap(([k, v]) => [
+          h('dt', {}, k.replace(/_/g, ' ')), h('dd', { class: 'mono' }, appliedValue(k, v))]))))) : h('p', { class: 'sub' }, 'Nothing changed: the prediction is the replay.'),
       h('h3', {}, 'Baseline and predicted timelines (one time axis)'), tlBox,
       bb && pb ? h('div', {}, h('h3', {}, 'Breakdown deltas (per iteration)'), deltaTable(bb, pb), h('div', { style: 'height:12px' }), breakdownCharts(bb, pb)) : null,
       h('h3', {}, 'Top kernels after the change'), topKernelsTable(w.top_kernels));
