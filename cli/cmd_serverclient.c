@@ -132,7 +132,14 @@ int rv_cmd_whatif(int argc, char **argv)
             return 0;
         } else if (a[0] != '-' && !id)
             id = a;
-        else {
+        else if (a[0] == '{' || a[0] == '@') {
+            /* A document given without its flag: say which flag it needs. */
+            fprintf(stderr,
+                    "reverie whatif: unexpected argument '%s': give the what-if document with "
+                    "--whatif, e.g. reverie whatif %s --whatif '%s'\n",
+                    a, id ? id : "TRACE_ID", a);
+            return 2;
+        } else {
             fprintf(stderr, "reverie whatif: unexpected argument '%s'\n", a);
             return 2;
         }
@@ -198,6 +205,12 @@ int rv_cmd_fleet(int argc, char **argv)
                    "[--job GLOB] [--since TIME] [--trace ID ...] [--async] [--server URL] "
                    "[--token T]\n");
             rc = 0;
+            goto out;
+        } else if (a[0] == '{' || a[0] == '@') {
+            fprintf(stderr,
+                    "reverie fleet: unexpected argument '%s': give each scenario with "
+                    "--whatif, e.g. reverie fleet --whatif '%s'\n",
+                    a, a);
             goto out;
         } else {
             fprintf(stderr, "reverie fleet: unexpected argument '%s'\n", a);

@@ -117,6 +117,11 @@ static void print_table(const json_t *out)
            100 * fabs(num(out, "replay_error")));
     printf("%-16s %10.2f ms\n", "predicted", num(out, "predicted_us") / 1e3);
     printf("%-16s %10.3fx\n", "speedup", num(out, "speedup"));
+    const json_t *cp = json_object_get(out, "critical_path");
+    const char *bound = json_string_value(json_object_get(cp, "bound_by"));
+    if (bound)
+        printf("%-16s %10s (%.0f%% of the critical path)\n", "bound by", bound,
+               100 * num(json_object_get(cp, "shares"), bound));
     table_pair(out, "energy_j", "energy/iter", 1, "J");
     const json_t *pw = json_object_get(out, "avg_power_w");
     if (json_is_object(pw))
@@ -432,7 +437,7 @@ static void cli_warnings(const sim_args *x, const rv_trace *tr, rv_trace *const 
 
 /* Timelines, exports and the answer itself. 0, or -1 after saying why. */
 static int write_outputs(const sim_args *x, const rv_graph *g, const rv_sim *bs,
-                         const rv_run_result *res, const json_t *out)
+                         const rv_run_result *res, json_t *out)
 {
     if (x->timeline && write_timeline(x->timeline, g, bs, &res->base_win) != 0)
         return -1;

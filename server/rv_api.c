@@ -115,26 +115,30 @@ static void h_metrics(rv_req *r, void *app)
     rv_req_respond_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }
 
+json_t *rv_api_hw_json(const rv_hw *t)
+{
+    json_t *tf = json_object();
+    for (int d = 0; tf && d < RV_DT_COUNT; d++)
+        if (t->tflops[d] > 0)
+            json_object_set_new(tf, rv_dtype_name(d), json_real(t->tflops[d]));
+    /* The table holds no settable limit above the default: the default is
+     * the highest cap a what-if models (docs/models/power.md). */
+    return json_pack("{s:s,s:s,s:i,s:f,s:f,s:f,s:o,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "name", t->name,
+                     "vendor", t->vendor, "sms", t->sms, "max_sm_mhz", t->max_sm_mhz, "min_sm_mhz",
+                     t->min_sm_mhz, "hbm_gbps", t->hbm_gbps, "tflops", tf ? tf : json_object(),
+                     "default_power_limit_w", t->default_pl_w, "min_power_limit_w", t->min_pl_w,
+                     "max_power_limit_w", t->default_pl_w, "idle_w", t->idle_w, "nvlink_gbps",
+                     t->nvlink_gbps, "pcie_gbps", t->pcie_gbps, "launch_us", t->launch_us);
+}
+
 static void h_hardware(rv_req *r, void *app)
 {
     size_t n = 0;
     const rv_hw *t = rv_hw_table(&n);
     json_t *arr = json_array();
 
-    for (size_t i = 0; i < n && arr; i++) {
-        json_t *tf = json_object();
-        for (int d = 0; d < RV_DT_COUNT; d++)
-            if (t[i].tflops[d] > 0)
-                json_object_set_new(tf, rv_dtype_name(d), json_real(t[i].tflops[d]));
-        json_array_append_new(
-            arr,
-            json_pack("{s:s,s:s,s:i,s:f,s:f,s:f,s:o,s:f,s:f,s:f,s:f,s:f,s:f}", "name", t[i].name,
-                      "vendor", t[i].vendor, "sms", t[i].sms, "max_sm_mhz", t[i].max_sm_mhz,
-                      "min_sm_mhz", t[i].min_sm_mhz, "hbm_gbps", t[i].hbm_gbps, "tflops", tf,
-                      "default_power_limit_w", t[i].default_pl_w, "min_power_limit_w",
-                      t[i].min_pl_w, "idle_w", t[i].idle_w, "nvlink_gbps", t[i].nvlink_gbps,
-                      "pcie_gbps", t[i].pcie_gbps, "launch_us", t[i].launch_us));
-    }
+    for (size_t i = 0; i < n && arr; i++)
+        json_array_append_new(arr, rv_api_hw_json(&t[i]));
     rv_req_respond_json(r, 200, json_pack("{s:o}", "hardware", arr));
 }
 

@@ -19,6 +19,7 @@
 #include "run/rv_run.h"
 #include "util/rv_sha256.h"
 #include "whatif/rv_whatif.h"
+#include "util/rv_round.h"
 
 /* Renders d with the ids (a side's "trace_id"; b's is 0 for a what-if) and
  * answers 200, or a 500 when out of memory. */
@@ -74,7 +75,7 @@ static void answer(rv_req *r, rv_app *app, const rv_diff *d, int top, int64_t id
         return;
     }
     /* The bytes sent are the bytes kept, as for what-if answers. */
-    char *text = json_dumps(o, JSON_COMPACT);
+    char *text = rv_round_dumps(o, JSON_COMPACT);
     json_decref(o);
     size_t n = text ? strlen(text) : 0;
     if (!text) {

@@ -30,6 +30,7 @@
 #include "util/rv_sha256.h"
 #include "util/rv_sort.h"
 #include "whatif/rv_whatif.h"
+#include "util/rv_round.h"
 
 #define MAX_SCENARIOS 64
 /* Without shard_size, a job is cut into about SHARDS_TARGET shards of at
@@ -747,6 +748,7 @@ static json_t *fleet_result(const json_t *scenarios, const json_t *per, size_t n
     json_t *res = json_pack("{s:I,s:o}", "traces", (json_int_t)ntraces, "scenarios", out);
     if (res && workers)
         json_object_set(res, "workers", workers);
+    rv_round_json(res); /* rounded once: the JSON, the CSV and the stored job agree */
     return res;
 }
 
@@ -773,7 +775,7 @@ static void csv_number(rv_buf *b, const json_t *v)
     if (json_is_integer(v))
         rv_buf_printf(b, "%lld", (long long)json_integer_value(v));
     else if (json_is_number(v))
-        rv_buf_printf(b, "%.17g", json_number_value(v));
+        rv_buf_printf(b, "%.15g", json_number_value(v)); /* as RV_ROUND_DUMP_FLAGS */
 }
 
 /* The answer (borrowed) as CSV, one line per (scenario, trace) row. new

@@ -14,6 +14,9 @@
 void rv_api_trace_upload(rv_req *r, void *app);
 void rv_api_trace_list(rv_req *r, void *app);
 void rv_api_trace_get(rv_req *r, void *app);
+/* A hardware-table row as GET /v1/hardware lists it (new reference). */
+struct rv_hw;
+json_t *rv_api_hw_json(const struct rv_hw *t);
 void rv_api_trace_delete(rv_req *r, void *app);
 void rv_api_trace_original(rv_req *r, void *app);
 void rv_api_trace_timeline(rv_req *r, void *app);

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "hw/rv_hw.h"
 #include "rv_api_internal.h"
 #include "rv_gcache.h"
 #include "rv_db.h"
@@ -295,6 +296,27 @@ static void trace_not_found_words(rv_error *e, int64_t id)
         rv_error_field(e, RV_ERR_NOTFOUND, "id", "trace %lld does not exist", (long long)id);
 }
 
+/* The hardware row the models resolve the trace's GPU to (the lookup every
+ * what-if makes), so that clients need not match names themselves: the
+ * row as GET /v1/hardware lists it, with the GPU name it was matched from
+ * and the device memory the trace records; null when the GPU is not in
+ * the table. */
+static void add_hardware(json_t *trace)
+{
+    const char *gpu =
+        json_string_value(json_object_get(json_object_get(trace, "platform"), "gpu_model"));
+    const rv_hw *hw = gpu ? rv_hw_lookup(gpu) : NULL;
+    json_t *row = hw ? rv_api_hw_json(hw) : NULL;
+    if (row) {
+        json_t *dev =
+            json_array_get(json_object_get(json_object_get(trace, "summary"), "devices"), 0);
+        json_int_t mem = json_integer_value(json_object_get(dev, "total_mem"));
+        json_object_set_new(row, "matched_from", json_string(gpu));
+        json_object_set_new(row, "memory_bytes", mem > 0 ? json_integer(mem) : json_null());
+    }
+    json_object_set_new(trace, "hardware", row ? row : json_null());
+}
+
 void rv_api_trace_get(rv_req *r, void *app)
 {
     rv_app *a = app;
@@ -310,6 +332,7 @@ void rv_api_trace_get(rv_req *r, void *app)
         rv_req_error_rv(r, &e);
         return;
     }
+    add_hardware(j);
     rv_req_respond_json(r, 200, j);
 }
 

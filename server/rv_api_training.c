@@ -19,6 +19,7 @@
 #include "util/rv_sha256.h"
 #include "util/rv_tar.h"
 #include "whatif/rv_whatif.h"
+#include "util/rv_round.h"
 
 /* A job past this many ranks is refused (413) rather than loaded: every
  * rank's graph is held in memory for the run. */
@@ -305,7 +306,7 @@ void rv_api_training_whatif(rv_req *r, void *app)
     json_object_set_new(ans, "cached", json_false());
     json_object_set_new(ans, "request_hash", json_string(hash));
     {
-        char *text = json_dumps(ans, JSON_COMPACT);
+        char *text = rv_round_dumps(ans, JSON_COMPACT);
         rv_error e2;
         rv_error_clear(&e2);
         /* A failed cache write costs a recomputation later, nothing more. */

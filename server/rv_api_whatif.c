@@ -25,8 +25,10 @@
 /* Bumped whenever a model changes its answers, so cached results expire.
  * 2: replay_error is |baseline - measured| / measured (was signed).
  * 3: answers carry flops, mfu, throughput, utilization and memory.
- * 4: "gpu" rescales kernel times when the trace has op shapes. */
-#define RV_MODEL_VERSION "reverie-models-5"
+ * 4: "gpu" rescales kernel times when the trace has op shapes.
+ * 6: measured over the steady steps, numbers rounded (rv_round.h), bound
+ *    warnings, null figures for a modelled trace. */
+#define RV_MODEL_VERSION "reverie-models-6"
 
 #define TIMELINE_DEFAULT_TASKS 20000
 

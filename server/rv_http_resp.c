@@ -19,6 +19,7 @@
 #include <zlib.h>
 
 #include "rv_http_internal.h"
+#include "util/rv_round.h"
 
 #define MAX_JSON_ANSWER ((size_t)1 << 30) /* a JSON answer past this is a 503 */
 
@@ -300,7 +301,10 @@ void rv_req_respond_json(rv_req *r, int status, json_t *body)
     rv_buf out = RV_BUF_INIT(MAX_JSON_ANSWER);
     if (!body)
         body = json_object();
-    int rc = body ? json_dump_callback(body, dump_to_buf, &out, JSON_COMPACT) : -1;
+    /* Every JSON reply's numbers are rounded in one place (rv_round.h). */
+    rv_round_json(body);
+    int rc =
+        body ? json_dump_callback(body, dump_to_buf, &out, JSON_COMPACT | RV_ROUND_DUMP_FLAGS) : -1;
     json_decref(body);
     /* Newline-terminated so that `curl` output ends cleanly in a terminal. */
     size_t n = 0;

@@ -151,13 +151,14 @@ static json_t *build_summary(const rv_trace *t, double measured_us, int iteratio
                                               "compute_capability", cc, "total_mem",
                                               (json_int_t)d->total_mem));
     }
-    return json_pack("{s:I,s:o,s:o,s:f,s:f,s:i,s:f,s:I,s:I,s:I,s:s}", "events",
+    return json_pack("{s:I,s:o,s:o,s:f,s:f,s:i,s:o,s:I,s:I,s:I,s:s}", "events",
                      (json_int_t)t->nevents, "by_category", cats, "devices", devs, "span_us",
                      t->nevents ? (double)(hi - lo) / 1000.0 : 0.0, "gpu_busy_us",
                      (double)gpu_busy / 1000.0, "iterations", iterations, "measured_us",
-                     measured_us, "overhead_samples", (json_int_t)nsamples, "skipped_events",
-                     (json_int_t)t->skipped_events, "input_bytes", (json_int_t)t->input_bytes,
-                     "backend", rv_trace_str(t, t->backend));
+                     measured_us > 0 ? json_real(measured_us) : json_null(), "overhead_samples",
+                     (json_int_t)nsamples, "skipped_events", (json_int_t)t->skipped_events,
+                     "input_bytes", (json_int_t)t->input_bytes, "backend",
+                     rv_trace_str(t, t->backend));
 }
 
 int rv_db__gzip(const void *in, size_t len, uint8_t **out, size_t *out_len, rv_error *err)
@@ -404,6 +405,8 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
     if (rc)
         goto out;
     measure_iterations(t, &p->measured_us, &p->iterations);
+    if (modelled)
+        p->measured_us = 0; /* stored null: nothing was measured */
     summary = build_summary(t, p->measured_us, p->iterations, p->samples.n);
     p->summary_txt = summary ? json_dumps(summary, JSON_COMPACT) : NULL;
     p->tags = tags_literal(meta->tags, meta->ntags);

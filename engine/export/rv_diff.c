@@ -346,8 +346,9 @@ static json_t *table_json(const rv_diff_row *rows, size_t n, size_t top, int op)
 
 static json_t *side_json(const char *label, double iter_us, double meas_us, double per)
 {
-    json_t *o = json_pack("{s:f, s:f, s:f}", "iteration_us", r3(iter_us), "measured_us",
-                          r3(meas_us), "iterations", per);
+    /* A prediction (or a modelled trace) measured nothing: null, not 0. */
+    json_t *o = json_pack("{s:f, s:o, s:f}", "iteration_us", r3(iter_us), "measured_us",
+                          meas_us > 0 ? json_real(r3(meas_us)) : json_null(), "iterations", per);
     if (o && label && json_object_set_new(o, "label", json_string(label)) != 0) {
         json_decref(o);
         return NULL;
@@ -370,6 +371,29 @@ static void warn_replay(json_t *arr, const char *side, double sim_us, double mea
     json_array_append_new(arr, json_pack("{s:s,s:s}", "code", "replay_error", "message", msg));
 }
 
+/* Counts are per iteration over the window's steps: an op that ran a
+ * number of times not divisible by them reads fractional. Say why once. */
+static void warn_fractional(json_t *arr, const rv_diff *d)
+{
+    const rv_diff_row *sets[2] = {d->ops, d->kernels};
+    size_t ns[2] = {d->nops, d->nkernels};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < ns[k]; i++) {
+            double a = sets[k][i].count_a, b = sets[k][i].count_b;
+            if (fabs(a - round(a)) > 1e-6 || fabs(b - round(b)) > 1e-6) {
+                char msg[240];
+                snprintf(msg, sizeof(msg),
+                         "counts are per iteration: totals over the window divided by its %g "
+                         "(a) and %g (b) steps, so an op that ran once outside every step, or "
+                         "unevenly, reads fractional",
+                         d->iterations_a, d->iterations_b);
+                json_array_append_new(
+                    arr, json_pack("{s:s,s:s}", "code", "counts_per_iteration", "message", msg));
+                return;
+            }
+        }
+}
+
 json_t *rv_diff_render(const rv_diff *d, int top, const char *label_a, const char *label_b,
                        const rv_run_result *run)
 {
@@ -387,6 +411,8 @@ json_t *rv_diff_render(const rv_diff *d, int top, const char *label_a, const cha
         warn_replay(warnings, "a", d->iteration_us_a, d->measured_us_a);
         warn_replay(warnings, "b", d->iteration_us_b, d->measured_us_b);
     }
+    if (warnings)
+        warn_fractional(warnings, d);
     /* "o" takes its references even when packing fails. */
     return json_pack("{s:o, s:o, s:f, s:o, s:o, s:o, s:o*}", "a",
                      side_json(label_a, d->iteration_us_a, d->measured_us_a, d->iterations_a), "b",
@@ -409,7 +435,7 @@ int rv_diff_side_baseline(const rv_graph *g, const rv_sim *s, rv_diff_side *out,
 void rv_diff_sides_of_run(const rv_run_result *r, rv_diff_side *a, rv_diff_side *b)
 {
     *a = (rv_diff_side){r->graph, r->base, r->base_win, r->base_fig.simulated_us,
-                        r->base_fig.measured_us};
+                        rv_run_modelled(r->graph) ? 0 : r->base_fig.measured_us};
     *b = (rv_diff_side){rv_run_pred_graph(r), rv_run_pred_sim(r), r->pred_win,
                         r->pred_fig.simulated_us, 0};
 }

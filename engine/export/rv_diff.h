@@ -33,7 +33,7 @@ typedef struct rv_diff_side {
     const rv_sim *s;
     rv_window w;
     double iteration_us; /* simulated iteration time (rv_report_iteration) */
-    double measured_us;  /* measured iteration time; 0 for a prediction */
+    double measured_us;  /* measured iteration time; 0 (rendered null) for a prediction */
 } rv_diff_side;
 
 typedef enum rv_diff_status {

@@ -74,6 +74,22 @@ static const rv_hw rv_hw_rows[] = {
      0,
      50,
      4},
+    /* [M] H800 SXM5: the H100 SXM5's compute, memory and power with NVLink
+     * cut to 400 GB/s (the export variant), so distributed answers do not
+     * take the H100's 900 GB/s. */
+    {"H800-SXM5",
+     "nvidia",
+     132,
+     1980,
+     345,
+     3350,
+     {67, 495, 989, 989, 1979},
+     700,
+     200,
+     80,
+     400,
+     50,
+     4},
     /* [V] H200 SXM; power limits assumed equal to H100. */
     {"H200-SXM",
      "nvidia",
@@ -202,7 +218,10 @@ const rv_hw *rv_hw_lookup(const char *device_name)
         return row("B200");
     if (has_model(s, "H200"))
         return row("H200-SXM");
-    if (has_model(s, "H100") || has_model(s, "H800"))
+    /* An H800 PCIe has no NVLink to narrow: it is an H100 PCIe here. */
+    if (has_model(s, "H800"))
+        return pcie ? row("H100-PCIe") : row("H800-SXM5");
+    if (has_model(s, "H100"))
         return pcie ? row("H100-PCIe") : row("H100-SXM5");
     if (has_model(s, "A100") || has_model(s, "A800")) {
         if (pcie)

@@ -395,10 +395,21 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
     /* Batch size: the request's, else what the shapes say. */
     rv_energy_params ep;
     rv_apply_energy_params(w, g, &ep);
-    const char *from = "the request";
+    const char *from = "the request", *inferred_from = NULL;
     int64_t batch = ep.batch_size > 0 ? ep.batch_size : 0;
-    if (!batch && t)
-        batch = rv_shapes_batch(t, &from);
+    int64_t inferred = t ? rv_shapes_batch(t, &inferred_from) : 0;
+    if (!batch && inferred > 0) {
+        batch = inferred;
+        from = inferred_from;
+    }
+    /* samples_per_step only relabels the step: when it is not the batch the
+     * shapes say, say so. */
+    if (ep.batch_size > 0 && inferred > 0 && ep.batch_size != inferred)
+        rv_run_warn(r, "samples_per_step_mismatch",
+                    "samples_per_step %lld contradicts the batch %lld read from %s: it "
+                    "relabels the step, so throughput changes and the step's time does not "
+                    "(the batch_size optimization changes the batch)",
+                    (long long)ep.batch_size, (long long)inferred, inferred_from);
     if (batch > 0 && r->sum.baseline_us > 0 && r->sum.predicted_us > 0) {
         json_object_set_new(o, "batch_size",
                             json_pack("{s:I,s:s}", "value", (json_int_t)batch, "source", from));
@@ -408,8 +419,8 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
                          (double)batch * batch_factor(r) / (r->sum.predicted_us * 1e-6)));
         if (ep.batch_size <= 0)
             rv_run_warn(r, "batch_inferred",
-                        "batch size %lld is read from %s; give batch_size in the request if "
-                        "that is not the samples per step",
+                        "batch size %lld is read from %s; give samples_per_step in the request "
+                        "if that is not the samples per step",
                         (long long)batch, from);
     } else {
         json_object_set_new(o, "batch_size", json_null());

@@ -14,11 +14,12 @@
 #include "models/rv_apply.h"
 #include "reader/rv_et.h"
 #include "run/rv_metrics.h"
+#include "util/rv_round.h"
 #include "util/rv_sort.h"
 
-/* Numbers at full precision (jansson's 17 digits), so the CLI, the API
- * and fleet rows print the very same values. */
-#define RV_RUN_JSON_FLAGS JSON_COMPACT
+/* Numbers rounded in one place (rv_round.h), so the CLI, the API and
+ * fleet rows print the very same values. */
+#define RV_RUN_JSON_FLAGS (JSON_COMPACT | RV_ROUND_DUMP_FLAGS)
 
 static double ratio(double num, double den)
 {
@@ -75,36 +76,32 @@ static int predict(rv_run_result *r, const rv_whatif *w, const rv_run_opts *o, c
                              &r->base_fig, &r->pred_fig, err);
 }
 
-/* The measured steps the median is taken over (all but the first when
- * there are three or more: the first is warm-up), their spread, and
- * whether they fall in two groups so far apart that the median matches
- * no real step. */
+/* The measured steps the median is taken over (the steady steps of
+ * rv_report_measured_steps: the median is the answer's measured_us), their
+ * spread, and whether they fall in two groups so far apart that the
+ * median matches no real step. */
 static void step_stats(rv_run_result *r)
 {
     const rv_graph *g = r->graph;
     rv_step_stats *st = &r->steps;
-    size_t first = g->niters >= 3 ? 1 : 0, n = g->niters - first;
 
     memset(st, 0, sizeof(*st));
     if (g->niters == 0)
         return;
-    int64_t *d = malloc(n * sizeof(*d));
+    double *d = malloc(g->niters * sizeof(*d));
     if (!d)
         return;
-    for (size_t i = 0; i < n; i++)
-        d[i] = g->iters[first + i].end_ns - g->iters[first + i].start_ns;
-    rv_sort_i64s(d, n);
-    size_t mid = n / 2;
+    size_t n = rv_report_measured_steps(g, d);
+    rv_sort_doubles(d, n);
     st->count = n;
-    st->min_us = (double)d[0] / 1e3;
-    st->median_us = (double)d[mid] / 1e3;
-    st->max_us = (double)d[n - 1] / 1e3;
+    st->min_us = d[0];
+    st->max_us = d[n - 1];
     /* The widest relative gap between neighbours splits the steps in two;
      * both groups must hold a real share of the steps. */
     size_t cut = 0, need = n / 10 > 2 ? n / 10 : 2;
     double widest = 1;
     for (size_t i = 0; i + 1 < n; i++) {
-        double ratio = d[i] > 0 ? (double)d[i + 1] / (double)d[i] : 1;
+        double ratio = d[i] > 0 ? d[i + 1] / d[i] : 1;
         if (ratio > widest) {
             widest = ratio;
             cut = i + 1;
@@ -113,12 +110,77 @@ static void step_stats(rv_run_result *r)
     if (widest >= 1.5 && cut >= need && n - cut >= need) {
         st->bimodal = 1;
         st->low_count = cut;
-        size_t low_mid = cut / 2, high_mid = cut + (n - cut) / 2;
-        st->low_median_us = (double)d[low_mid] / 1e3;
+        st->low_median_us = rv_sort_median(d, cut);
         st->high_count = n - cut;
-        st->high_median_us = (double)d[high_mid] / 1e3;
+        st->high_median_us = rv_sort_median(d + cut, n - cut);
     }
+    st->median_us = rv_sort_median(d, n);
     free(d);
+}
+
+int rv_run_modelled(const rv_graph *g)
+{
+    const rv_trace *tr = g->trace;
+    return tr && strcmp(rv_trace_str(tr, tr->source_format), "et") == 0;
+}
+
+/* A modelled trace's steps were not measured: their measured_us is null. */
+static void unmeasure_iterations(json_t *per_iteration)
+{
+    size_t i;
+    json_t *it;
+    json_array_foreach(per_iteration, i, it) json_object_set_new(it, "measured_us", json_null());
+}
+
+/* The models that change GPU work only: they cannot move a step the CPU
+ * or the input bounds. */
+static const char *gpu_side_model(const json_t *applied)
+{
+    static const char *const gpu_side[] = {"amp", "gpu", "power_limit", "kernel_fusion",
+                                           "batch_size"};
+    size_t i;
+    json_t *a;
+    json_array_foreach(applied, i, a)
+    {
+        const char *m = json_string_value(json_object_get(a, "model"));
+        if (!m || json_is_false(json_object_get(a, "changed")))
+            continue;
+        for (size_t k = 0; k < sizeof(gpu_side) / sizeof(gpu_side[0]); k++)
+            if (strcmp(m, gpu_side[k]) == 0)
+                return m;
+    }
+    return NULL;
+}
+
+/* A GPU-side change that moves the step less than RV_RUN_BOUND_MOVE
+ * while the CPU or the input bounds the critical path: say so, with the
+ * shares and what would help instead (docs/whatif.md "Warnings"). */
+static void warn_bound(rv_run_result *r)
+{
+    const char *model = gpu_side_model(r->applied);
+    const json_t *cp = r->critical_path;
+    const char *bound = json_string_value(json_object_get(cp, "bound_by"));
+    const json_t *sh = json_object_get(cp, "shares");
+    double moved = r->sum.speedup > 0 ? fabs(r->sum.speedup - 1) : 1;
+
+    if (!model || !bound || moved >= RV_RUN_BOUND_MOVE)
+        return;
+    double cpu = json_number_value(json_object_get(sh, "cpu")) * 100;
+    double data = json_number_value(json_object_get(sh, "data")) * 100;
+    double gpu = json_number_value(json_object_get(sh, "gpu")) * 100;
+    if (strcmp(bound, "cpu") == 0)
+        rv_run_warn(r, "cpu_bound",
+                    "the CPU bounds the step (%.0f%% of the critical path; input %.0f%%, GPU "
+                    "%.0f%%): %s moves it %.1f%%; less host work per step would help instead "
+                    "(fewer launches: fused_optimizer, CUDA graphs; a faster CPU; dataloader "
+                    "workers for the input)",
+                    cpu, data, gpu, model, moved * 100);
+    else if (strcmp(bound, "data") == 0)
+        rv_run_warn(r, "input_bound",
+                    "input loading bounds the step (%.0f%% of the critical path; CPU %.0f%%, "
+                    "GPU %.0f%%): %s moves it %.1f%%; a faster input pipeline would help "
+                    "instead (dataloader: more workers, prefetch)",
+                    data, cpu, gpu, model, moved * 100);
 }
 
 /* What the numbers rest on, as warnings (docs/whatif.md "Warnings"). */
@@ -160,6 +222,11 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
         else
             rv_run_warn(r, "no_effect", "%s changed nothing on this trace", model ? model : "?");
     }
+    if (rv_whatif_job(w))
+        rv_run_warn(r, "no_effect",
+                    "job applies to a training job of several ranks (POST "
+                    "/v1/training-jobs/{id}/whatif, reverie simulate --job): on a single trace "
+                    "it changes nothing");
     const char *gpu = tr ? rv_trace_str(tr, tr->platform_gpu) : "";
     if (!bp->hw)
         rv_run_warn(r, "gpu_unknown",
@@ -223,6 +290,7 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
         rv_run_warn(r, "single_step",
                     "the trace holds a single step: no steady-state window, warm-up and "
                     "profiler start-up are in the figures");
+    warn_bound(r);
     if (r->steps.bimodal)
         rv_run_warn(r, "bimodal_steps",
                     "step times fall in two groups (%zu near %.1f ms, %zu near %.1f ms): the "
@@ -331,6 +399,11 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     s->predicted_us = r->pred_fig.simulated_us;
     s->speedup = ratio(s->baseline_us, s->predicted_us);
     s->replay_error = ratio(fabs(s->baseline_us - s->measured_us), s->measured_us);
+    if (rv_run_modelled(g)) {
+        /* An execution trace alone was modelled: nothing to compare. */
+        s->measured_us = 0;
+        s->replay_error = 0;
+    }
     s->have_energy = job.have_energy && pred_energy;
     if (s->have_energy) {
         s->baseline_energy_j =
@@ -342,7 +415,10 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     }
     rv_energy_params bp;
     rv_apply_energy_params(NULL, g, &bp);
-    step_stats(r);
+    if (!rv_run_modelled(g))
+        step_stats(r);
+    else
+        unmeasure_iterations(r->per_iteration);
     assess(r, w, &bp);
     r->metrics = rv_metrics_compute(r, w);
     if (!r->metrics) {
@@ -386,6 +462,13 @@ json_t *rv_run_warnings_json(const rv_run_result *r)
     return a;
 }
 
+/* A figure that needs a measured step: null when nothing was measured
+ * (an execution trace alone; measured_us is 0 then). */
+static json_t *measured(const rv_run_summary *s, double v)
+{
+    return s->measured_us > 0 ? json_real(v) : json_null();
+}
+
 /* Sets key to v (a new reference, may be NULL after OOM); 1 on failure. */
 static int put(json_t *o, const char *key, json_t *v)
 {
@@ -414,9 +497,9 @@ static json_t *render(const rv_run_result *r, const char *label, int64_t trace_i
         bad |= put(o, "iteration", json_integer((json_int_t)r->step));
     else
         bad |= put(o, "iteration", json_string(r->step == -1 ? "median" : "whole trace"));
-    bad |= put(o, "measured_us", json_real(s->measured_us));
+    bad |= put(o, "measured_us", measured(s, s->measured_us));
     bad |= put(o, "baseline_us", json_real(s->baseline_us));
-    bad |= put(o, "replay_error", json_real(s->replay_error));
+    bad |= put(o, "replay_error", measured(s, s->replay_error));
     bad |= put(o, "predicted_us", json_real(s->predicted_us));
     bad |= put(o, "speedup", json_real(s->speedup));
     bad |= put(o, "energy_j", before_after(s->baseline_energy_j, s->energy_j));
@@ -443,6 +526,10 @@ static json_t *render(const rv_run_result *r, const char *label, int64_t trace_i
                             json_pack("[{s:I,s:f},{s:I,s:f}]", "count", (json_int_t)st->low_count,
                                       "median_us", st->low_median_us, "count",
                                       (json_int_t)st->high_count, "median_us", st->high_median_us));
+    if (s->measured_us <= 0) {
+        json_decref(steps);
+        steps = json_null();
+    }
     bad |= put(o, "steps", steps);
     bad |= put(o, "warnings", rv_run_warnings_json(r));
     bad |= put(o, "applied", json_incref(r->applied));
@@ -468,6 +555,7 @@ static json_t *render(const rv_run_result *r, const char *label, int64_t trace_i
         json_decref(o);
         return NULL;
     }
+    rv_round_json(o);
     return o;
 }
 
@@ -489,15 +577,19 @@ char *rv_run_render_bytes(const rv_run_result *r, int64_t trace_id, size_t *len)
 
 json_t *rv_run_summary_render(const rv_run_summary *s)
 {
-    return json_pack("{s:f,s:f,s:f,s:f,s:f,s:{s:f,s:f},s:i}", "measured_us", s->measured_us,
-                     "baseline_us", s->baseline_us, "predicted_us", s->predicted_us, "speedup",
-                     s->speedup, "replay_error", s->replay_error, "energy_j", "baseline",
-                     s->baseline_energy_j, "predicted", s->energy_j, "warning_count", s->warnings);
+    json_t *o = json_pack(
+        "{s:o,s:f,s:f,s:f,s:o,s:{s:f,s:f},s:i}", "measured_us", measured(s, s->measured_us),
+        "baseline_us", s->baseline_us, "predicted_us", s->predicted_us, "speedup", s->speedup,
+        "replay_error", measured(s, s->replay_error), "energy_j", "baseline", s->baseline_energy_j,
+        "predicted", s->energy_j, "warning_count", s->warnings);
+    rv_round_json(o);
+    return o;
 }
 
-int rv_run_dump(const json_t *answer, FILE *f, int pretty)
+int rv_run_dump(json_t *answer, FILE *f, int pretty)
 {
-    size_t flags = pretty ? JSON_INDENT(2) : RV_RUN_JSON_FLAGS;
+    size_t flags = pretty ? JSON_INDENT(2) | RV_ROUND_DUMP_FLAGS : RV_RUN_JSON_FLAGS;
+    rv_round_json(answer);
     if (json_dumpf(answer, f, flags) != 0)
         return RV_ERR_IO;
     return fputc('\n', f) == EOF ? RV_ERR_IO : 0;

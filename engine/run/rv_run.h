@@ -23,6 +23,9 @@
 /* Defaults shared by every caller. */
 #define RV_RUN_TOP_KERNELS  10
 #define RV_RUN_CRITICAL_MAX 20
+/* A GPU-side change that moves the step less than this (relative) on a
+ * CPU- or input-bound path warns cpu_bound / input_bound. */
+#define RV_RUN_BOUND_MOVE 0.05
 
 typedef struct rv_run_opts {
     int64_t iteration;  /* step number (ProfilerStep#N) or RV_ITER_MEDIAN */
@@ -62,6 +65,10 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
  * cancel hooks, and the budget counted from now (the earlier one wins). */
 rv_stop rv_run_stop_of(const rv_run_opts *o);
 
+/* True when g's trace was modelled, not measured (an execution trace
+ * alone): its answer's measured_us, replay_error and steps are null. */
+int rv_run_modelled(const rv_graph *g);
+
 /* The answer as JSON (new reference; NULL on OOM). label is what the
  * answer is about: the trace's path for the CLI, NULL for the API (which
  * puts its trace_id first with rv_run_render_bytes). */
@@ -79,8 +86,9 @@ json_t *rv_run_warnings_json(const rv_run_result *r);
  * and fleet rows; new reference. */
 json_t *rv_run_summary_render(const rv_run_summary *s);
 
-/* Writes an answer (borrowed) to f with the renderer's number format,
- * indented when pretty, and a newline. 0 or RV_ERR_IO. */
-int rv_run_dump(const json_t *answer, FILE *f, int pretty);
+/* Writes an answer (borrowed; its numbers rounded in place, rv_round.h)
+ * to f with the renderer's number format, indented when pretty, and a
+ * newline. 0 or RV_ERR_IO. */
+int rv_run_dump(json_t *answer, FILE *f, int pretty);
 
 #endif

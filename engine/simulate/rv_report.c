@@ -69,20 +69,35 @@ int rv_report_iteration(const rv_graph *g, const rv_sim *s, int64_t iteration, r
                             "no step %" PRId64 " in the trace (steps %" PRId64 "..%" PRId64 ")",
                             iteration, g->iters[0].step, g->iters[g->niters - 1].step);
     }
-    double *m = malloc(g->niters * sizeof(double));
-    double *v = malloc(g->niters * sizeof(double));
+    size_t first = rv_report_first_steady(g), n = g->niters - first;
+    double *m = malloc(n * sizeof(double));
+    double *v = malloc(n * sizeof(double));
     if (!m || !v) {
         free(m);
         free(v);
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
     }
-    for (size_t i = 0; i < g->niters; i++)
-        step_figures(g, s, i, &m[i], &v[i]);
-    out->measured_us = rv_sort_median(m, g->niters);
-    out->simulated_us = rv_sort_median(v, g->niters);
+    for (size_t i = 0; i < n; i++)
+        step_figures(g, s, first + i, &m[i], &v[i]);
+    out->measured_us = rv_sort_median(m, n);
+    out->simulated_us = rv_sort_median(v, n);
     free(m);
     free(v);
     return 0;
+}
+
+size_t rv_report_first_steady(const rv_graph *g)
+{
+    return g->niters >= 3 ? 1 : 0;
+}
+
+size_t rv_report_measured_steps(const rv_graph *g, double *out)
+{
+    size_t first = rv_report_first_steady(g), n = g->niters - first;
+    for (size_t i = 0; i < n; i++)
+        out[i] = us(gpu_tail_end(g, NULL, first + i, g->iters[first + i].end_ns) -
+                    g->iters[first + i].start_ns);
+    return n;
 }
 
 /* When step k is done: its end marker on the CPU, or later if GPU work
@@ -139,9 +154,8 @@ void rv_report_trace_figures(const rv_trace *t, rv_trace_figures *out)
         double *m = malloc((g->niters + 1) * sizeof(double));
         out->iterations = (int)g->niters;
         if (m && g->niters) {
-            for (size_t i = 0; i < g->niters; i++)
-                m[i] = us(g->iters[i].end_ns - g->iters[i].start_ns);
-            out->measured_us = rv_sort_median(m, g->niters);
+            size_t n = rv_report_measured_steps(g, m);
+            out->measured_us = rv_sort_median(m, n);
         } else {
             out->measured_us = us(g->span_ns);
         }
@@ -654,13 +668,22 @@ json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_win
         free(lens);
     }
     double total = busy[0] + busy[1] + busy[2] + cpu_gap + data + waits;
-    const char *bound = "cpu";
-    if (busy[1] >= busy[0] + cpu_gap + data && busy[1] >= busy[2])
-        bound = "gpu";
-    else if (busy[2] > busy[0] + cpu_gap + data && busy[2] > busy[1])
-        bound = "comm";
-    else if (data > busy[0] + cpu_gap && data > busy[1] && data > busy[2])
-        bound = "data";
+    /* What bounds the step is the resource with the largest share of the
+     * path: the CPU (its traced ops and the untraced work between them),
+     * input loading, GPU compute or communication. Waits are no resource;
+     * the first listed wins a tie. */
+    const char *names[4] = {"gpu", "cpu", "data", "comm"};
+    double part[4] = {busy[1], busy[0] + cpu_gap, data, busy[2]};
+    int best = 0;
+    for (int k = 1; k < 4; k++)
+        if (part[k] > part[best])
+            best = k;
+    const char *bound = names[best];
+    json_t *shares = json_object();
+    for (int k = 0; shares && k < 4; k++)
+        json_object_set_new(shares, names[k], json_real(total > 0 ? part[k] / total : 0));
+    if (shares)
+        json_object_set_new(shares, "wait", json_real(total > 0 ? waits / total : 0));
     json_object_set_new(out, "tasks", json_integer((json_int_t)n));
     json_object_set_new(out, "window_start_us", json_real(us(w.t0_ns)));
     json_object_set_new(out, "length_us", json_real(total / 1000.0));
@@ -671,6 +694,7 @@ json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_win
     json_object_set_new(out, "comm_us", json_real(busy[2] / 1000.0));
     json_object_set_new(out, "wait_us", json_real(waits / 1000.0));
     json_object_set_new(out, "bound_by", json_string(bound));
+    json_object_set_new(out, "shares", shares ? shares : json_object());
     json_object_set_new(out, "omitted_stretches", json_integer((json_int_t)omitted));
     json_object_set_new(out, "omitted_us", json_real(omitted_us));
     json_object_set_new(out, "stretches", stretches);

@@ -22,7 +22,8 @@ typedef struct rv_window {
 } rv_window;
 
 /* Iteration figures for one simulation. iteration is a step number
- * (ProfilerStep#N) or RV_ITER_MEDIAN. Fills *us with measured and simulated
+ * (ProfilerStep#N) or RV_ITER_MEDIAN (the median of the steady steps,
+ * rv_report_measured_steps). Fills *us with measured and simulated
  * iteration time in microseconds; returns 0 or RV_ERR_NOTFOUND when no step
  * has that number. Traces without steps count as one iteration: the span. */
 typedef struct rv_iter_figures {
@@ -32,6 +33,16 @@ typedef struct rv_iter_figures {
 } rv_iter_figures;
 int rv_report_iteration(const rv_graph *g, const rv_sim *s, int64_t iteration, rv_iter_figures *out,
                         rv_error *err);
+
+/* "Measured" means one thing everywhere (the answer's measured_us and
+ * steps, the upload reply, the trace list): the median of the steady
+ * steps, all but the first when there are three or more (it fills the
+ * pipelines), the mean of the middle pair for an even count. The index of
+ * the first steady step: */
+size_t rv_report_first_steady(const rv_graph *g);
+/* The measured durations (us) of the steady steps into out (g->niters
+ * entries); returns how many. */
+size_t rv_report_measured_steps(const rv_graph *g, double *out);
 
 /* Baseline and what-if figures together. For one step, both come from
  * that step. For the median, the prediction is the baseline median scaled

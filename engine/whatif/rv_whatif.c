@@ -151,6 +151,26 @@ void rv_whatif_free(rv_whatif *w)
     free(w);
 }
 
+/* The top-level "batch_size", the old name of samples_per_step: the same
+ * range; both at once must agree. */
+static int parse_batch_alias(const json_t *doc, rv_whatif *w, rv_error *err)
+{
+    const json_t *b = json_object_get(doc, "batch_size");
+    if (!b || json_is_null(b))
+        return 0;
+    json_int_t v = json_is_integer(b) ? json_integer_value(b) : 0;
+    if (v < 1 || v > (1 << 24))
+        return rv_error_field(err, RV_ERR_INVALID, "batch_size",
+                              "batch_size (the old name of samples_per_step) must be an integer "
+                              "in [1, %d]",
+                              1 << 24);
+    if (w->batch_size > 0 && w->batch_size != (int)v)
+        return rv_error_field(err, RV_ERR_INVALID, "batch_size",
+                              "batch_size is the old name of samples_per_step: give one of them");
+    w->batch_size = (int)v;
+    return 0;
+}
+
 int rv_whatif_parse(const json_t *doc, rv_whatif **out, rv_error *err)
 {
     int rc = 0;
@@ -161,9 +181,11 @@ int rv_whatif_parse(const json_t *doc, rv_whatif **out, rv_error *err)
     w = calloc(1, sizeof(*w));
     if (!w)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
-    static const char *const structural[] = {"optimizations", "distributed", "parallel", "job",
-                                             NULL};
+    static const char *const structural[] = {"optimizations", "distributed", "parallel",
+                                             "job",           "batch_size",  NULL};
     if ((rc = rv_spec_read(doc, "", rv_spec_top, rv_spec_ntop, structural, w, err)) != 0)
+        goto out;
+    if ((rc = parse_batch_alias(doc, w, err)) != 0)
         goto out;
     w->has_schedule = w->schedule != RV_SCHED_EARLIEST_START;
     if (w->power_limit_w > 0 && w->power_limit_frac > 0) {

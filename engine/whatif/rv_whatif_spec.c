@@ -261,8 +261,11 @@ const rv_field_spec rv_spec_top[] = {
          "simulator schedule policy"),
     OTHER("gpu", RV_F_STRING,
           "hardware override, a name from GET /v1/hardware (default: the trace's GPU)"),
-    INT("batch_size", W(batch_size), 1, 1 << 24, NULL, 0,
-        "samples per step, for samples per joule"),
+    INT("samples_per_step", W(batch_size), 1, 1 << 24, NULL, 0,
+        "samples one step of this trace processes (one rank), for throughput and samples per "
+        "joule; relabels "
+        "the step, changes no time (batch_size is its old name; the batch_size optimization "
+        "changes the batch)"),
     ENUM("host_overheads", W(platform_overheads), "trace,platform", NULL, "\"trace\"",
          "host overheads from the trace itself, or the platform's shared statistics"),
     ENUM("kernel_models", W(platform_kmodels), "trace,platform", NULL, "\"trace\"",

@@ -83,6 +83,17 @@ static void test_workers_pair(void)
     CU_ASSERT_EQUAL(json_array_size(json_object_get(ops, "rows")), 3);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(ops, "total")), (json_int_t)d->nops);
     CU_ASSERT_EQUAL(json_array_size(json_object_get(j, "kernel_classes")), RV_KC_COUNT);
+    /* Fractional per-iteration counts are explained by a warning. */
+    int fractional = 0, warned = 0;
+    for (size_t i = 0; i < d->nops; i++)
+        fractional |= fabs(d->ops[i].count_a - round(d->ops[i].count_a)) > 1e-6 ||
+                      fabs(d->ops[i].count_b - round(d->ops[i].count_b)) > 1e-6;
+    json_t *wv;
+    size_t wi;
+    json_array_foreach(json_object_get(j, "warnings"), wi, wv) warned |=
+        strcmp(json_string_value(json_object_get(wv, "code")), "counts_per_iteration") == 0;
+    CU_ASSERT_TRUE(fractional);
+    CU_ASSERT_EQUAL(warned, fractional);
     json_decref(j);
     rv_diff_free(d);
 }
@@ -118,6 +129,10 @@ static void test_whatif(void)
     CU_ASSERT_FATAL(d->nops > 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(d->ops[0].name, "DataLoader"));
     CU_ASSERT(d->ops[0].delta_us < -30e3);
+    /* The prediction measured nothing: its side says null, not 0. */
+    json_t *j = rv_diff_render(d, 3, "baseline", "what-if", NULL);
+    CU_ASSERT_TRUE(json_is_null(json_object_get(json_object_get(j, "b"), "measured_us")));
+    json_decref(j);
     rv_diff_free(d);
     rv_run_result_free(res);
     rv_whatif_free(w);

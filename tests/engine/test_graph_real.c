@@ -26,16 +26,19 @@ typedef struct golden {
     const char *file;
     size_t tasks;
     size_t steps;
-    double measured_us; /* median ProfilerStep dur (python3), 0 = whole trace */
+    /* Median of the steady ProfilerSteps (all but the first of three or
+     * more; the mean of the middle pair for an even count), 0 = whole
+     * trace. */
+    double measured_us;
 } golden;
 
 /* Training traces with steps (the replay-error target applies to these). */
 static const golden goldens[] = {
-    {"kineto/resnet50-v100-workers0.pt.trace.json.gz", 21019, 6, 176273.0},
-    {"kineto/resnet50-v100-workers4.pt.trace.json.gz", 21343, 6, 126548.0},
-    {"hta/v100-1rank-ns-resolution.json.gz", 21424, 5, 95551.087},
-    {"hta/a100-2rank-nccl.json.gz", 12514, 3, 222442.191},
-    {"hta/a100-rank0-of-16-five-streams.json.gz", 41671, 5, 216119.0},
+    {"kineto/resnet50-v100-workers0.pt.trace.json.gz", 21019, 6, 176468.0},
+    {"kineto/resnet50-v100-workers4.pt.trace.json.gz", 21343, 6, 126272.0},
+    {"hta/v100-1rank-ns-resolution.json.gz", 21424, 5, 95624.214},
+    {"hta/a100-2rank-nccl.json.gz", 12514, 3, 222331.574},
+    {"hta/a100-rank0-of-16-five-streams.json.gz", 41671, 5, 216167.5},
     {"param/dlrm-8rank/worker0.kineto.json.gz", 786, 1, 14455.0},
     {"param/dlrm-8rank/worker1.kineto.json.gz", 853, 1, 19901.0},
     {"param/dlrm-8rank/worker3.kineto.json.gz", 878, 1, 19313.0},

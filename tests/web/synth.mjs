@@ -4,7 +4,7 @@
 // ac2g flows), on one CPU thread and two GPU streams.
 // profilerSteps: false leaves the ProfilerStep annotations out (one window,
 // the whole run, for figures computed over the traced span).
-export function synthTrace({ steps = 60, perStep = 1000, seed = 7, profilerSteps = true } = {}) {
+export function synthTrace({ steps = 60, perStep = 1000, seed = 7, profilerSteps = true, gpu = 'NVIDIA A100-SXM4-80GB' } = {}) {
   let s = seed;
   const rnd = () => ((s = (s * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
   const ev = [];
@@ -42,7 +42,7 @@ export function synthTrace({ steps = 60, perStep = 1000, seed = 7, profilerSteps
   }
   return JSON.stringify({
     schemaVersion: 1,
-    deviceProperties: [{ id: 0, name: 'NVIDIA A100-SXM4-80GB', totalGlobalMem: 85899345920, computeMajor: 8, computeMinor: 0, numSms: 108 }],
+    deviceProperties: [{ id: 0, name: gpu, totalGlobalMem: 85899345920, computeMajor: 8, computeMinor: 0, numSms: 108 }],
     traceEvents: ev,
   });
 }

@@ -121,7 +121,9 @@ export function line(series, { xLabel = '', yLabel = '', fmtX = (v) => String(v)
     if (x0 === x1) { x0 -= 1; x1 += 1; }
     let y0 = Math.min(...pts.map((p) => p.y)), y1 = Math.max(...pts.map((p) => p.y));
     const pad = (y1 - y0) * 0.1 || Math.abs(y1) * 0.1 || 1;
-    y0 -= pad; y1 += pad;
+    // Figures that are never negative (memory, times, energy) keep their
+    // axis at or above 0.
+    y0 = y0 >= 0 ? Math.max(0, y0 - pad) : y0 - pad; y1 += pad;
     const X = (x) => left + ((tx(x) - x0) / (x1 - x0)) * (w - left - right);
     const Y = (y) => top + (1 - (y - y0) / (y1 - y0)) * (H - top - bottom);
     g.strokeStyle = col.grid; g.fillStyle = col.muted; g.textAlign = 'right';

@@ -6,7 +6,7 @@
 import { request, qs } from '../api.js';
 import { h, clear, loading, empty, errorBox, sortableTable, fmtUs, fmtNum, shortName } from '../ui.js';
 
-const STATUS = { appeared: '＋ appeared', vanished: '− vanished', changed: 'changed', same: 'same' };
+const STATUS = { appeared: '+ appeared', vanished: '− vanished', changed: 'changed', same: 'same' };
 
 function signed(us) {
   return (us > 0 ? '+' : '') + fmtUs(us);

@@ -99,12 +99,21 @@ export function topKernelsTable(tk) {
   ], tk, { sortKey: 'total_us', desc: true }));
 }
 
+// What a critical-path stretch ran on, in words: its kind and its thread
+// or stream (a bare number is a thread id, so say so).
+const RES_KIND = { cpu: 'CPU', gpu: 'GPU', comm: 'communication', data: 'input loading', wait: 'waiting' };
+function resourceName(s) {
+  const r = String(s.resource || '');
+  const k = RES_KIND[s.kind] || s.kind || '';
+  return /^\d+$/.test(r) ? `${k} · thread ${r}` : `${k} · ${r}`;
+}
+
 function criticalPathBox(cp) {
   if (!cp || !cp.length_us) return empty('No critical path reported.');
   return h('div', {},
-    h('p', {}, `Bound by `, h('strong', {}, cp.bound_by || '–'), ` · length ${fmtUs(cp.length_us)} · ${cp.tasks} tasks · CPU ${fmtUs(cp.cpu_us)}, CPU gaps ${fmtUs(cp.cpu_gap_us)}, GPU ${fmtUs(cp.gpu_us)}, communication ${fmtUs(cp.comm_us)}, waiting ${fmtUs(cp.wait_us)}`),
+    h('p', { id: 'cp-bound', 'data-bound': cp.bound_by || '' }, `Bound by `, h('strong', {}, RES_KIND[cp.bound_by] || cp.bound_by || '–'), cp.shares && cp.bound_by ? ` (${fmtPct(cp.shares[cp.bound_by], 0)} of the path)` : '', ` · length ${fmtUs(cp.length_us)} · ${cp.tasks} tasks · CPU ${fmtUs(cp.cpu_us)}, CPU gaps ${fmtUs(cp.cpu_gap_us)}, GPU ${fmtUs(cp.gpu_us)}, communication ${fmtUs(cp.comm_us)}, waiting ${fmtUs(cp.wait_us)}`),
     cp.stretches && cp.stretches.length ? h('div', { class: 'table-wrap' }, sortableTable([
-      { key: 'resource', label: 'Resource' },
+      { key: 'resource', label: 'Resource', fmt: resourceName },
       { key: 'start_us', label: 'From', num: true, fmt: (s) => fmtUs(s.start_us) },
       { key: 'end_us', label: 'To', num: true, fmt: (s) => fmtUs(s.end_us) },
       { key: 'len', label: 'Length', num: true, value: (s) => s.end_us - s.start_us, fmt: (s) => fmtUs(s.end_us - s.start_us) },
@@ -208,9 +217,15 @@ export function tracePage({ main, arg }) {
       if (!alive) return;
       const b = w.breakdown && w.breakdown.baseline;
       clear(cards,
-        card('Measured iteration', fmtUs(w.measured_us), 'median step', { 'data-metric': 'measured', 'data-us': String(w.measured_us) }),
-        card('Simulated iteration', fmtUs(w.baseline_us), 'replay of the graph', { 'data-metric': 'simulated', 'data-us': String(w.baseline_us) }),
-        card('Replay error', h('span', { class: w.replay_error <= 0.02 ? 'good' : 'bad' }, fmtPct(w.replay_error, 2)), '|simulated − measured| / measured, target ≤ 2 %', { 'data-metric': 'replay_error', 'data-value': String(w.replay_error) }),
+        // An execution trace alone is modelled: measured_us and replay_error
+        // are null, and no card claims a measurement.
+        w.measured_us === null
+          ? card('Measured iteration', '–', 'modelled, not measured (an execution trace alone)', { 'data-metric': 'measured', 'data-us': '' })
+          : card('Measured iteration', fmtUs(w.measured_us), w.steps && w.steps.count > 1 ? `median of ${w.steps.count} steady steps` : w.iterations ? 'the step' : 'the whole trace (no steps)', { 'data-metric': 'measured', 'data-us': String(w.measured_us) }),
+        card(w.measured_us === null ? 'Modelled iteration' : 'Simulated iteration', fmtUs(w.baseline_us), 'replay of the graph', { 'data-metric': 'simulated', 'data-us': String(w.baseline_us) }),
+        w.replay_error === null
+          ? card('Replay error', '–', 'not measured: nothing to replay against', { 'data-metric': 'replay_error', 'data-value': '' })
+          : card('Replay error', h('span', { class: w.replay_error <= 0.02 ? 'good' : 'bad' }, fmtPct(w.replay_error, 2)), '|simulated − measured| / measured, target ≤ 2 %', { 'data-metric': 'replay_error', 'data-value': String(w.replay_error) }),
         card('GPU utilization', b ? fmtPct(b.gpu_utilization) : '–', 'busy share of the iteration', { 'data-metric': 'gpu_utilization', 'data-value': String(b ? b.gpu_utilization : '') }),
         card('Exposed communication', b ? fmtUs(b.gpu.exposed_communication_us) : '–', b ? `of ${fmtUs(b.gpu.communication_us)} communication` : '', { 'data-metric': 'exposed_comm', 'data-us': String(b ? b.gpu.exposed_communication_us : '') }),
         card('Energy / iteration', fmtJ(w.energy_j && w.energy_j.baseline), w.avg_power_w && w.avg_power_w.baseline ? `${w.avg_power_w.baseline.toFixed(0)} W average` : 'GPU unknown', { 'data-metric': 'energy' }));
@@ -226,9 +241,12 @@ export function tracePage({ main, arg }) {
     });
 
     try {
+      // An execution trace alone has no measured times: its one view is
+      // the modelled timeline.
+      if (trace.source_format === 'et') clear(modeSel, h('option', { value: 'simulated' }, 'Modelled (execution trace alone)'));
       // The measured view first; the simulated one is fetched when a view needs it.
-      const measured = await loadTrack(id, 'measured');
-      let simulated = null, simLoad = null;
+      const measured = trace.source_format === 'et' ? await loadTrack(id, 'baseline') : await loadTrack(id, 'measured');
+      let simulated = trace.source_format === 'et' ? measured : null, simLoad = null;
       if (!alive) return;
       const show = async () => {
         const m = modeSel.value;

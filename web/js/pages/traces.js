@@ -76,7 +76,8 @@ export function tracesPage({ main }) {
       if (!alive) return;
       all = all.concat(page.traces || []);
       cursor = page.next_cursor;
-      more.hidden = !cursor;
+      // No "Load more" once every trace is listed (a short page is the last).
+      more.hidden = !cursor || (page.traces || []).length < 200;
       render();
     } catch (e) {
       clear(listBox, errorBox(e, 'Cannot list traces'));

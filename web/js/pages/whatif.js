@@ -18,18 +18,6 @@ export async function loadKinds() {
   return kindsCache;
 }
 
-// Find the hardware-table row for a trace's GPU ("Tesla V100-DGXS-32GB" -> "V100-DGXS").
-export function hardwareFor(hw, gpuModel) {
-  if (!gpuModel) return null;
-  const g = gpuModel.toUpperCase().replace(/[^A-Z0-9]/g, '');
-  let best = null;
-  for (const r of hw) {
-    const n = r.name.toUpperCase().replace(/[^A-Z0-9]/g, '');
-    if (g.includes(n) && (!best || n.length > best.name.replace(/[^A-Z0-9]/gi, '').length)) best = r;
-  }
-  return best;
-}
-
 // One input for one field spec; returns {el, get(), input}.
 function fieldInput(spec, idPrefix, selectorSpec) {
   const id = `${idPrefix}-${spec.name}`;
@@ -74,7 +62,9 @@ function fieldInput(spec, idPrefix, selectorSpec) {
 
 // The what-if document from the form, and where each member came from (for
 // pointing at the input the server's error names).
-function buildForm(kinds, hw) {
+// hw: the hardware row the server resolved for the trace (GET
+// /v1/traces/{id} "hardware", null when unknown); hwList: GET /v1/hardware.
+function buildForm(kinds, hw, hwList) {
   const inputs = new Map(); // doc path -> input element
   const kindBoxes = kinds.kinds.map((k) => {
     const enable = h('input', { type: 'checkbox', id: `k-${k.kind}-on`, 'aria-label': `Apply ${k.label}`, 'data-kind': k.kind });
@@ -84,6 +74,8 @@ function buildForm(kinds, hw) {
       h('p', { class: 'desc' }, k.description), fields.length ? h('div', { class: 'fields' }, fields.map((f) => f.el)) : h('p', { class: 'sub' }, 'No parameters.'));
     // Editing a field turns the kind on.
     box.addEventListener('input', (e) => { if (e.target !== enable) enable.checked = true; });
+    // Ticking a kind opens its fields.
+    enable.addEventListener('change', () => { if (enable.checked) box.open = true; });
     return { k, enable, fields, box };
   });
   const distOn = h('input', { type: 'checkbox', id: 'dist-on', 'aria-label': 'Apply distributed data parallel' });
@@ -92,17 +84,34 @@ function buildForm(kinds, hw) {
     h('summary', {}, h('span', { onclick: (e) => e.stopPropagation() }, distOn), ' ', kinds.distributed.label || 'Distributed', ' ', h('code', { class: 'sub' }, 'distributed')),
     h('p', { class: 'desc' }, kinds.distributed.description || ''), h('div', { class: 'fields' }, distFields.map((f) => f.el)));
   distBox.addEventListener('input', (e) => { if (e.target !== distOn) distOn.checked = true; });
+  distOn.addEventListener('change', () => { if (distOn.checked) distBox.open = true; });
 
-  // Power limit: a slider over the GPU's range, from the hardware table.
-  const lo = hw ? hw.min_power_limit_w : 100, hi = hw ? hw.default_power_limit_w : 400;
+  // Power limit: a slider over the GPU's range, from the row the server
+  // resolved (no name matching here).
+  const lo = hw ? hw.min_power_limit_w : 100, hi = hw ? (hw.max_power_limit_w || hw.default_power_limit_w) : 400;
   const plOn = h('input', { type: 'checkbox', id: 'pl-on', 'aria-label': 'Apply a power limit' });
   const plVal = h('output', { for: 'pl', id: 'pl-out' }, `${hi} W`);
   const pl = h('input', { type: 'range', id: 'pl', min: String(lo), max: String(hi), step: '5', value: String(hi), 'aria-label': 'GPU power limit in watts', style: 'width:260px' });
   pl.addEventListener('input', () => { plVal.textContent = `${pl.value} W`; plOn.checked = true; });
-  const others = kinds.top.filter((f) => f.name !== 'power_limit_w').map((f) => fieldInput(f, 'top', null));
+  // "gpu" is a choice among the hardware table's rows, not free text.
+  const hwNames = (hwList || []).map((r) => r.name);
+  const others = kinds.top.filter((f) => f.name !== 'power_limit_w').map((f) => fieldInput(
+    f.name === 'gpu' && hwNames.length ? { ...f, type: 'enum', values: hwNames, default: hw ? `${hw.name}, the trace's` : undefined } : f, 'top', null));
+  const plNote = h('span', { class: 'sub', id: 'pl-range' }, hw ? `${hw.name}: ${lo}–${hi} W (trace ran at ${hw.default_power_limit_w} W unless its metadata says otherwise)` : 'GPU not in the hardware table');
+  const range = [lo, hi];
+  // Another GPU chosen: the slider spans that GPU's power range.
+  const gpuIn = others.find((f) => f.name === 'gpu');
+  if (gpuIn && gpuIn.input) gpuIn.input.addEventListener('change', () => {
+    const row = (hwList || []).find((r) => r.name === gpuIn.input.value) || hw;
+    if (!row) return;
+    range[0] = row.min_power_limit_w; range[1] = row.max_power_limit_w || row.default_power_limit_w;
+    pl.min = String(range[0]); pl.max = String(range[1]);
+    if (Number(pl.value) > range[1] || Number(pl.value) < range[0]) pl.value = String(range[1]);
+    plVal.textContent = `${pl.value} W`;
+    plNote.textContent = `${row.name}: ${range[0]}–${range[1]} W`;
+  });
   const topBox = h('div', { class: 'kind-box' },
-    h('div', { class: 'row' }, h('label', { class: 'field inline', for: 'pl-on' }, plOn, h('strong', {}, 'Power limit')), pl, plVal,
-      h('span', { class: 'sub' }, hw ? `${hw.name}: ${lo}–${hi} W (trace ran at ${hi} W unless its metadata says otherwise)` : 'GPU not in the hardware table')),
+    h('div', { class: 'row' }, h('label', { class: 'field inline', for: 'pl-on' }, plOn, h('strong', {}, 'Power limit')), pl, plVal, plNote),
     h('div', { class: 'fields', style: 'margin-top:8px' }, others.map((f) => f.el)));
 
   function doc() {
@@ -132,7 +141,7 @@ function buildForm(kinds, hw) {
   }
   return {
     el: h('div', {}, h('h3', {}, 'Optimizations'), kindBoxes.map((b) => b.box), h('h3', {}, 'Scale-out and network'), distBox, h('h3', {}, 'Power and settings'), topBox),
-    doc, inputs, setPower(v) { pl.value = String(v); plVal.textContent = `${v} W`; plOn.checked = true; }, plRange: [lo, hi],
+    doc, inputs, setPower(v) { pl.value = String(v); plVal.textContent = `${v} W`; plOn.checked = true; }, plRange: range,
   };
 }
 
@@ -223,8 +232,7 @@ export function whatifPage({ main, arg }) {
       const [kinds, t, hw] = await Promise.all([loadKinds(), api.trace(id), api.hardware().catch(() => ({ hardware: [] }))]);
       if (!alive) return;
       trace = t;
-      const hwRow = hardwareFor(hw.hardware || [], t.platform && t.platform.gpu_model);
-      F = buildForm(kinds, hwRow);
+      F = buildForm(kinds, t.hardware || null, hw.hardware || []);
       clear(formBox, F.el);
       document.getElementById('kinds-source').textContent = `form from ${kinds.source}`;
       const upd = () => clear(curlBox, h('pre', { id: 'curl-text' }, curlFor(id, F.doc())), h('button', { class: 'btn small', type: 'button', onclick: () => copyText(curlFor(id, F.doc())) }, 'Copy'));
@@ -258,22 +266,44 @@ export function whatifPage({ main, arg }) {
     runBtn.disabled = false;
   });
 
+  // What bounds the step, on the speedup card: a GPU-side change that
+  // barely moves a CPU- or input-bound step says why (warnings cpu_bound,
+  // input_bound; docs/whatif.md).
+  function boundNote(w) {
+    const cp = w.critical_path || {};
+    const ws = (w.warnings || []).find((x) => x.code === 'cpu_bound' || x.code === 'input_bound');
+    if (!ws || !cp.bound_by) return 'baseline / predicted';
+    const share = cp.shares && cp.shares[cp.bound_by];
+    const what = cp.bound_by === 'data' ? 'input loading' : 'the CPU';
+    return h('span', { id: 'speedup-bound', 'data-bound': ws.code, title: ws.message }, `bound by ${what} (${fmtPct(share, 0)} of the critical path): a GPU-side change cannot help`);
+  }
+
+  // One figure of an applied entry in words: times as times, counts with
+  // separators, the rest as given.
+  function appliedValue(k, v) {
+    if (typeof v !== 'number') return String(v);
+    if (/_us$/.test(k)) return fmtUs(v);
+    if (Number.isInteger(v)) return v.toLocaleString('en-US');
+    return String(+v.toFixed(4));
+  }
+
   function showResult(w, d) {
     const bb = w.breakdown && w.breakdown.baseline, pb = w.breakdown && w.breakdown.predicted;
     const tlBox = h('div', { id: 'whatif-timeline' }, loading('Loading baseline and predicted timelines…'));
     const eB = w.energy_j && w.energy_j.baseline, eP = w.energy_j && w.energy_j.predicted;
     clear(results,
       h('div', { class: 'cards', id: 'whatif-cards' },
-        card('Baseline iteration', fmtUs(w.baseline_us), `measured ${fmtUs(w.measured_us)}`, { 'data-metric': 'baseline', 'data-us': String(w.baseline_us) }),
+        card('Baseline iteration', fmtUs(w.baseline_us), w.measured_us === null ? 'modelled, not measured' : `measured ${fmtUs(w.measured_us)}`, { 'data-metric': 'baseline', 'data-us': String(w.baseline_us) }),
         card('Predicted iteration', fmtUs(w.predicted_us), w.cached ? 'from the cache' : 'simulated now', { 'data-metric': 'predicted', 'data-us': String(w.predicted_us) }),
-        card('Speedup', h('span', { class: w.speedup > 1.0005 ? 'good' : w.speedup < 0.9995 ? 'bad' : '' }, fmtX(w.speedup)), 'baseline / predicted', { 'data-metric': 'speedup', 'data-value': String(w.speedup) }),
-        card('Replay error', fmtPct(w.replay_error, 2), 'of the unmodified graph', { 'data-metric': 'replay_error', 'data-value': String(w.replay_error) }),
+        card('Speedup', h('span', { class: w.speedup > 1.0005 ? 'good' : w.speedup < 0.9995 ? 'bad' : '' }, fmtX(w.speedup)), boundNote(w), { 'data-metric': 'speedup', 'data-value': String(w.speedup) }),
+        card('Replay error', fmtPct(w.replay_error, 2), w.replay_error === null ? 'not measured' : 'of the unmodified graph', { 'data-metric': 'replay_error', 'data-value': String(w.replay_error) }),
         card('Energy / iteration', `${fmtJ(eB)} → ${fmtJ(eP)}`, eB > 0 && eP > 0 ? fmtSignedPct(eP / eB - 1) : 'GPU unknown', { 'data-metric': 'energy', 'data-value': String(eP) }),
         card('Average power', w.avg_power_w ? `${(w.avg_power_w.baseline || 0).toFixed(0)} → ${(w.avg_power_w.predicted || 0).toFixed(0)} W` : '–', w.power_limit_w ? `cap ${(w.power_limit_w.predicted || 0).toFixed(0)} W` : '')),
       warningsBox(w.warnings, 'whatif-warnings'),
       h('h3', {}, 'What each model changed'),
-      w.applied && w.applied.length ? h('ul', { id: 'applied' }, w.applied.map((a) => h('li', {}, h('strong', {}, a.model), ' ', h('span', { class: 'mono sub' },
-        shortName(Object.entries(a).filter(([k]) => k !== 'model' && k !== 'index' && k !== 'warnings').map(([k, v]) => `${k}=${typeof v === 'number' ? +v.toFixed(4) : JSON.stringify(v)}`).join(' '), 300))))) : h('p', { class: 'sub' }, 'Nothing changed: the prediction is the replay.'),
+      w.applied && w.applied.length ? h('ul', { id: 'applied' }, w.applied.map((a) => h('li', {}, h('strong', {}, a.model), a.changed === false ? h('span', { class: 'sub' }, ' (changed nothing)') : '',
+        h('dl', { class: 'applied-fields' }, Object.entries(a).filter(([k, v]) => !['model', 'index', 'warnings', 'changed'].includes(k) && (typeof v !== 'object' || v === null)).flatMap(([k, v]) => [
+          h('dt', {}, k.replace(/_/g, ' ')), h('dd', { class: 'mono' }, appliedValue(k, v))]))))) : h('p', { class: 'sub' }, 'Nothing changed: the prediction is the replay.'),
       h('h3', {}, 'Baseline and predicted timelines (one time axis)'), tlBox,
       bb && pb ? h('div', {}, h('h3', {}, 'Breakdown deltas (per iteration)'), deltaTable(bb, pb), h('div', { style: 'height:12px' }), breakdownCharts(bb, pb)) : null,
       h('h3', {}, 'Top kernels after the change'), topKernelsTable(w.top_kernels));
