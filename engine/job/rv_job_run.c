@@ -622,6 +622,107 @@ static double ratio_of(double num, double den)
     return den > 0 ? num / den : 0;
 }
 
+/* job.remove_straggler: the named rank, else the one that held the others
+ * back most, runs at its peers' pace; pm (the prediction) is merged and
+ * simulated again. 0, or an error with err filled. */
+static int remove_straggler(const rv_job *job, const rv_whatif *w, rv_job_result *r,
+                            const double *ratio, merged *pm, const rv_stop *stop, rv_error *err)
+{
+    const rv_job_whatif *jw = rv_whatif_job(w);
+    int rc = 0;
+    size_t who = SIZE_MAX;
+    if (jw->straggler_rank >= 0) {
+        for (size_t s = 0; s < r->nslots; s++)
+            if (r->slots[s].rank == jw->straggler_rank)
+                who = s;
+        if (who == SIZE_MAX) {
+            rc = rv_error_field(err, RV_ERR_INVALID, "job.straggler_rank",
+                                "rank %d is not in the job", jw->straggler_rank);
+            return rc;
+        }
+    } else {
+        if ((rc = stragglers(job, r, pm)) != 0) {
+            rc = rv_error_set(err, rc, -1, -1, "out of memory");
+            return rc;
+        }
+        double best = 0;
+        for (size_t s = 0; s < r->nslots; s++)
+            if (r->slots[s].delay_us > best) {
+                best = r->slots[s].delay_us;
+                who = s;
+            }
+    }
+    if (who == SIZE_MAX) {
+        rv_job__warn(r, "no_straggler",
+                     "no rank held the others back: remove_straggler changed nothing");
+    } else {
+        if ((rc = speed_up(job, r, who, err)) != 0)
+            return rc;
+        merged_free(pm);
+        if ((rc = merge(job, r->slots, r->nslots, ratio, pm, err)) != 0 ||
+            (rc = simulate(pm, job->ncoll, rv_whatif_schedule(w), stop, err)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Per slot: its measured, replayed and predicted step and energy (the
+ * baseline's from the replay bm, the prediction's from final), and the
+ * job's figures (its slowest rank) in r->sum. 0, or an error. */
+static int slot_figures(const rv_job *job, const rv_whatif *w, int64_t iteration,
+                        const rv_iter_figures *bfig, const rv_job_slot *bslots, const merged *bm,
+                        const merged *final, rv_job_result *r, rv_error *err)
+{
+    size_t n = job->n;
+    int rc = 0;
+    rv_run_summary *sum = &r->sum;
+    r->energy_j = r->baseline_energy_j = 0;
+    for (size_t s = 0; s < r->nslots; s++) {
+        rv_job_slot *sl = &r->slots[s];
+        size_t p = (size_t)sl->pos;
+        rv_iter_figures bf = bfig[p], pf = bfig[p];
+        sl->bwait_us = bslots[p].bwait_us;
+        sl->btransfer_us = bslots[p].btransfer_us;
+        rv_sim pv;
+        view(final, sl, &pv);
+        if (final != bm) {
+            rv_sim bv;
+            view(bm, &bslots[p], &bv);
+            if ((rc = rv_report_compare(job->r[p].g, &bv, sl->g, &pv, iteration, &bf, &pf, err)) !=
+                0)
+                return rc;
+        }
+        /* Where the reported step sits on the job's aligned axis. */
+        rv_window win = rv_report_window(sl->g, &pv, pf.iter);
+        sl->win_start_us = (double)(win.t0_ns - final->sim->first_start_ns) / 1e3;
+        sl->win_end_us = (double)(win.t1_ns - final->sim->first_start_ns) / 1e3;
+        sl->measured_us = bf.measured_us;
+        sl->baseline_us = bf.simulated_us;
+        sl->predicted_us = pf.simulated_us;
+        double ej = rank_energy(w, sl->g, &pv, pf.iter);
+        r->energy_j = ej < 0 || r->energy_j < 0 ? -1 : r->energy_j + ej;
+        if (s < n) {
+            rv_sim bv;
+            view(bm, &bslots[p], &bv);
+            double bj = rank_energy(NULL, job->r[p].g, &bv, bf.iter);
+            r->baseline_energy_j =
+                bj < 0 || r->baseline_energy_j < 0 ? -1 : r->baseline_energy_j + bj;
+        }
+        sl->replay_error = ratio_of(fabs(sl->baseline_us - sl->measured_us), sl->measured_us);
+        if (s < n) {
+            if (sl->measured_us > sum->measured_us)
+                sum->measured_us = sl->measured_us;
+            if (sl->baseline_us > sum->baseline_us)
+                sum->baseline_us = sl->baseline_us;
+            if (sl->replay_error > sum->replay_error)
+                sum->replay_error = sl->replay_error;
+        }
+        if (sl->predicted_us > sum->predicted_us)
+            sum->predicted_us = sl->predicted_us;
+    }
+    return 0;
+}
+
 int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, rv_job_result **out,
                rv_error *err)
 {
@@ -716,41 +817,9 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
             (rc = simulate(&pm, job->ncoll, rv_whatif_schedule(w), &stop, err)) != 0)
             goto out;
         final = &pm;
-        if (jw && jw->remove_straggler) {
-            size_t who = SIZE_MAX;
-            if (jw->straggler_rank >= 0) {
-                for (size_t s = 0; s < r->nslots; s++)
-                    if (r->slots[s].rank == jw->straggler_rank)
-                        who = s;
-                if (who == SIZE_MAX) {
-                    rc = rv_error_field(err, RV_ERR_INVALID, "job.straggler_rank",
-                                        "rank %d is not in the job", jw->straggler_rank);
-                    goto out;
-                }
-            } else {
-                if ((rc = stragglers(job, r, &pm)) != 0) {
-                    rc = rv_error_set(err, rc, -1, -1, "out of memory");
-                    goto out;
-                }
-                double best = 0;
-                for (size_t s = 0; s < r->nslots; s++)
-                    if (r->slots[s].delay_us > best) {
-                        best = r->slots[s].delay_us;
-                        who = s;
-                    }
-            }
-            if (who == SIZE_MAX) {
-                rv_job__warn(r, "no_straggler",
-                             "no rank held the others back: remove_straggler changed nothing");
-            } else {
-                if ((rc = speed_up(job, r, who, err)) != 0)
-                    goto out;
-                merged_free(&pm);
-                if ((rc = merge(job, r->slots, r->nslots, ratio, &pm, err)) != 0 ||
-                    (rc = simulate(&pm, job->ncoll, rv_whatif_schedule(w), &stop, err)) != 0)
-                    goto out;
-            }
-        }
+        if (jw && jw->remove_straggler &&
+            (rc = remove_straggler(job, w, r, ratio, &pm, &stop, err)) != 0)
+            goto out;
     }
     if ((rc = rv_stop_check(&stop, err)) != 0)
         goto out;
@@ -764,50 +833,8 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
     r->edges = final->g->nedges;
     /* Figures: per rank, then the job's step (its slowest rank). */
     rv_run_summary *sum = &r->sum;
-    r->energy_j = r->baseline_energy_j = 0;
-    for (size_t s = 0; s < r->nslots; s++) {
-        rv_job_slot *sl = &r->slots[s];
-        size_t p = (size_t)sl->pos;
-        rv_iter_figures bf = bfig[p], pf = bfig[p];
-        sl->bwait_us = bslots[p].bwait_us;
-        sl->btransfer_us = bslots[p].btransfer_us;
-        rv_sim pv;
-        view(final, sl, &pv);
-        if (final != &bm) {
-            rv_sim bv;
-            view(&bm, &bslots[p], &bv);
-            if ((rc = rv_report_compare(job->r[p].g, &bv, sl->g, &pv, o.iteration, &bf, &pf,
-                                        err)) != 0)
-                goto out;
-        }
-        /* Where the reported step sits on the job's aligned axis. */
-        rv_window win = rv_report_window(sl->g, &pv, pf.iter);
-        sl->win_start_us = (double)(win.t0_ns - final->sim->first_start_ns) / 1e3;
-        sl->win_end_us = (double)(win.t1_ns - final->sim->first_start_ns) / 1e3;
-        sl->measured_us = bf.measured_us;
-        sl->baseline_us = bf.simulated_us;
-        sl->predicted_us = pf.simulated_us;
-        double ej = rank_energy(w, sl->g, &pv, pf.iter);
-        r->energy_j = ej < 0 || r->energy_j < 0 ? -1 : r->energy_j + ej;
-        if (s < n) {
-            rv_sim bv;
-            view(&bm, &bslots[p], &bv);
-            double bj = rank_energy(NULL, job->r[p].g, &bv, bf.iter);
-            r->baseline_energy_j =
-                bj < 0 || r->baseline_energy_j < 0 ? -1 : r->baseline_energy_j + bj;
-        }
-        sl->replay_error = ratio_of(fabs(sl->baseline_us - sl->measured_us), sl->measured_us);
-        if (s < n) {
-            if (sl->measured_us > sum->measured_us)
-                sum->measured_us = sl->measured_us;
-            if (sl->baseline_us > sum->baseline_us)
-                sum->baseline_us = sl->baseline_us;
-            if (sl->replay_error > sum->replay_error)
-                sum->replay_error = sl->replay_error;
-        }
-        if (sl->predicted_us > sum->predicted_us)
-            sum->predicted_us = sl->predicted_us;
-    }
+    if ((rc = slot_figures(job, w, o.iteration, bfig, bslots, &bm, final, r, err)) != 0)
+        goto out;
     sum->speedup = ratio_of(sum->baseline_us, sum->predicted_us);
     /* Throughput of the whole job: every rank's batch per job step. */
     r->batch_per_rank = job_batch(job, w);

@@ -547,6 +547,28 @@ static int add_stretch(json_t *arr, size_t *n, const char *resource, const char 
     return 0;
 }
 
+/* What bounds the step: the resource with the largest share of the path,
+ * the CPU (its traced ops and the untraced work between them), input
+ * loading, GPU compute or communication. Waits are no resource; the first
+ * listed wins a tie. *shares gets each one's share (new reference, NULL
+ * on OOM). busy: cpu, gpu, comm time on the path (ns). */
+static const char *bound_of(const double busy[3], double cpu_gap, double data, double waits,
+                            double total, json_t **shares)
+{
+    static const char *const names[4] = {"gpu", "cpu", "data", "comm"};
+    double part[4] = {busy[1], busy[0] + cpu_gap, data, busy[2]};
+    int best = 0;
+    for (int k = 1; k < 4; k++)
+        if (part[k] > part[best])
+            best = k;
+    *shares = json_object();
+    for (int k = 0; *shares && k < 4; k++)
+        json_object_set_new(*shares, names[k], json_real(total > 0 ? part[k] / total : 0));
+    if (*shares)
+        json_object_set_new(*shares, "wait", json_real(total > 0 ? waits / total : 0));
+    return names[best];
+}
+
 json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_window *win,
                                 int max_stretches)
 {
@@ -668,22 +690,8 @@ json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_win
         free(lens);
     }
     double total = busy[0] + busy[1] + busy[2] + cpu_gap + data + waits;
-    /* What bounds the step is the resource with the largest share of the
-     * path: the CPU (its traced ops and the untraced work between them),
-     * input loading, GPU compute or communication. Waits are no resource;
-     * the first listed wins a tie. */
-    const char *names[4] = {"gpu", "cpu", "data", "comm"};
-    double part[4] = {busy[1], busy[0] + cpu_gap, data, busy[2]};
-    int best = 0;
-    for (int k = 1; k < 4; k++)
-        if (part[k] > part[best])
-            best = k;
-    const char *bound = names[best];
-    json_t *shares = json_object();
-    for (int k = 0; shares && k < 4; k++)
-        json_object_set_new(shares, names[k], json_real(total > 0 ? part[k] / total : 0));
-    if (shares)
-        json_object_set_new(shares, "wait", json_real(total > 0 ? waits / total : 0));
+    json_t *shares = NULL;
+    const char *bound = bound_of(busy, cpu_gap, data, waits, total, &shares);
     json_object_set_new(out, "tasks", json_integer((json_int_t)n));
     json_object_set_new(out, "window_start_us", json_real(us(w.t0_ns)));
     json_object_set_new(out, "length_us", json_real(total / 1000.0));
