@@ -204,7 +204,16 @@ static int is_loopback(const char *bind)
            strcmp(bind, "::1") == 0 || strcmp(bind, "localhost") == 0;
 }
 
-int main(int argc, char **argv)
+typedef struct flags {
+    const char *diskreserve, *maxarchive, *hdrtimeout, *dbtimeout, *maxevents, *hthreads, *fworkers,
+        *maxtrace, *workers, *minrate, *finline, *maxconn, *timeout, *budget, *aspool, *upload,
+        *gcache, *perip, *tlmax, *queue, *home, *port, *json, *bind, *web, *db;
+    int require_auth, no_auth, migrate_only;
+} flags;
+
+/* Reads the command line into f (its strings borrowed from argv): -1 to
+ * go on, else the exit status (--help, --version, a usage error). */
+static int parse_flags(int argc, char **argv, flags *f)
 {
     enum {
         O_WEB = 256,
@@ -272,51 +281,43 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, O_VERSION},
         {NULL, 0, NULL, 0},
     };
-    const char *f_port = NULL, *f_bind = NULL, *f_db = NULL, *f_home = NULL, *f_web = NULL;
-    const char *f_upload = NULL, *f_maxtrace = NULL, *f_json = NULL, *f_timeout = NULL;
-    const char *f_perip = NULL, *f_maxconn = NULL, *f_hthreads = NULL, *f_workers = NULL;
-    const char *f_queue = NULL, *f_budget = NULL, *f_finline = NULL, *f_fworkers = NULL;
-    const char *f_gcache = NULL, *f_maxevents = NULL;
-    const char *f_maxarchive = NULL, *f_diskreserve = NULL, *f_dbtimeout = NULL;
-    const char *f_hdrtimeout = NULL, *f_minrate = NULL, *f_aspool = NULL, *f_tlmax = NULL;
-    int require_auth = truthy("REVERIE_REQUIRE_AUTH");
-    int no_auth = truthy("REVERIE_INSECURE_NO_AUTH");
-    int migrate_only = 0;
     int c;
-
+    memset(f, 0, sizeof(*f));
+    f->require_auth = truthy("REVERIE_REQUIRE_AUTH");
+    f->no_auth = truthy("REVERIE_INSECURE_NO_AUTH");
     while ((c = getopt_long(argc, argv, "p:b:d:H:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'p': f_port = optarg; break;
-        case 'b': f_bind = optarg; break;
-        case 'd': f_db = optarg; break;
-        case 'H': f_home = optarg; break;
-        case O_WEB: f_web = optarg; break;
-        case O_UPLOAD: f_upload = optarg; break;
-        case O_MAXTRACE: f_maxtrace = optarg; break;
-        case O_MAXEVENTS: f_maxevents = optarg; break;
-        case O_MAXARCHIVE: f_maxarchive = optarg; break;
-        case O_DISKRESERVE: f_diskreserve = optarg; break;
-        case O_DBTIMEOUT: f_dbtimeout = optarg; break;
-        case O_JSON: f_json = optarg; break;
-        case O_TIMEOUT: f_timeout = optarg; break;
-        case O_PERIP: f_perip = optarg; break;
-        case O_MAXCONN: f_maxconn = optarg; break;
-        case O_HDRTIMEOUT: f_hdrtimeout = optarg; break;
-        case O_MINRATE: f_minrate = optarg; break;
+        case 'p': f->port = optarg; break;
+        case 'b': f->bind = optarg; break;
+        case 'd': f->db = optarg; break;
+        case 'H': f->home = optarg; break;
+        case O_WEB: f->web = optarg; break;
+        case O_UPLOAD: f->upload = optarg; break;
+        case O_MAXTRACE: f->maxtrace = optarg; break;
+        case O_MAXEVENTS: f->maxevents = optarg; break;
+        case O_MAXARCHIVE: f->maxarchive = optarg; break;
+        case O_DISKRESERVE: f->diskreserve = optarg; break;
+        case O_DBTIMEOUT: f->dbtimeout = optarg; break;
+        case O_JSON: f->json = optarg; break;
+        case O_TIMEOUT: f->timeout = optarg; break;
+        case O_PERIP: f->perip = optarg; break;
+        case O_MAXCONN: f->maxconn = optarg; break;
+        case O_HDRTIMEOUT: f->hdrtimeout = optarg; break;
+        case O_MINRATE: f->minrate = optarg; break;
         case O_ALLOWHOST: list_add("--allowed-host", &hosts, optarg); break;
         case O_CORS: list_add("--cors-origin", &origins, optarg); break;
-        case O_HTHREADS: f_hthreads = optarg; break;
-        case O_WORKERS: f_workers = optarg; break;
-        case O_QUEUE: f_queue = optarg; break;
-        case O_BUDGET: f_budget = optarg; break;
-        case O_FLEET_INLINE: f_finline = optarg; break;
-        case O_GRAPH_CACHE: f_gcache = optarg; break;
-        case O_FLEET_WORKERS: f_fworkers = optarg; break;
-        case O_REQAUTH: require_auth = 1; break;
-        case O_NOAUTH: no_auth = 1; break;
-        case O_MIGRATE: migrate_only = 1; break;
-        case O_ANSWER_SPOOL: f_aspool = optarg; break;
-        case O_TL_MAX: f_tlmax = optarg; break;
+        case O_HTHREADS: f->hthreads = optarg; break;
+        case O_WORKERS: f->workers = optarg; break;
+        case O_QUEUE: f->queue = optarg; break;
+        case O_BUDGET: f->budget = optarg; break;
+        case O_FLEET_INLINE: f->finline = optarg; break;
+        case O_GRAPH_CACHE: f->gcache = optarg; break;
+        case O_FLEET_WORKERS: f->fworkers = optarg; break;
+        case O_REQAUTH: f->require_auth = 1; break;
+        case O_NOAUTH: f->no_auth = 1; break;
+        case O_MIGRATE: f->migrate_only = 1; break;
+        case O_ANSWER_SPOOL: f->aspool = optarg; break;
+        case O_TL_MAX: f->tlmax = optarg; break;
         case 'h': usage(stdout); return 0;
         case O_VERSION: printf("reveried %s\n", VERSION); return 0;
         default: usage(stderr); return 2;
@@ -327,99 +328,118 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    return -1;
+}
+
+/* The server's settings from the flags, else the environment, else the
+ * defaults: -1 to go on, else the exit status after saying why. */
+static int config_of(const flags *f, rv_server_config *sc)
+{
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     if (ncpu < 1)
         ncpu = 2;
-    rv_server_config sc = {0};
-    sc.port = (int)num_setting("port", f_port, "REVERIE_PORT", 8080, 65535);
-    sc.bind = "127.0.0.1";
-    env_or("REVERIE_BIND", f_bind, &sc.bind);
-    sc.database_url = NULL;
-    env_or("REVERIE_DATABASE_URL", f_db, &sc.database_url);
-    sc.home = "./var";
+    sc->port = (int)num_setting("port", f->port, "REVERIE_PORT", 8080, 65535);
+    sc->bind = "127.0.0.1";
+    env_or("REVERIE_BIND", f->bind, &sc->bind);
+    sc->database_url = NULL;
+    env_or("REVERIE_DATABASE_URL", f->db, &sc->database_url);
+    sc->home = "./var";
     static char defhome[4096];
-    if (!env_or("REVERIE_HOME", f_home, &sc.home) && !sc.database_url &&
+    if (!env_or("REVERIE_HOME", f->home, &sc->home) && !sc->database_url &&
         rv_pgembed_default_home(defhome, sizeof(defhome))) {
         /* Root in a directory the database user cannot search (a checkout
          * under /root): state goes where it can, and the start-up says so. */
-        sc.home = defhome;
+        sc->home = defhome;
         printf("reveried: home %s (./var is out of the database user's reach; set "
                "REVERIE_HOME to choose)\n",
                defhome);
         fflush(stdout);
     }
-    sc.web_root = NULL;
-    if (!env_or("REVERIE_WEB", f_web, &sc.web_root)) {
+    sc->web_root = NULL;
+    if (!env_or("REVERIE_WEB", f->web, &sc->web_root)) {
         struct stat st;
         if (stat("web", &st) == 0 && S_ISDIR(st.st_mode))
-            sc.web_root = "web";
+            sc->web_root = "web";
     }
-    sc.upload_cap = num_setting("upload cap", f_upload, "REVERIE_UPLOAD_CAP_MB", 512, 65536) << 20;
-    sc.max_trace_bytes = num_setting("max trace", f_maxtrace, "REVERIE_MAX_TRACE_MB", 4096, 1 << 20)
-                         << 20;
-    sc.max_events =
-        num_setting("max events", f_maxevents, "REVERIE_MAX_EVENTS", 5000000, 64ULL * 1024 * 1024);
-    sc.max_archive_bytes =
-        num_setting("max archive", f_maxarchive, "REVERIE_MAX_ARCHIVE_MB", 2048, 1 << 20) << 20;
-    sc.disk_reserve_bytes =
-        num_setting("disk reserve", f_diskreserve, "REVERIE_DISK_RESERVE_MB", 1024, 1ULL << 40)
+    sc->upload_cap = num_setting("upload cap", f->upload, "REVERIE_UPLOAD_CAP_MB", 512, 65536)
+                     << 20;
+    sc->max_trace_bytes =
+        num_setting("max trace", f->maxtrace, "REVERIE_MAX_TRACE_MB", 4096, 1 << 20) << 20;
+    sc->max_events =
+        num_setting("max events", f->maxevents, "REVERIE_MAX_EVENTS", 5000000, 64ULL * 1024 * 1024);
+    sc->max_archive_bytes =
+        num_setting("max archive", f->maxarchive, "REVERIE_MAX_ARCHIVE_MB", 2048, 1 << 20) << 20;
+    sc->disk_reserve_bytes =
+        num_setting("disk reserve", f->diskreserve, "REVERIE_DISK_RESERVE_MB", 1024, 1ULL << 40)
         << 20;
-    sc.db_timeout_ms = (unsigned)num_setting("database timeout", f_dbtimeout,
-                                             "REVERIE_DB_TIMEOUT_MS", 4000, 3600000);
-    sc.json_body_cap = (size_t)num_setting("json cap", f_json, "REVERIE_JSON_CAP_KB", 1024, 1 << 20)
-                       << 10;
-    sc.conn_timeout_s = (unsigned)num_setting("timeout", f_timeout, "REVERIE_TIMEOUT_S", 30, 86400);
-    sc.header_timeout_s =
-        (unsigned)num_setting("header timeout", f_hdrtimeout, "REVERIE_HEADER_TIMEOUT_S", 10, 3600);
-    sc.min_body_rate =
-        (unsigned)num_setting("min body rate", f_minrate, "REVERIE_MIN_BODY_RATE", 1024, 1u << 30);
+    sc->db_timeout_ms = (unsigned)num_setting("database timeout", f->dbtimeout,
+                                              "REVERIE_DB_TIMEOUT_MS", 4000, 3600000);
+    sc->json_body_cap =
+        (size_t)num_setting("json cap", f->json, "REVERIE_JSON_CAP_KB", 1024, 1 << 20) << 10;
+    sc->conn_timeout_s =
+        (unsigned)num_setting("timeout", f->timeout, "REVERIE_TIMEOUT_S", 30, 86400);
+    sc->header_timeout_s = (unsigned)num_setting("header timeout", f->hdrtimeout,
+                                                 "REVERIE_HEADER_TIMEOUT_S", 10, 3600);
+    sc->min_body_rate =
+        (unsigned)num_setting("min body rate", f->minrate, "REVERIE_MIN_BODY_RATE", 1024, 1u << 30);
     if (hosts.n == 0 && getenv("REVERIE_ALLOWED_HOSTS"))
         list_add("REVERIE_ALLOWED_HOSTS", &hosts, getenv("REVERIE_ALLOWED_HOSTS"));
     if (origins.n == 0 && getenv("REVERIE_CORS_ORIGINS"))
         list_add("REVERIE_CORS_ORIGINS", &origins, getenv("REVERIE_CORS_ORIGINS"));
-    sc.allowed_hosts = hosts.v;
-    sc.nallowed_hosts = hosts.n;
-    sc.cors_origins = origins.v;
-    sc.ncors_origins = origins.n;
-    sc.per_ip_limit =
-        (unsigned)num_setting("per-ip limit", f_perip, "REVERIE_PER_IP_LIMIT", 64, 100000);
-    sc.conn_limit = (unsigned)num_setting("max connections", f_maxconn, "REVERIE_MAX_CONNECTIONS",
-                                          1000, 100000);
-    sc.answer_spool_cap =
-        num_setting("answer spool", f_aspool, "REVERIE_ANSWER_SPOOL_MB", 1024, 1 << 20) << 20;
-    sc.timeline_max_tasks = (unsigned)num_setting("timeline max tasks", f_tlmax,
-                                                  "REVERIE_TIMELINE_MAX_TASKS", 200000, 1u << 26);
-    sc.http_threads = (unsigned)num_setting("http threads", f_hthreads, "REVERIE_HTTP_THREADS",
-                                            (unsigned long long)ncpu, 256);
-    sc.workers = (unsigned)num_setting("workers", f_workers, "REVERIE_WORKERS",
-                                       2ULL * (unsigned long long)ncpu, 1024);
-    sc.queue = (unsigned)num_setting("queue", f_queue, "REVERIE_QUEUE", 256, 1000000);
-    sc.whatif_budget_ms = (unsigned)num_setting("what-if budget", f_budget,
-                                                "REVERIE_WHATIF_BUDGET_MS", 10000, 3600000);
-    sc.fleet_inline_max =
-        (unsigned)num_setting("fleet inline", f_finline, "REVERIE_FLEET_INLINE", 16, 1000000);
-    sc.fleet_workers = (unsigned)num_setting("fleet workers", f_fworkers, "REVERIE_FLEET_WORKERS",
-                                             ncpu < 64 ? (unsigned long long)ncpu : 64, 64);
-    sc.graph_cache_bytes =
-        (size_t)num_setting("graph cache", f_gcache, "REVERIE_GRAPH_CACHE_MB", 1024, 1 << 20) << 20;
-    if (sc.http_threads == 0 || sc.workers == 0 || sc.queue == 0 || sc.upload_cap == 0 ||
-        sc.json_body_cap == 0 || sc.header_timeout_s == 0 || sc.min_body_rate == 0 ||
-        sc.answer_spool_cap == 0 || sc.timeline_max_tasks == 0) {
+    sc->allowed_hosts = hosts.v;
+    sc->nallowed_hosts = hosts.n;
+    sc->cors_origins = origins.v;
+    sc->ncors_origins = origins.n;
+    sc->per_ip_limit =
+        (unsigned)num_setting("per-ip limit", f->perip, "REVERIE_PER_IP_LIMIT", 64, 100000);
+    sc->conn_limit = (unsigned)num_setting("max connections", f->maxconn, "REVERIE_MAX_CONNECTIONS",
+                                           1000, 100000);
+    sc->answer_spool_cap =
+        num_setting("answer spool", f->aspool, "REVERIE_ANSWER_SPOOL_MB", 1024, 1 << 20) << 20;
+    sc->timeline_max_tasks = (unsigned)num_setting("timeline max tasks", f->tlmax,
+                                                   "REVERIE_TIMELINE_MAX_TASKS", 200000, 1u << 26);
+    sc->http_threads = (unsigned)num_setting("http threads", f->hthreads, "REVERIE_HTTP_THREADS",
+                                             (unsigned long long)ncpu, 256);
+    sc->workers = (unsigned)num_setting("workers", f->workers, "REVERIE_WORKERS",
+                                        2ULL * (unsigned long long)ncpu, 1024);
+    sc->queue = (unsigned)num_setting("queue", f->queue, "REVERIE_QUEUE", 256, 1000000);
+    sc->whatif_budget_ms = (unsigned)num_setting("what-if budget", f->budget,
+                                                 "REVERIE_WHATIF_BUDGET_MS", 10000, 3600000);
+    sc->fleet_inline_max =
+        (unsigned)num_setting("fleet inline", f->finline, "REVERIE_FLEET_INLINE", 16, 1000000);
+    sc->fleet_workers = (unsigned)num_setting("fleet workers", f->fworkers, "REVERIE_FLEET_WORKERS",
+                                              ncpu < 64 ? (unsigned long long)ncpu : 64, 64);
+    sc->graph_cache_bytes =
+        (size_t)num_setting("graph cache", f->gcache, "REVERIE_GRAPH_CACHE_MB", 1024, 1 << 20)
+        << 20;
+    if (sc->http_threads == 0 || sc->workers == 0 || sc->queue == 0 || sc->upload_cap == 0 ||
+        sc->json_body_cap == 0 || sc->header_timeout_s == 0 || sc->min_body_rate == 0 ||
+        sc->answer_spool_cap == 0 || sc->timeline_max_tasks == 0) {
         fprintf(stderr, "reveried: thread counts, queue and caps must be at least 1\n");
         return 2;
     }
-    if (is_loopback(sc.bind)) {
-        sc.require_auth = require_auth;
-    } else if (no_auth) {
-        sc.require_auth = 0;
+    if (is_loopback(sc->bind)) {
+        sc->require_auth = f->require_auth;
+    } else if (f->no_auth) {
+        sc->require_auth = 0;
         fprintf(stderr,
                 "reveried: WARNING: serving %s without authentication "
                 "(--insecure-no-auth)\n",
-                sc.bind);
+                sc->bind);
     } else {
-        sc.require_auth = 1;
+        sc->require_auth = 1;
     }
-    sc.migrate_only = migrate_only;
-    sc.version = VERSION;
-    return rv_server_main(&sc);
+    sc->migrate_only = f->migrate_only;
+    sc->version = VERSION;
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    flags f;
+    rv_server_config sc = {0};
+    int rc = parse_flags(argc, argv, &f);
+    if (rc < 0)
+        rc = config_of(&f, &sc);
+    return rc < 0 ? rv_server_main(&sc) : rc;
 }

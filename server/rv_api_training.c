@@ -171,6 +171,29 @@ static int send_cached(rv_req *r, rv_app *a, int64_t key_trace, const char *hash
     return 1;
 }
 
+/* The answer's training_job entry (new reference, NULL on OOM): the job,
+ * and each simulated rank's trace and time origin, so that a client can
+ * put the rank's own timeline on the job's clock: trace time + origin +
+ * the rank's clock offset. l holds the nl loaded ranks keep[] selected. */
+static json_t *job_entry(const rv_db_training_job *j, const unsigned char *keep, const rv_loaded *l,
+                         size_t nl)
+{
+    json_t *rk = json_array();
+    for (size_t i = 0, k = 0; rk && i < j->nranks; i++) {
+        if (!keep[i])
+            continue;
+        json_array_append_new(rk, json_pack("{s:i,s:I,s:f}", "rank", (int)j->ranks[i].rank,
+                                            "trace_id", (json_int_t)j->ranks[i].trace_id,
+                                            "origin_us", (double)l[k].graph->origin_ns / 1e3));
+        k++;
+    }
+    return rk ? json_pack(
+                    "{s:I,s:s,s:o,s:I,s:o,s:o}", "id", (json_int_t)j->id, "name", j->name,
+                    "world_size", j->world_size >= 1 ? json_integer(j->world_size) : json_null(),
+                    "ranks_simulated", (json_int_t)nl, "missing", missing_ranks(j), "ranks", rk)
+              : NULL;
+}
+
 void rv_api_training_whatif(rv_req *r, void *app)
 {
     rv_app *a = app;
@@ -279,23 +302,7 @@ void rv_api_training_whatif(rv_req *r, void *app)
     if (!rv_whatif_is_empty(w))
         rv_metrics_add(a->metrics, RV_M_SIMULATIONS, 1);
     ans = rv_job_render(res, j->name);
-    /* Each rank's trace and its time origin, so that a client can put the
-     * rank's own timeline on the job's clock: trace time + origin + the
-     * rank's clock offset. */
-    json_t *rk = json_array();
-    for (size_t i = 0, k = 0; rk && i < j->nranks; i++) {
-        if (!keep[i])
-            continue;
-        json_array_append_new(rk, json_pack("{s:i,s:I,s:f}", "rank", (int)j->ranks[i].rank,
-                                            "trace_id", (json_int_t)j->ranks[i].trace_id,
-                                            "origin_us", (double)l[k].graph->origin_ns / 1e3));
-        k++;
-    }
-    json_t *tj =
-        rk ? json_pack("{s:I,s:s,s:o,s:I,s:o,s:o}", "id", (json_int_t)j->id, "name", j->name,
-                       "world_size", j->world_size >= 1 ? json_integer(j->world_size) : json_null(),
-                       "ranks_simulated", (json_int_t)nl, "missing", missing_ranks(j), "ranks", rk)
-           : NULL;
+    json_t *tj = job_entry(j, keep, l, nl);
     if (!ans || !tj || json_object_set(ans, "training_job", tj) != 0) {
         json_decref(tj);
         rv_error_set(&e, RV_ERR_NOMEM, -1, -1, "out of memory rendering the answer");

@@ -342,6 +342,96 @@ static void raise_fd_limit(unsigned conn_limit)
                 (unsigned long long)rl.rlim_cur, (unsigned long long)want, conn_limit);
 }
 
+/* The home, its spool folder and the database (embedded or not), migrated
+ * and with its deadlines: 0, or -1 after saying why. What was opened is
+ * left in the out-parameters for the caller to close. */
+static int open_store(const rv_server_config *c, const char *spool, char **conninfo,
+                      rv_pgembed **pg, rv_db **db, int *home_lock)
+{
+    rv_error e;
+    rv_error_clear(&e);
+    if (mkdir_p(c->home, 0755) != 0 || mkdir_p(spool, 0700) != 0) {
+        fprintf(stderr, "reveried: cannot create %s: %s\n", spool, strerror(errno));
+        return -1;
+    }
+    *home_lock = spool_cleanup(c->home, spool);
+    if (rv_pgembed_resolve(c->database_url, c->home, conninfo, pg, &e) != 0) {
+        fprintf(stderr, "reveried: database: %s\n", e.message);
+        return -1;
+    }
+    if (*pg && rv_pgembed_adopted(*pg))
+        fprintf(stderr, "reveried: adopted the embedded PostgreSQL left running by a process "
+                        "that is gone; it stops with this one\n");
+    if (rv_db_open(*conninfo, c->workers + c->fleet_workers + 2, db, &e) != 0) {
+        fprintf(stderr, "reveried: database: %s\n", e.message);
+        return -1;
+    }
+    if (rv_db_migrate(*db, NULL, &e) != 0) {
+        fprintf(stderr, "reveried: migrations: %s\n", e.message);
+        return -1;
+    }
+    /* Deadlines only once the schema is in place: a migration may be long. */
+    if (rv_db_set_timeout(*db, c->db_timeout_ms, &e) != 0) {
+        fprintf(stderr, "reveried: database: %s\n", e.message);
+        return -1;
+    }
+    return 0;
+}
+
+/* The API's settings from the server's (disk_path: the database's data
+ * directory, NULL when it cannot be read from here). */
+static void app_config(const rv_server_config *c, const char *spool, const char *disk_path,
+                       rv_app *app)
+{
+    app->cfg.home = c->home;
+    app->cfg.spool_dir = spool;
+    app->cfg.upload_cap = c->upload_cap;
+    app->cfg.max_trace_bytes = c->max_trace_bytes;
+    app->cfg.max_events = c->max_events;
+    app->cfg.whatif_budget_ms = c->whatif_budget_ms;
+    app->cfg.fleet_inline_max = c->fleet_inline_max;
+    app->cfg.timeline_max_tasks = c->timeline_max_tasks ? c->timeline_max_tasks : 200000;
+    app->cfg.max_archive = c->max_archive_bytes;
+    app->cfg.disk_reserve = c->disk_reserve_bytes;
+    app->cfg.disk_path = disk_path;
+    if (c->disk_reserve_bytes && !disk_path)
+        fprintf(stderr, "reveried: the database's data directory is not readable from here "
+                        "(an external database): --disk-reserve cannot act\n");
+}
+
+/* The HTTP layer's settings (everything borrowed). */
+static void http_config(const rv_server_config *c, const char *spool, rv_workers *workers,
+                        rv_metrics *metrics, rv_auth *auth, rv_app *app, rv_http_config *hc)
+{
+    size_t nroutes;
+    const rv_route *routes = rv_api_routes(&nroutes);
+    *hc = (rv_http_config){
+        .bind = c->bind,
+        .port = c->port,
+        .threads = c->http_threads,
+        .conn_timeout_s = c->conn_timeout_s,
+        .per_ip_limit = c->per_ip_limit,
+        .conn_limit = c->conn_limit,
+        .header_timeout_s = c->header_timeout_s,
+        .min_body_rate = c->min_body_rate,
+        .allowed_hosts = c->allowed_hosts,
+        .nallowed_hosts = c->nallowed_hosts,
+        .cors_origins = c->cors_origins,
+        .ncors_origins = c->ncors_origins,
+        .upload_cap = c->upload_cap,
+        .json_body_cap = c->json_body_cap,
+        .answer_spool_cap = c->answer_spool_cap,
+        .spool_dir = spool,
+        .web_root = c->web_root,
+        .routes = routes,
+        .nroutes = nroutes,
+        .workers = workers,
+        .metrics = metrics,
+        .auth = auth,
+        .app = app,
+    };
+}
+
 int rv_server_main(const rv_server_config *c)
 {
     int rc = 1;
@@ -380,31 +470,8 @@ int rv_server_main(const rv_server_config *c)
 
     raise_fd_limit(c->conn_limit);
     snprintf(spool, sizeof(spool), "%s/spool", c->home);
-    if (mkdir_p(c->home, 0755) != 0 || mkdir_p(spool, 0700) != 0) {
-        fprintf(stderr, "reveried: cannot create %s: %s\n", spool, strerror(errno));
+    if (open_store(c, spool, &conninfo, &pg, &db, &home_lock) != 0)
         goto out;
-    }
-    home_lock = spool_cleanup(c->home, spool);
-    if (rv_pgembed_resolve(c->database_url, c->home, &conninfo, &pg, &e) != 0) {
-        fprintf(stderr, "reveried: database: %s\n", e.message);
-        goto out;
-    }
-    if (pg && rv_pgembed_adopted(pg))
-        fprintf(stderr, "reveried: adopted the embedded PostgreSQL left running by a process "
-                        "that is gone; it stops with this one\n");
-    if (rv_db_open(conninfo, c->workers + c->fleet_workers + 2, &db, &e) != 0) {
-        fprintf(stderr, "reveried: database: %s\n", e.message);
-        goto out;
-    }
-    if (rv_db_migrate(db, NULL, &e) != 0) {
-        fprintf(stderr, "reveried: migrations: %s\n", e.message);
-        goto out;
-    }
-    /* Deadlines only once the schema is in place: a migration may be long. */
-    if (rv_db_set_timeout(db, c->db_timeout_ms, &e) != 0) {
-        fprintf(stderr, "reveried: database: %s\n", e.message);
-        goto out;
-    }
     if (c->migrate_only) {
         printf("reveried: migrations applied\n");
         rc = 0;
@@ -418,20 +485,7 @@ int rv_server_main(const rv_server_config *c)
         fprintf(stderr, "reveried: out of memory\n");
         goto out;
     }
-    app.cfg.home = c->home;
-    app.cfg.spool_dir = spool;
-    app.cfg.upload_cap = c->upload_cap;
-    app.cfg.max_trace_bytes = c->max_trace_bytes;
-    app.cfg.max_events = c->max_events;
-    app.cfg.whatif_budget_ms = c->whatif_budget_ms;
-    app.cfg.fleet_inline_max = c->fleet_inline_max;
-    app.cfg.timeline_max_tasks = c->timeline_max_tasks ? c->timeline_max_tasks : 200000;
-    app.cfg.max_archive = c->max_archive_bytes;
-    app.cfg.disk_reserve = c->disk_reserve_bytes;
-    app.cfg.disk_path = database_dir(pg, db, datadir, sizeof(datadir));
-    if (c->disk_reserve_bytes && !app.cfg.disk_path)
-        fprintf(stderr, "reveried: the database's data directory is not readable from here "
-                        "(an external database): --disk-reserve cannot act\n");
+    app_config(c, spool, database_dir(pg, db, datadir, sizeof(datadir)), &app);
     gcache = rv_gcache_new(c->graph_cache_bytes);
     if (!gcache) {
         fprintf(stderr, "reveried: out of memory\n");
@@ -462,33 +516,8 @@ int rv_server_main(const rv_server_config *c)
     if (pg && pthread_create(&pg_tid, NULL, pg_thread, &b) == 0)
         pg_started = 1;
 
-    size_t nroutes;
-    const rv_route *routes = rv_api_routes(&nroutes);
-    rv_http_config hc = {
-        .bind = c->bind,
-        .port = c->port,
-        .threads = c->http_threads,
-        .conn_timeout_s = c->conn_timeout_s,
-        .per_ip_limit = c->per_ip_limit,
-        .conn_limit = c->conn_limit,
-        .header_timeout_s = c->header_timeout_s,
-        .min_body_rate = c->min_body_rate,
-        .allowed_hosts = c->allowed_hosts,
-        .nallowed_hosts = c->nallowed_hosts,
-        .cors_origins = c->cors_origins,
-        .ncors_origins = c->ncors_origins,
-        .upload_cap = c->upload_cap,
-        .json_body_cap = c->json_body_cap,
-        .answer_spool_cap = c->answer_spool_cap,
-        .spool_dir = spool,
-        .web_root = c->web_root,
-        .routes = routes,
-        .nroutes = nroutes,
-        .workers = workers,
-        .metrics = metrics,
-        .auth = auth,
-        .app = &app,
-    };
+    rv_http_config hc;
+    http_config(c, spool, workers, metrics, auth, &app, &hc);
     if (rv_http_start(&hc, &http, &e) != 0) {
         fprintf(stderr, "reveried: %s\n", e.message);
         goto out;

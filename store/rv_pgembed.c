@@ -578,6 +578,40 @@ int rv_pgembed_default_home(char *out, size_t cap)
     return 1;
 }
 
+/* The binaries to run: those of the cluster's own major version when a
+ * cluster exists (major gets it, "" for none), refusing when only another
+ * version's are installed. 0, or an error with err filled. */
+static int pick_binaries(rv_pgembed *pg, char *major, size_t cap, rv_error *err)
+{
+    char vfile[PATH_MAX];
+    int rc;
+    path_join(vfile, sizeof(vfile), pg->datadir, "PG_VERSION");
+    FILE *vf = fopen(vfile, "r");
+    if (vf) {
+        if (!fgets(major, (int)cap, vf))
+            major[0] = '\0';
+        major[strcspn(major, "\r\n")] = '\0';
+        fclose(vf);
+    }
+    rc = rv_pgembed_find_bindir(*major ? major : NULL, pg->bindir, sizeof(pg->bindir), err);
+    if (rc)
+        return rc;
+    if (*major) {
+        char want[PATH_MAX];
+        snprintf(want, sizeof(want), "/%s/", major);
+        if (!getenv("REVERIE_PG_BINDIR") && strncmp(pg->bindir, "/usr/lib/postgresql/", 20) == 0 &&
+            !strstr(pg->bindir, want)) {
+            rc = rv_error_set(err, RV_ERR_UNSUPPORTED, -1, -1,
+                              "the cluster in %s was made by PostgreSQL %s, whose binaries are "
+                              "not installed (found %s): install postgresql-%s or upgrade the "
+                              "cluster with pg_upgrade",
+                              pg->datadir, major, pg->bindir, major);
+            return rc;
+        }
+    }
+    return 0;
+}
+
 int rv_pgembed_start(const char *home, rv_pgembed **out, rv_error *err)
 {
     rv_pgembed *pg = NULL;
@@ -655,32 +689,9 @@ int rv_pgembed_start(const char *home, rv_pgembed **out, rv_error *err)
         goto out;
     }
 
-    /* Use the binaries of the cluster's own major version when it exists. */
-    char vfile[PATH_MAX], major[16] = "";
-    path_join(vfile, sizeof(vfile), pg->datadir, "PG_VERSION");
-    FILE *vf = fopen(vfile, "r");
-    if (vf) {
-        if (!fgets(major, sizeof(major), vf))
-            major[0] = '\0';
-        major[strcspn(major, "\r\n")] = '\0';
-        fclose(vf);
-    }
-    rc = rv_pgembed_find_bindir(*major ? major : NULL, pg->bindir, sizeof(pg->bindir), err);
-    if (rc)
+    char major[16] = "";
+    if ((rc = pick_binaries(pg, major, sizeof(major), err)) != 0)
         goto out;
-    if (*major) {
-        char want[PATH_MAX];
-        snprintf(want, sizeof(want), "/%s/", major);
-        if (!getenv("REVERIE_PG_BINDIR") && strncmp(pg->bindir, "/usr/lib/postgresql/", 20) == 0 &&
-            !strstr(pg->bindir, want)) {
-            rc = rv_error_set(err, RV_ERR_UNSUPPORTED, -1, -1,
-                              "the cluster in %s was made by PostgreSQL %s, whose binaries are "
-                              "not installed (found %s): install postgresql-%s or upgrade the "
-                              "cluster with pg_upgrade",
-                              pg->datadir, major, pg->bindir, major);
-            goto out;
-        }
-    }
 
     conn_kv(admin, sizeof(admin), "host", pg->pgdir);
     conn_kv(admin, sizeof(admin), "port", PG_PORT);

@@ -404,7 +404,8 @@ static void test_qwen_pipeline(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     json_t *e = applied_model(a, "parallel");
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
-    CU_ASSERT_DOUBLE_EQUAL(num(e, "bubble_share"), 3.0 / 11, 1e-12);
+    /* Ratios are rounded to 4 decimals in answers (docs/whatif.md). */
+    CU_ASSERT_DOUBLE_EQUAL(num(e, "bubble_share"), 3.0 / 11, 5e-5);
     /* Each stage: a quarter of the layers, 11 slots of 1/8 of the batch. */
     double f = num(a, "predicted_us") / num(a, "baseline_us");
     CU_ASSERT(f >= 11.0 / 32 - 0.01 && f <= 11.0 / 32 + 0.05);
