@@ -77,4 +77,9 @@ int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *
 /* Kernel times rescaled to w->gpu (rv_models_gpu.c). */
 int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
 
+/* A communication task a model inserts: secs long, moving bytes, in
+ * iteration it and the given phase (an rv_phase), not measured (no event,
+ * no launch). The caller sets what else it needs (priority, pardim). */
+rv_task rv_models__comm_task(double secs, double bytes, int32_t it, int phase);
+
 #endif

@@ -94,3 +94,19 @@ int64_t rv_models__scaled_ns(int64_t ns, double mult)
         return 0;
     return (int64_t)llround(v);
 }
+
+rv_task rv_models__comm_task(double secs, double bytes, int32_t it, int phase)
+{
+    rv_task t = {0};
+    t.dur_ns = (int64_t)llround(secs * 1e9);
+    t.meas_start_ns = -1;
+    t.bytes = (int64_t)bytes;
+    t.event = -1;
+    t.launch = -1;
+    t.iteration = it;
+    t.kind = RV_TASK_COMM;
+    t.cat = RV_CAT_KERNEL;
+    t.phase = (uint8_t)phase;
+    t.flags = RV_TF_INSERTED;
+    return t;
+}

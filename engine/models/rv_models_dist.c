@@ -377,18 +377,8 @@ static int32_t comm_thread(rv_graph *g, int32_t like, const char *why)
 static int64_t append_comm(rv_graph *g, int32_t th, double secs, double bytes, int32_t it,
                            int32_t prio)
 {
-    rv_task t = {0};
-    t.dur_ns = (int64_t)llround(secs * 1e9);
-    t.meas_start_ns = -1;
-    t.bytes = (int64_t)bytes;
-    t.event = -1;
-    t.launch = -1;
-    t.iteration = it;
+    rv_task t = rv_models__comm_task(secs, bytes, it, RV_PHASE_BACKWARD);
     t.priority = prio;
-    t.kind = RV_TASK_COMM;
-    t.cat = RV_CAT_KERNEL;
-    t.phase = RV_PHASE_BACKWARD;
-    t.flags = RV_TF_INSERTED;
     return rv_graph_append_task(g, th, &t);
 }
 

@@ -109,17 +109,7 @@ static int64_t insert(par_ctx *c, int slot, int dim, int op, int n, double bytes
         c->th[slot] = k;
     }
     double secs = coll_s(c, op, n, bytes);
-    rv_task t = {0};
-    t.dur_ns = (int64_t)llround(secs * 1e9);
-    t.meas_start_ns = -1;
-    t.bytes = (int64_t)bytes;
-    t.event = -1;
-    t.launch = -1;
-    t.iteration = it;
-    t.kind = RV_TASK_COMM;
-    t.cat = RV_CAT_KERNEL;
-    t.phase = (uint8_t)phase;
-    t.flags = RV_TF_INSERTED;
+    rv_task t = rv_models__comm_task(secs, bytes, it, phase);
     t.pardim = RV_PARDIM_TAG(dim, pd_kind(op));
     if (c->nvt == c->cap_vt) {
         size_t nc = c->cap_vt ? c->cap_vt * 2 : 1024;
