@@ -8,6 +8,7 @@ typedef struct tc_resp {
     long status;
     char *body; /* NUL-terminated, malloc'd */
     size_t len;
+    size_t cap; /* bytes allocated for body */
     char ctype[128];
 } tc_resp;
 
