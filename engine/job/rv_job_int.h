@@ -92,6 +92,11 @@ struct rv_job_result {
     rv_graph **pred;        /* per traced rank: its predicted graph (owned), NULL: as traced */
     size_t npred;
     json_t *applied; /* the per-rank models' applied entries (first rank that ran any) */
+    /* The first traced rank's parallelism dimensions in the predicted run
+     * (rv_pardims_json on its slice of the job's simulation; owned, may be
+     * NULL) and that rank. */
+    json_t *parallelism;
+    int parallelism_rank;
     rv_warning warnings[RV_RUN_MAX_WARNINGS];
     size_t nwarnings;
 };

@@ -156,6 +156,8 @@ json_t *rv_job_render(const rv_job_result *r, const char *label)
                             "baseline", r->baseline_samples_per_s, "predicted", r->samples_per_s)
                 : json_null());
     bad |= put(o, "applied", r->applied ? json_incref(r->applied) : json_array());
+    bad |= put(o, "parallelism", r->parallelism ? json_incref(r->parallelism) : json_array());
+    bad |= put(o, "parallelism_rank", json_integer(r->parallelism ? r->parallelism_rank : -1));
     if (bad) {
         json_decref(o);
         return NULL;

@@ -14,6 +14,7 @@
 #include "models/rv_comm_model.h"
 #include "hw/rv_hw.h"
 #include "models/rv_apply.h"
+#include "simulate/rv_pardims.h"
 #include "simulate/rv_power.h"
 #include "simulate/rv_report.h"
 #include "trace/rv_shapes.h"
@@ -48,6 +49,7 @@ void rv_job_result_free(rv_job_result *r)
     free(r->colls);
     free(r->sizes);
     json_decref(r->applied);
+    json_decref(r->parallelism);
     free(r);
 }
 
@@ -696,6 +698,14 @@ static int slot_figures(const rv_job *job, const rv_whatif *w, int64_t iteration
         rv_window win = rv_report_window(sl->g, &pv, pf.iter);
         sl->win_start_us = (double)(win.t0_ns - final->sim->first_start_ns) / 1e3;
         sl->win_end_us = (double)(win.t1_ns - final->sim->first_start_ns) / 1e3;
+        /* One rank's dimensions stand for the job's: ranks of one job run
+         * the same layout, and the first is the one every answer has. */
+        if (s == 0) {
+            r->parallelism = rv_pardims_json(sl->g, &pv, &win, NULL);
+            r->parallelism_rank = sl->rank;
+            if (!r->parallelism)
+                return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+        }
         sl->measured_us = bf.measured_us;
         sl->baseline_us = bf.simulated_us;
         sl->predicted_us = pf.simulated_us;

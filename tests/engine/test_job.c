@@ -74,6 +74,32 @@ static int has_warning(const rv_job_result *r, const char *code)
 
 /* Done-when 1: one job, each rank's step replayed within 2%, the slowest
  * rank named, wait and transfer per rank. */
+/* The job answer names the dimensions a single trace's answer names:
+ * DLRM exchanges sparse features all-to-all (embedding) beside its
+ * data-parallel all-reduce, both over all 8 ranks. In the job the time is
+ * the transfer only: the wait for the last rank is the collective's wait. */
+static void check_parallelism(json_t *o)
+{
+    json_t *pl = json_object_get(o, "parallelism");
+    int seen = 0;
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "parallelism_rank")), 0);
+    for (size_t i = 0; i < json_array_size(pl); i++) {
+        json_t *d = json_array_get(pl, i);
+        const char *dim = json_string_value(json_object_get(d, "dim"));
+        double comm = json_number_value(json_object_get(d, "comm_us"));
+        double exposed = json_number_value(json_object_get(d, "exposed_comm_us"));
+        printf("\n  parallelism %s degree %lld: %.0f collectives, %.1f us (%.1f exposed)",
+               dim ? dim : "?", json_integer_value(json_object_get(d, "degree")),
+               json_number_value(json_object_get(d, "collectives")), comm, exposed);
+        CU_ASSERT(comm > 0 && exposed >= 0 && exposed <= comm + 1e-6);
+        if (dim && (!strcmp(dim, "embedding") || !strcmp(dim, "data"))) {
+            seen |= !strcmp(dim, "data") ? 1 : 2;
+            CU_ASSERT_EQUAL(json_integer_value(json_object_get(d, "degree")), NR);
+        }
+    }
+    CU_ASSERT_EQUAL(seen, 3);
+}
+
 static void test_replay(void)
 {
     rv_job_result *r = run(job, NULL);
@@ -127,6 +153,7 @@ static void test_replay(void)
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "slowest_rank")), 1);
     CU_ASSERT(json_array_size(json_object_get(o, "critical_path")) > 0);
     CU_ASSERT(json_array_size(json_object_get(o, "collective_waits")) > 0);
+    check_parallelism(o);
     json_decref(o);
     rv_job_result_free(r);
 }

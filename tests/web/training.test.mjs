@@ -152,6 +152,12 @@ test('training job page: ranks on one axis, straggler, wait vs transfer, what-if
     near(await page.getAttribute(`${tr} .tj-wait-us`, 'data-us'), r.wait_us, `rank ${r.rank} wait`);
     near(await page.getAttribute(`${tr} .tj-transfer-us`, 'data-us'), r.transfer_us, `rank ${r.rank} transfer`);
   }
+  // The job's parallelism dimensions: DLRM's all-to-all (embedding) and
+  // all-reduce (data), a row each.
+  await page.waitForSelector('#tj-wait-transfer #parallelism-table');
+  assert.equal(await page.$$eval('#tj-wait-transfer #parallelism-table tbody tr', (els) => els.length), a.parallelism.length);
+  for (const dim of ['embedding', 'data'])
+    assert.ok(await page.$(`#tj-wait-transfer #parallelism-table tr[data-dim="${dim}"]`), `a ${dim} row`);
   for (const [rank, off] of Object.entries(a.clock_offsets_us))
     near(await page.getAttribute(`#tj-lane-list li[data-rank="${rank}"]`, 'data-offset-us'), off, `rank ${rank} offset`);
   await shot('21-training-job');

@@ -10,6 +10,7 @@
 // by the answer's origin_us and clock_offsets_us.
 
 import { request } from '../api.js';
+import { parallelismView } from './trace.js';
 import { h, clear, loading, empty, errorBox, sortableTable, fmtUs, fmtPct, fmtX, cssVar, warningsBox, showTip, hideTip } from '../ui.js';
 
 const LANE_H = 26;
@@ -215,7 +216,10 @@ export function trainingJobPage({ main, arg }) {
     if (!alive) return;
     const straggler = ans && ans.stragglers && ans.stragglers.length ? ans.stragglers[0].rank : null;
     if (ans) {
-      clear(wtBox, answerCards(ans), warningsBox(ans.warnings, 'tj-warnings'), waitTransfer(ans.ranks || [], straggler));
+      // The dimensions come from one rank (parallelism_rank): the ranks of a
+      // job run one layout. Communication is the transfer; waits are above.
+      clear(wtBox, answerCards(ans), warningsBox(ans.warnings, 'tj-warnings'), waitTransfer(ans.ranks || [], straggler),
+        h('h3', { id: 'tj-par-h' }, `Parallelism (rank ${ans.parallelism_rank ?? '?'}, transfer time per step)`), parallelismView(ans.parallelism));
     } else {
       clear(wtBox, errorBox(ansErr, 'The job could not be simulated'));
     }
