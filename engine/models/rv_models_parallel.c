@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost/rv_flops.h"
+#include "cost/rv_keff.h"
 #include "cost/rv_memory.h"
 #include "graph/rv_layers.h"
 #include "models/rv_comm_model.h"
@@ -385,9 +387,36 @@ static int is_norm(const char *name)
     return strstr(name, "norm") || strstr(name, "Norm");
 }
 
+/* The time factor of GEMM task i split T ways: 1/T on the roofline (FLOPs
+ * and bytes both divide: the weights and the output split, and the input
+ * is the smaller operand of a linear layer's GEMM), times how much less
+ * efficient the fitted table (cost/rv_keff) says the GPU is at the smaller
+ * size. Between 1/T and 1: a smaller GEMM is neither slower than the whole
+ * nor more than linearly faster. *modelled is set when the table spoke. */
+static double gemm_split_factor(const par_ctx *c, size_t i, int T, int *modelled)
+{
+    const rv_graph *g = c->g;
+    const rv_flops_trace *f = g->flops;
+    int32_t e = g->tasks[i].event;
+    double lin = 1.0 / T;
+    *modelled = 0;
+    if (!f || !c->hw || e < 0 || !g->trace || (size_t)e >= g->trace->nevents || f->flops[e] <= 0)
+        return lin;
+    double e0 = rv_keff_eff(c->hw, f->cls[e], f->flops[e], f->bytes[e]);
+    double e1 = rv_keff_eff(c->hw, f->cls[e], f->flops[e] / T, f->bytes[e] / T);
+    if (e0 <= 0 || e1 <= 0)
+        return lin;
+    *modelled = 1;
+    double x = lin * e0 / e1;
+    return x < lin ? lin : x > 1 ? 1 : x;
+}
+
 /* GEMMs (attention included) split T ways everywhere (vocabulary-parallel
- * output layer too); element-wise work only inside the layers, norms not. */
-static void tensor_scale(par_ctx *c, int T, double *gemm_before, double *gemm_after)
+ * output layer too), each at its efficiency at the smaller size where the
+ * trace has its shapes; element-wise work only inside the layers, norms
+ * not. *modelled counts the GEMMs the table re-timed. */
+static void tensor_scale(par_ctx *c, int T, double *gemm_before, double *gemm_after,
+                         size_t *modelled, size_t *gemms)
 {
     rv_graph *g = c->g;
     for (size_t i = 0; i < g->ntasks; i++) {
@@ -397,8 +426,12 @@ static void tensor_scale(par_ctx *c, int T, double *gemm_before, double *gemm_af
         int kc = rv_kclass_of_task(g, i);
         int in_layer = rv_layers_of_task(g->layers, i) >= 0 || t->phase == RV_PHASE_BACKWARD;
         if (is_gemm(g, i)) {
+            int m = 0;
+            double x = gemm_split_factor(c, i, T, &m);
+            *modelled += (size_t)m;
+            (*gemms)++;
             *gemm_before += (double)t->dur_ns;
-            t->dur_ns = rv_models__scaled_ns(t->dur_ns, 1.0 / T);
+            t->dur_ns = rv_models__scaled_ns(t->dur_ns, x);
             *gemm_after += (double)t->dur_ns;
         } else if (kc == RV_KC_MEMBOUND && in_layer && !is_norm(rv_task_name(g, i))) {
             t->dur_ns = rv_models__scaled_ns(t->dur_ns, 1.0 / T);
@@ -463,6 +496,7 @@ static int apply_tensor(par_ctx *c, int T, double msg, int32_t *buf, int32_t *tm
     const rv_layers *l = g->layers;
     int32_t *next = rv_models__thread_next(g);
     double before = 0, after = 0;
+    size_t modelled = 0, gemms = 0;
     int rc = 0;
     if (!next)
         return RV_ERR_NOMEM;
@@ -491,16 +525,19 @@ static int apply_tensor(par_ctx *c, int T, double msg, int32_t *buf, int32_t *tm
     free(next);
     if (rc)
         return rc;
-    tensor_scale(c, T, &before, &after);
+    tensor_scale(c, T, &before, &after, &modelled, &gemms);
     json_object_set_new(c->entry, "gemm_us_before", json_real(before / 1e3 / c->steps));
     json_object_set_new(c->entry, "gemm_us_after", json_real(after / 1e3 / c->steps));
+    json_object_set_new(c->entry, "gemms_at_new_size", json_integer((json_int_t)modelled));
+    json_object_set_new(c->entry, "gemms_linear", json_integer((json_int_t)(gemms - modelled)));
     json_object_set_new(c->entry, "message_bytes", json_real(msg));
     rv_models__warn(c->entry, "tensor_assumed",
-                    "tensor %d: GEMM and in-layer element-wise kernel times divide by %d "
-                    "(linear, no kernel-model efficiency at the smaller shapes), norms do not; "
+                    "tensor %d: %zu of %zu GEMMs re-timed at 1/%d of their FLOPs and bytes by "
+                    "the fitted efficiency table (the rest, without shapes or a fitted GPU, "
+                    "divide by %d); in-layer element-wise kernels divide by %d, norms do not; "
                     "no sequence parallelism; two all-reduces of %.0f bytes per layer forward "
                     "(and backward)",
-                    T, T, msg);
+                    T, modelled, gemms, T, T, T, msg);
     return 0;
 }
 
