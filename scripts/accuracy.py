@@ -32,6 +32,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = "../shared/traces"  # how rows name the public traces (relative to the repo)
@@ -565,6 +566,44 @@ def neusight_cross_gpu(rv, traces):
     return rows
 
 
+def neusight_training_steps(rv, traces):
+    """Every NeuSight training table becomes a one-GPU training step
+    (`scripts/neusight_to_kineto.py --layers`): its replay against the
+    table's measured e2e_latency (one row each), with the `parallel`
+    what-if's DP4, TP4 and PP4 (one micro-batch) predictions beside it. The
+    measured 4-GPU runs are not in this repository: those are predictions,
+    not errors."""
+    neusight = os.path.join(traces, "ground-truth/neusight")
+    if not os.path.isdir(neusight):
+        return []
+    rows = []
+    conv = os.path.join(REPO, "scripts/neusight_to_kineto.py")
+    with tempfile.TemporaryDirectory(prefix="rv-acc-ns-") as tmp:
+        for gpu in sorted(os.listdir(neusight)):
+            folder = os.path.join(neusight, gpu)
+            if not os.path.isdir(folder):
+                continue
+            for name in sorted(f for f in os.listdir(folder) if "-train-" in f and f.endswith(".csv")):
+                with open(os.path.join(folder, name[:-4] + ".json")) as f:
+                    e2e_us = json.load(f)["e2e_latency"] * 1e3
+                out = os.path.join(tmp, "%s-%s.json.gz" % (gpu, name[:-4]))
+                subprocess.run([sys.executable, conv, os.path.join(folder, name), out, "--layers"],
+                               check=True, stdout=subprocess.DEVNULL)
+                base = rv.simulate(out)
+                par = {}
+                for dim in ("data", "tensor", "pipeline"):
+                    try:
+                        par[dim] = rnd(rv.simulate(out, {"parallel": {dim: 4}})["predicted_us"])
+                    except RuntimeError as e:
+                        par[dim] = None
+                        par[dim + "_refused"] = str(e).split(": ", 2)[-1][:160]
+                rows.append(row("%s %s" % (name[:-4], gpu), "neusight_step", name[:-4], "iteration_us",
+                                e2e_us, base["baseline_us"], "public", False, gpu=gpu,
+                                dp4_us=par["data"], tp4_us=par["tensor"], pp4_us=par["pipeline"],
+                                refused={k: v for k, v in par.items() if k.endswith("_refused")}))
+    return rows
+
+
 # ------------------------------------------------------------ GPU results
 
 
@@ -1002,6 +1041,35 @@ def render_md(rows):
             "A100 and H100), kernels the converter could not cost (backward ops).")
         add("")
 
+    ns = [r for r in rows if r["kind"] == "neusight_step"]
+    if ns:
+        add("## NeuSight training steps and their 4-GPU predictions (issue 28)")
+        add("")
+        add("Each NeuSight training table (one model, sequence and batch, measured per operator, "
+            "forward and backward, in fp32) becomes a one-GPU training step "
+            "(`scripts/neusight_to_kineto.py TABLE OUT --layers`). *replay*: the built step "
+            "against the table's measured `e2e_latency`. DP4, TP4, PP4: the `parallel` what-if "
+            "(`{\"parallel\":{\"data\":4}}`, `tensor`, `pipeline` with one micro-batch) on that "
+            "step; NeuSight measured these runs (MODELS.md E6) but they are not in this "
+            "repository, so no error is given for them. docs/models/parallel.md explains each.")
+        add("")
+        add("| table | GPU | e2e measured | replay | error | DP4 | TP4 | PP4 |")
+        add("|---|---|---|---|---|---|---|---|")
+        for r in ns:
+            def cell(k, refused):
+                return ms(r[k]) if r.get(k) is not None else "refused" if refused else "–"
+            ref = r.get("refused") or {}
+            add("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                r["workload"], r["gpu"], ms(r["measured"]), ms(r["predicted"]), pct(r["error"]),
+                cell("dp4_us", "data_refused" in ref), cell("tp4_us", "tensor_refused" in ref),
+                cell("pp4_us", "pipeline_refused" in ref)))
+        e = [abs(r["error"]) for r in ns]
+        add("")
+        add("Replay: median %s, worst %s over %d tables. Refusals say why in "
+            "docs/accuracy.json (e.g. 4 does not divide the heads)." % (
+                pct(statistics.median(e), False), pct(max(e), False), len(e)))
+        add("")
+
     gpu = [r for r in rows if r["source"] == "gpu"]
     add("## Real GPU ground truth (bench/gpu)")
     add("")
@@ -1115,6 +1183,7 @@ def main():
     rows += kernel_models_cross_workload(rv, args.traces)
     rows += cross_gpu(rv, args.traces)
     rows += neusight_cross_gpu(rv, args.traces)
+    rows += neusight_training_steps(rv, args.traces)
     if args.gpu_results:
         rows += gpu_rows(rv, args.gpu_results, args.import_traces)
     elif args.carry and os.path.exists(args.carry):
