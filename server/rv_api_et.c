@@ -11,13 +11,10 @@
 #include "reader/rv_et.h"
 #include "rv_gcache.h"
 #include "hw/rv_hw.h"
+#include "ingest/rv_ingest.h"
 #include "cost/rv_kmodel.h"
 #include "rv_metrics.h"
 #include "reader/rv_snapshot.h"
-
-/* The GPU an ET uploaded without one is laid out on for its stored
- * snapshot (summary, timeline); its what-ifs must name their own. */
-#define STANDIN_GPU "A100-SXM4-80GB"
 
 /* The spooled body, read whole (cap: the upload cap). 0 or -1 answered. */
 static int read_body(rv_req *r, rv_app *a, uint8_t **out, size_t *len)
@@ -56,22 +53,22 @@ static rv_et_opts et_opts(const rv_app *a)
     return o;
 }
 
-/* A reader's refusal: 400 (malformed) or 422 (a cap), with what and where. */
+/* A reader's refusal: 400 (malformed) or 422 (a cap), with what and where
+ * (rv_ingest_read's message names the execution trace already). */
 static void et_refused(rv_req *r, const rv_error *e)
 {
     if (e->code == RV_ERR_NOMEM) {
         rv_req_error_rv(r, e);
         return;
     }
-    rv_req_error(r, e->code == RV_ERR_LIMIT ? 422 : 400, rv_err_name(e->code), "et",
-                 "execution trace: %s", e->message);
+    rv_req_error(r, e->code == RV_ERR_LIMIT ? 422 : 400, rv_err_name(e->code), "et", "%s",
+                 e->message);
 }
 
 int rv_api_trace_upload_et(rv_req *r, rv_app *a, rv_db_ingest_meta *meta)
 {
     uint8_t *buf = NULL;
     size_t len = 0;
-    rv_et *et = NULL;
     rv_trace *t = NULL;
     rv_db_ingest_result res = {0};
     rv_error e;
@@ -80,26 +77,20 @@ int rv_api_trace_upload_et(rv_req *r, rv_app *a, rv_db_ingest_meta *meta)
     rv_error_clear(&e);
     if (read_body(r, a, &buf, &len) != 0)
         goto out;
-    rv_et_opts o = et_opts(a);
-    if (rv_et_read_buffer(buf, len, &o, &et, &e) != 0) {
-        et_refused(r, &e);
-        goto out;
-    }
     const char *gpu = rv_req_query(r, "gpu");
     if (!gpu)
         gpu = rv_req_header(r, "X-Reverie-Gpu");
-    if (rv_et_to_trace(et, gpu && *gpu ? gpu : STANDIN_GPU, &t, NULL, &e) != 0) {
-        if (e.code == RV_ERR_UNSUPPORTED)
-            rv_req_error(r, 422, "unsupported", gpu && *gpu ? "gpu" : "et", "%s", e.message);
-        else
+    /* One ingest path (engine/ingest): read, then laid out on the GPU. */
+    rv_ingest_opts io = {
+        .format = RV_INGEST_ET, .max_input_bytes = (size_t)a->cfg.max_trace_bytes, .gpu = gpu};
+    if (rv_ingest_read(buf, len, &io, &t, &e) != 0) {
+        if (e.reason == RV_REASON_ET_LAYOUT && e.code == RV_ERR_UNSUPPORTED)
+            rv_req_error(r, 422, "unsupported", e.field, "%s", e.message);
+        else if (e.reason == RV_REASON_ET_LAYOUT)
             rv_req_error_rv(r, &e);
+        else
+            et_refused(r, &e);
         goto out;
-    }
-    if (!gpu || !*gpu) {
-        /* No GPU named: the trace says none, and its what-ifs must. */
-        t->platform_gpu = 0;
-        for (size_t i = 0; i < t->ndevices; i++)
-            t->devices[i].name = 0;
     }
     meta->source_format = rv_trace_source_name(RV_SOURCE_ET);
     if (rv_db_ingest(a->db, t, buf, len, meta, &res, &e) != 0) {
@@ -110,7 +101,6 @@ int rv_api_trace_upload_et(rv_req *r, rv_app *a, rv_db_ingest_meta *meta)
     rc = 0;
 out:
     rv_trace_free(t);
-    rv_et_free(et);
     free(buf);
     return rc;
 }
@@ -133,7 +123,9 @@ void rv_api_trace_et_attach(rv_req *r, void *app)
         goto out;
     rv_et_opts o = et_opts(a);
     if (rv_et_read_buffer(buf, len, &o, &et, &e) != 0) {
-        et_refused(r, &e);
+        rv_error x;
+        rv_error_field(&x, e.code, "et", "execution trace: %s", e.message);
+        et_refused(r, &x);
         goto out;
     }
     if (rv_db_snapshot_load(a->db, id, &t, &e) != 0) {

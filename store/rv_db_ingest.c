@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "reader/rv_kineto.h"
+#include "ingest/rv_ingest.h"
 #include "util/rv_sha256.h"
 #include "reader/rv_snapshot.h"
 
@@ -120,8 +120,8 @@ static int copy_sketches(rv_db__conn *pc, const rv_trace *t, const rv_db_ingest_
         return rc;
     }
     PQclear(r);
-    for (size_t i = 0; i < p->nsketches && !rc; i++) {
-        const rv_overhead_sketch_group *g = &p->sketches[i];
+    for (size_t i = 0; i < p->f.nsketches && !rc; i++) {
+        const rv_overhead_sketch_group *g = &p->f.sketches[i];
         char line[64], mom[160];
         snprintf(line, sizeof(line), "%s\t%d\t", trace_id, g->type);
         sb_str(&b, line);
@@ -134,7 +134,7 @@ static int copy_sketches(rv_db__conn *pc, const rv_trace *t, const rv_db_ingest_
         sb_str(&b, "\n");
         if (b.failed)
             rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "COPY: out of memory");
-        else if (b.len >= COPY_CHUNK || i + 1 == p->nsketches) {
+        else if (b.len >= COPY_CHUNK || i + 1 == p->f.nsketches) {
             if (PQputCopyData(pc->c, b.p, (int)b.len) != 1)
                 rc = rv_db__fail(err, "COPY data", pc->c, NULL);
             b.len = 0;
@@ -199,7 +199,7 @@ int rv_db_ingest_commit(rv_db *db, const rv_db_ingest_prep *p, rv_db_ingest_resu
     /* A big trace's transaction is long by nature: its deadline grows with
      * the bytes it writes (1 s per MiB on top of RV_DB__LONG_MS). */
     rv_db__deadline(db, pc,
-                    RV_DB__LONG_MS + (unsigned)((p->stored_len + p->snap_len) >> 20) * 1000u);
+                    RV_DB__LONG_MS + (unsigned)((p->stored_len + p->f.snap_len) >> 20) * 1000u);
     rc = rv_db__trace_id_by_sha(pc, p->sha256, &existing, err);
     if (rc)
         goto out;
@@ -217,9 +217,9 @@ int rv_db_ingest_commit(rv_db *db, const rv_db_ingest_prep *p, rv_db_ingest_resu
     rv_db__id_text(pid_s, res->platform_id);
     snprintf(rank_s, sizeof(rank_s), "%d", p->rank);
     snprintf(ws_s, sizeof(ws_s), "%d", p->world_size);
-    snprintf(meas_s, sizeof(meas_s), "%.17g", p->measured_us);
+    snprintf(meas_s, sizeof(meas_s), "%.17g", p->f.measured_us);
     snprintf(tasks_s, sizeof(tasks_s), "%zu", p->t->nevents);
-    snprintf(it_s, sizeof(it_s), "%d", p->iterations);
+    snprintf(it_s, sizeof(it_s), "%d", p->f.iterations);
 
     rc = rv_db__exec(pc, "BEGIN", "BEGIN", err);
     if (rc)
@@ -229,7 +229,7 @@ int rv_db_ingest_commit(rv_db *db, const rv_db_ingest_prep *p, rv_db_ingest_resu
                           p->world_size >= 1 ? ws_s : NULL,
                           pid_s,
                           p->source_format,
-                          p->measured_us > 0 ? meas_s : NULL,
+                          p->f.measured_us > 0 ? meas_s : NULL,
                           tasks_s,
                           it_s,
                           p->sha256,
@@ -260,7 +260,7 @@ int rv_db_ingest_commit(rv_db *db, const rv_db_ingest_prep *p, rv_db_ingest_resu
     char size_s[24], ver_s[16], raw_s[24];
     uint64_t raw_len = 0;
     snprintf(size_s, sizeof(size_s), "%zu", p->len);
-    rv_snapshot_peek(p->snap, p->snap_len, NULL, &raw_len, NULL);
+    rv_snapshot_peek(p->f.snap, p->f.snap_len, NULL, &raw_len, NULL);
     snprintf(ver_s, sizeof(ver_s), "%d", RV_SNAPSHOT_VERSION);
     snprintf(raw_s, sizeof(raw_s), "%llu", (unsigned long long)raw_len);
     rc = insert_bytes(pc, "store original",
@@ -272,8 +272,8 @@ int rv_db_ingest_commit(rv_db *db, const rv_db_ingest_prep *p, rv_db_ingest_resu
         rc = insert_bytes(pc, "store snapshot",
                           "INSERT INTO trace_snapshots (trace_id, format_version, raw_size, "
                           "bytes) VALUES ($1, $2, $3, $4)",
-                          tid_s, ver_s, raw_s, p->snap, p->snap_len, err);
-    if (!rc && p->nsketches)
+                          tid_s, ver_s, raw_s, p->f.snap, p->f.snap_len, err);
+    if (!rc && p->f.nsketches)
         rc = copy_sketches(pc, p->t, p, tid_s, err);
     if (!rc && p->keff[0])
         rc = rv_db__kmodels_merge_trace(pc, pid_s, tid_s, (const char *const *)p->keff, err);
@@ -281,7 +281,7 @@ int rv_db_ingest_commit(rv_db *db, const rv_db_ingest_prep *p, rv_db_ingest_resu
         goto out;
     if (db->hook)
         db->hook(2, db->hook_ctx);
-    if (p->nsketches) {
+    if (p->f.nsketches) {
         /* The platform's statistics grow by this trace's sketches in one
          * upsert, the transaction's last statement, so the rows it locks
          * are held only until the COMMIT below. */
@@ -303,7 +303,7 @@ int rv_db_ingest_commit(rv_db *db, const rv_db_ingest_prep *p, rv_db_ingest_resu
     rc = rv_db__exec(pc, "COMMIT", "COMMIT", err);
     if (rc)
         goto out;
-    res->samples = p->samples.n;
+    res->samples = p->f.samples.n;
 out:
     if (rc)
         res->trace_id = res->duplicate ? res->trace_id : 0;
@@ -384,9 +384,10 @@ int rv_db_ingest_buffer(rv_db *db, const void *orig, size_t len, const rv_db_ing
     char sha[65];
     memcpy(sha, res->sha256, sizeof(sha));
     rv_trace *t = NULL;
-    rv_kineto_opts ko = {.max_input_bytes = meta ? meta->max_trace_bytes : 0,
+    rv_ingest_opts io = {.format = RV_INGEST_KINETO,
+                         .max_input_bytes = meta ? meta->max_trace_bytes : 0,
                          .max_events = meta ? meta->max_events : 0};
-    rc = rv_kineto_read_buffer(orig, len, &ko, &t, err);
+    rc = rv_ingest_read(orig, len, &io, &t, err);
     if (rc == RV_ERR_LIMIT)
         name_reader_limit(meta, err);
     if (rc)

@@ -1,7 +1,10 @@
 /* Ingest, the CPU half: everything an ingest computes before it takes a
- * database connection (checks, gzip of the original, snapshot encoding,
- * overhead-sample extraction, the summary and the row's values). No libpq
- * call in this file (rv_db_ingest_prep.h). */
+ * database connection. What the engine knows of a trace (its checks,
+ * snapshot, overhead samples, summary, kernel-model sums) comes from
+ * engine/ingest (rv_ingest_facts_of); this file adds what storing needs:
+ * the caps, the content hash, the gzip of the original, text checks and
+ * the row's values as SQL literals. No libpq call in this file
+ * (rv_db_ingest_prep.h). */
 #include "rv_db_ingest_prep.h"
 #include "rv_db_internal.h"
 
@@ -12,17 +15,11 @@
 #include <zlib.h>
 
 #include "cost/rv_flops.h"
-#include "hw/rv_hw.h"
-#include "util/rv_jsonw.h"
 #include "cost/rv_kmodel_acc.h"
-#include "graph/rv_graph.h"
-#include "graph/rv_overhead.h"
-#include "simulate/rv_report.h"
-#include "reader/rv_snapshot.h"
+#include "ingest/rv_ingest.h"
+#include "util/rv_jsonw.h"
 #include "util/rv_sha256.h"
-
-#define SNAPSHOT_LEVEL 1
-#define TAGS_MAX       (1u << 20)
+#define TAGS_MAX (1u << 20)
 
 static const rv_db_ingest_meta no_meta = {.rank = RV_NONE, .world_size = RV_NONE};
 
@@ -55,110 +52,6 @@ static char *tags_literal(const char *const *tags, size_t n)
     *o++ = '}';
     *o = '\0';
     return out;
-}
-
-/* Measured iteration as the engine sees it: the median step, else the
- * span (rv_report_trace_figures). */
-static void measure_iterations(const rv_trace *t, double *measured_us, int *iterations)
-{
-    rv_trace_figures f;
-    rv_report_trace_figures(t, &f);
-    *measured_us = f.measured_us;
-    *iterations = f.iterations;
-}
-
-/* GPU tasks (kernel, memcpy, memset) with a timestamp: what a simulation
- * needs; none means nothing to simulate (rv_graph's own check). */
-static size_t count_gpu_tasks(const rv_trace *t)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < t->nevents; i++)
-        if (rv_cat_is_gpu_task(t->events[i].cat) && t->events[i].ts_ns > 0)
-            n++;
-    return n;
-}
-
-static int by_start(const void *a, const void *b)
-{
-    const int64_t *x = a, *y = b;
-    return x[0] < y[0] ? -1 : x[0] > y[0];
-}
-
-/* Time at least one GPU stream is busy: the union of every GPU task's
- * interval (concurrent streams count once, as the trace page's GPU
- * utilization does), in ns; -1 when out of memory. */
-static int64_t gpu_busy_union(const rv_trace *t)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < t->nevents; i++)
-        n += rv_cat_is_gpu_task(t->events[i].cat) != 0;
-    if (n == 0)
-        return 0;
-    int64_t *iv = malloc(n * 2 * sizeof(*iv)), busy = 0;
-    if (!iv)
-        return -1;
-    n = 0;
-    for (size_t i = 0; i < t->nevents; i++) {
-        const rv_event *e = &t->events[i];
-        if (!rv_cat_is_gpu_task(e->cat))
-            continue;
-        iv[2 * n] = e->ts_ns;
-        iv[2 * n + 1] = e->ts_ns + (e->dur_ns > 0 ? e->dur_ns : 0);
-        n++;
-    }
-    qsort(iv, n, 2 * sizeof(*iv), by_start);
-    int64_t a = iv[0], b = iv[1];
-    for (size_t i = 1; i < n; i++) {
-        if (iv[2 * i] > b) {
-            busy += b - a;
-            a = iv[2 * i];
-            b = iv[2 * i + 1];
-        } else if (iv[2 * i + 1] > b) {
-            b = iv[2 * i + 1];
-        }
-    }
-    busy += b - a;
-    free(iv);
-    return busy;
-}
-
-/* New summary object; NULL when out of memory. */
-static json_t *build_summary(const rv_trace *t, double measured_us, int iterations, size_t nsamples)
-{
-    size_t by_cat[RV_CAT_COUNT] = {0};
-    int64_t lo = INT64_MAX, hi = INT64_MIN, gpu_busy = gpu_busy_union(t);
-    if (gpu_busy < 0)
-        return NULL;
-    for (size_t i = 0; i < t->nevents; i++) {
-        const rv_event *e = &t->events[i];
-        by_cat[e->cat < RV_CAT_COUNT ? e->cat : 0]++;
-        if (e->ts_ns < lo)
-            lo = e->ts_ns;
-        if (e->ts_ns + e->dur_ns > hi)
-            hi = e->ts_ns + e->dur_ns;
-    }
-    json_t *cats = json_object();
-    for (int c = 0; c < RV_CAT_COUNT; c++)
-        if (by_cat[c])
-            json_object_set_new(cats, rv_cat_name(c), json_integer((json_int_t)by_cat[c]));
-    json_t *devs = json_array();
-    for (size_t i = 0; i < t->ndevices; i++) {
-        const rv_device *d = &t->devices[i];
-        char cc[32];
-        snprintf(cc, sizeof(cc), "%d.%d", d->compute_major, d->compute_minor);
-        json_array_append_new(devs, json_pack("{s:i,s:s,s:i,s:s,s:I}", "id", d->id, "name",
-                                              rv_trace_str(t, d->name), "num_sms", d->num_sms,
-                                              "compute_capability", cc, "total_mem",
-                                              (json_int_t)d->total_mem));
-    }
-    return json_pack("{s:I,s:o,s:o,s:f,s:f,s:i,s:o,s:I,s:I,s:I,s:s}", "events",
-                     (json_int_t)t->nevents, "by_category", cats, "devices", devs, "span_us",
-                     t->nevents ? (double)(hi - lo) / 1000.0 : 0.0, "gpu_busy_us",
-                     (double)gpu_busy / 1000.0, "iterations", iterations, "measured_us",
-                     measured_us > 0 ? json_real(measured_us) : json_null(), "overhead_samples",
-                     (json_int_t)nsamples, "skipped_events", (json_int_t)t->skipped_events,
-                     "input_bytes", (json_int_t)t->input_bytes, "backend",
-                     rv_trace_str(t, t->backend));
 }
 
 int rv_db__gzip(const void *in, size_t len, uint8_t **out, size_t *out_len, rv_error *err)
@@ -269,25 +162,17 @@ int rv_db__ingest_validate(const rv_trace *t, const void *orig, size_t len,
     return 0;
 }
 
-/* The trace's kernel-model sums (measured on gpu) as the four array
- * literals of p->keff; none when the GPU is not in the hardware table or no
- * kernel has a cost. */
-static int kernel_effs(rv_db_ingest_prep *p, const rv_trace *t, const char *gpu, rv_error *err)
+/* The kernel-model sums (the engine's, from the trace's GPU) as the four
+ * array literals of p->keff; none when it has none. */
+static int kernel_effs(rv_db_ingest_prep *p, rv_error *err)
 {
-    const rv_hw *hw = rv_hw_lookup(gpu);
-    rv_flops_trace f;
-    rv_kmodel_acc *a = NULL;
+    const rv_kmodel_acc *a = p->f.kmodels;
     rv_buf b[4];
     int rc = 0;
-    memset(&f, 0, sizeof(f));
-    if (!hw || t->nop_shapes == 0)
+    if (!a)
         return 0;
-    if (rv_flops_of_trace(t, &f) != 0)
-        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "ingest: out of memory costing the ops");
     for (int k = 0; k < 4; k++)
         rv_buf_init(&b[k], 1u << 20);
-    if ((a = calloc(1, sizeof(*a))) == NULL || rv_kmodel_acc_add_trace(a, t, &f, hw) == 0)
-        goto out;
     for (int c = 1; c < RV_FC_COUNT; c++)
         for (int k = 0; k < RV_KMODEL_BUCKETS; k++) {
             if (a->n[c][k] <= 0)
@@ -305,11 +190,8 @@ static int kernel_effs(rv_db_ingest_prep *p, const rv_trace *t, const char *gpu,
     }
     if (rc)
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "ingest: out of memory");
-out:
     for (int k = 0; k < 4; k++)
         rv_buf_free(&b[k]);
-    free(a);
-    rv_flops_trace_free(&f);
     return rc;
 }
 
@@ -318,9 +200,7 @@ void rv_db_ingest_prep_free(rv_db_ingest_prep *p)
     if (!p)
         return;
     free(p->gz);
-    free(p->snap);
-    rv_overhead_samples_free(&p->samples);
-    rv_overhead_sketch_groups_free(p->sketches, p->nsketches);
+    rv_ingest_facts_free(&p->f);
     free(p->summary_txt);
     free(p->tags);
     free(p->job);
@@ -337,7 +217,6 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
                                  const rv_db_ingest_meta *meta, const char *sha,
                                  rv_db_ingest_prep **out, rv_error *err)
 {
-    json_t *summary = NULL;
     int rc = 0;
     rv_db_ingest_prep *p = calloc(1, sizeof(*p));
 
@@ -351,19 +230,20 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
         rc = rv_error_field(err, RV_ERR_INVALID, bad, "%s is not valid UTF-8 text", bad);
         goto out;
     }
-    /* Refused before anything is stored: a trace the engine cannot
-     * simulate would only fail every later what-if. */
-    if (count_gpu_tasks(t) == 0) {
-        rc = rv_error_set(err, RV_ERR_UNSUPPORTED, -1, -1,
-                          "nothing to simulate: the trace has no GPU kernels, memcpy or memset "
-                          "events (a CPU-only trace, a counters-only capture or a non-GPU "
-                          "accelerator)");
+    /* The engine's facts (and its refusals: nothing to simulate, what the
+     * simulator would refuse). An execution trace alone was modelled, not
+     * measured: its host overheads and kernel efficiencies are no
+     * platform's. */
+    int modelled = rv_trace_source_of_name(first_nonempty(
+                       meta->source_format, rv_trace_str(t, t->source_format))) == RV_SOURCE_ET;
+    const char *gpu = first_nonempty(meta->platform.gpu_model, rv_trace_str(t, t->platform_gpu));
+    if ((rc = rv_ingest_facts_of(t, gpu, modelled, &p->f, err)) != 0)
+        goto out;
+    if (p->f.snap_len > RV_DB__HARD_MAX_STORED) {
+        rc = rv_error_set(err, RV_ERR_LIMIT, -1, -1, "snapshot of %zu bytes is over the cap",
+                          p->f.snap_len);
         goto out;
     }
-    /* The same for what the graph builder or the simulator would refuse
-     * (a million streams, times past what the simulator holds). */
-    if ((rc = rv_graph_check_trace(t, err)) != 0)
-        goto out;
     p->t = t;
     p->len = len;
     memcpy(p->sha256, sha, sizeof(p->sha256));
@@ -386,29 +266,7 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
                           p->stored_len, RV_DB__HARD_MAX_STORED);
         goto out;
     }
-    rc = rv_snapshot_encode(t, SNAPSHOT_LEVEL, &p->snap, &p->snap_len, err);
-    if (rc)
-        goto out;
-    if (p->snap_len > RV_DB__HARD_MAX_STORED) {
-        rc = rv_error_set(err, RV_ERR_LIMIT, -1, -1, "snapshot of %zu bytes is over the cap",
-                          p->snap_len);
-        goto out;
-    }
-    /* An execution trace alone was modelled, not measured (docs/models/et.md):
-     * its host overheads and kernel efficiencies are no platform's. */
-    int modelled = rv_trace_source_of_name(first_nonempty(
-                       meta->source_format, rv_trace_str(t, t->source_format))) == RV_SOURCE_ET;
-    if (!modelled)
-        rc = rv_overhead_extract(t, &p->samples, err);
-    if (!rc && !modelled)
-        rc = rv_overhead_sketch(&p->samples, &p->sketches, &p->nsketches, err);
-    if (rc)
-        goto out;
-    measure_iterations(t, &p->measured_us, &p->iterations);
-    if (modelled)
-        p->measured_us = 0; /* stored null: nothing was measured */
-    summary = build_summary(t, p->measured_us, p->iterations, p->samples.n);
-    p->summary_txt = summary ? json_dumps(summary, JSON_COMPACT) : NULL;
+    p->summary_txt = json_dumps(p->f.summary, JSON_COMPACT);
     p->tags = tags_literal(meta->tags, meta->ntags);
 
     /* The row's values: the uploader's, else the trace's. */
@@ -441,7 +299,7 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
                                    .gpus_per_node = mp->gpus_per_node > 0 ? mp->gpus_per_node
                                                                           : (int)t->ndevices};
     rv_db_platform_key(&p->platform, p->platform_key);
-    if (!modelled && (rc = kernel_effs(p, t, p->pf[0], err)) != 0)
+    if ((rc = kernel_effs(p, err)) != 0)
         goto out;
     p->rank = meta->rank != RV_NONE ? meta->rank : t->rank;
     p->world_size =
@@ -454,7 +312,6 @@ int rv_db__ingest_prepare_hashed(const rv_trace *t, const void *orig, size_t len
     *out = p;
     p = NULL;
 out:
-    json_decref(summary);
     rv_db_ingest_prep_free(p);
     return rc;
 }

@@ -11,6 +11,7 @@
 
 #include "rv_db.h"
 #include "graph/rv_overhead.h"
+#include "ingest/rv_ingest.h"
 
 #define RV_DB__MAX_CONNS 64
 /* bytea values cannot exceed 1 GiB; stay clear of it. */
@@ -122,22 +123,16 @@ struct rv_db_ingest_prep {
     const void *stored; /* the original, or gz */
     size_t stored_len;
     uint8_t *gz;
-    uint8_t *snap;
-    size_t snap_len;
-    rv_overhead_samples samples;
-    rv_overhead_sketch_group *sketches; /* per (type, name) and overall */
-    size_t nsketches;
+    rv_ingest_facts f;        /* the engine's: snapshot, samples, sketches, summary */
     char *summary_txt, *tags; /* jsonb and text[] literals */
     char *job, *source_format;
     char *pf[5]; /* platform fields, as in rv_db_platform */
     rv_db_platform platform;
     char platform_key[65];
     int32_t rank, world_size;
-    double measured_us;
-    int iterations;
     char *writer; /* rv_db_ingest_meta.writer (copy), NULL: no ownership check */
     int writer_admin;
-    /* The kernel-model sums (rv_kmodel_acc) as array literals for
+    /* The kernel-model sums (f.kmodels) as array literals for
      * trace_kernel_effs: classes text[], buckets int[], n and slog
      * float8[]; all NULL when no kernel was costed. */
     char *keff[4];

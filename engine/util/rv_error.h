@@ -29,6 +29,7 @@ typedef enum rv_err_reason {
     RV_REASON_INPUT_BYTES, /* the input's (decompressed) byte cap was hit */
     RV_REASON_EVENTS,      /* the cap on events kept was hit */
     RV_REASON_IS_ET,       /* the input is a PyTorch execution trace, not Kineto */
+    RV_REASON_ET_LAYOUT,   /* an execution trace read, but not laid out on the GPU */
 } rv_err_reason;
 
 typedef struct rv_error {

@@ -8,7 +8,7 @@ import os
 import re
 import sys
 
-ORDER = ["util", "hw", "trace", "cost", "reader", "graph", "simulate", "whatif",
+ORDER = ["util", "hw", "trace", "cost", "reader", "graph", "simulate", "ingest", "whatif",
          "models", "run", "job", "advise", "export"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
