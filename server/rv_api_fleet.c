@@ -650,6 +650,11 @@ static json_t *fleet_rows(rv_app *a, const int64_t *ids, size_t n, const json_t 
             if (row) {
                 json_object_set_new(row, "job", json_string(tjob ? tjob : ""));
                 json_object_set_new(row, "platform", json_string(gpu ? gpu : ""));
+                /* A rank of a multi-GPU job: the aggregate groups its job. */
+                json_int_t rank = json_integer_value(json_object_get(listing, "rank"));
+                json_int_t world = json_integer_value(json_object_get(listing, "world_size"));
+                if (tjob && *tjob && world > 1 && json_is_integer(json_object_get(listing, "rank")))
+                    json_object_set_new(row, "rank", json_integer(rank));
             }
             json_array_append_new(json_array_get(per, s), row);
         }
@@ -682,6 +687,60 @@ static double quantile(const double *v, size_t n, double q)
     double pos = q * (double)(n - 1);
     size_t lo = (size_t)floor(pos), hi = lo + 1 < n ? lo + 1 : lo;
     return v[lo] + (v[hi] - v[lo]) * (pos - (double)lo);
+}
+
+/* The ranks of one training job among the rows, as one entry: its step is
+ * its slowest rank's (ranks meet at every collective), its energy every
+ * rank's. The rows simulate each rank alone, so waits at collectives are
+ * as traced; POST /v1/training-jobs/{id}/whatif runs the ranks as one
+ * graph. New array (NULL on OOM). */
+static json_t *fleet_training_jobs(const json_t *rows)
+{
+    json_t *byjob = json_object(), *out = json_array();
+    size_t n = json_array_size(rows);
+    for (size_t i = 0; byjob && out && i < n; i++) {
+        const json_t *row = json_array_get(rows, i);
+        const char *job = json_string_value(json_object_get(row, "job"));
+        if (!json_object_get(row, "rank") || !job || !*job)
+            continue;
+        json_t *e = json_object_get(byjob, job);
+        if (!e) {
+            e = json_pack("{s:s,s:[],s:[],s:i,s:f,s:f,s:f,s:f}", "job", job, "trace_ids", "ranks",
+                          "failed", 0, "baseline_us", 0.0, "predicted_us", 0.0, "energy_before_j",
+                          0.0, "energy_after_j", 0.0);
+            if (!e || json_object_set_new(byjob, job, e) != 0)
+                break;
+            json_array_append(out, e);
+        }
+        json_array_append(json_object_get(e, "trace_ids"), json_object_get(row, "trace_id"));
+        json_array_append(json_object_get(e, "ranks"), json_object_get(row, "rank"));
+        if (!json_object_get(row, "speedup")) {
+            json_object_set_new(e, "failed",
+                                json_integer(json_integer_value(json_object_get(e, "failed")) + 1));
+            continue;
+        }
+        static const char *const keys[] = {"baseline_us", "predicted_us"};
+        for (int k = 0; k < 2; k++) {
+            double v = json_number_value(json_object_get(row, keys[k]));
+            if (v > json_number_value(json_object_get(e, keys[k])))
+                json_object_set_new(e, keys[k], json_real(v));
+        }
+        const json_t *en = json_object_get(row, "energy_j");
+        json_object_set_new(e, "energy_before_j",
+                            json_real(json_number_value(json_object_get(e, "energy_before_j")) +
+                                      json_number_value(json_object_get(en, "baseline"))));
+        json_object_set_new(e, "energy_after_j",
+                            json_real(json_number_value(json_object_get(e, "energy_after_j")) +
+                                      json_number_value(json_object_get(en, "predicted"))));
+    }
+    for (size_t i = 0; out && i < json_array_size(out); i++) {
+        json_t *e = json_array_get(out, i);
+        double b = json_number_value(json_object_get(e, "baseline_us"));
+        double p = json_number_value(json_object_get(e, "predicted_us"));
+        json_object_set_new(e, "speedup", p > 0 ? json_real(b / p) : json_null());
+    }
+    json_decref(byjob);
+    return out;
 }
 
 /* Aggregates for one scenario's rows (borrowed). */
@@ -728,6 +787,11 @@ static json_t *fleet_aggregate(const json_t *rows)
     if (agg) {
         json_object_set_new(agg, "with_warnings", json_integer((json_int_t)warned));
         json_object_set_new(agg, "energy_saved_j", json_real(e_before - e_after));
+        json_t *tj = fleet_training_jobs(rows);
+        if (tj && json_array_size(tj))
+            json_object_set_new(agg, "training_jobs", tj);
+        else
+            json_decref(tj);
     }
     free(sp);
     return agg;

@@ -258,6 +258,43 @@ static void test_whatif(void)
     json_decref(j);
 }
 
+/* A fleet what-if over the job's ranks groups them: one training_jobs
+ * entry whose step is the slowest rank's and whose energy is every
+ * rank's, beside the per-trace rows (each rank simulated alone). */
+static void test_fleet_groups_ranks(void)
+{
+    json_t *j = NULL;
+    const char *body = "{\"select\":{\"job\":\"dlrm-8rank\"},\"scenarios\":["
+                       "{\"power_limit_frac\":0.8}]}";
+    CU_ASSERT_EQUAL_FATAL(req("POST", "/v1/fleet/whatif", "application/json", body, NULL, &j), 200);
+    const json_t *sc = json_array_get(json_object_get(j, "scenarios"), 0);
+    const json_t *rows = json_object_get(sc, "rows");
+    const json_t *tjs = json_object_get(json_object_get(sc, "aggregate"), "training_jobs");
+    CU_ASSERT_EQUAL(json_array_size(rows), 8);
+    CU_ASSERT_EQUAL_FATAL(json_array_size(tjs), 1);
+    const json_t *tj = json_array_get(tjs, 0);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(tj, "job")), "dlrm-8rank");
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(tj, "ranks")), 8);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(tj, "trace_ids")), 8);
+    double slowest = 0, e_after = 0;
+    int seen = 0;
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        const json_t *r = json_array_get(rows, i);
+        CU_ASSERT_PTR_NOT_NULL(json_object_get(r, "rank"));
+        double p = json_number_value(json_object_get(r, "predicted_us"));
+        slowest = p > slowest ? p : slowest;
+        e_after += json_number_value(json_object_get(json_object_get(r, "energy_j"), "predicted"));
+        seen |= 1 << (int)json_integer_value(json_object_get(r, "rank"));
+    }
+    CU_ASSERT_EQUAL(seen, 0xff);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(tj, "predicted_us")), slowest,
+                           1e-6 * slowest + 0.1);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(tj, "energy_after_j")), e_after,
+                           1e-6 * e_after + 1e-3);
+    CU_ASSERT(e_after > 0);
+    json_decref(j);
+}
+
 /* Rank and world size from the upload win over the trace's; a partial job
  * (one rank of two) still simulates, with its missing rank named. */
 static void test_upload_metadata_and_partial(void)
@@ -344,6 +381,7 @@ int main(void)
     CU_add_test(s, "one .tar.gz upload of every rank", test_archive_upload);
     CU_add_test(s, "7 ranks: the missing one named; 8: complete", test_list_missing_then_complete);
     CU_add_test(s, "job what-if: the answer contract", test_whatif);
+    CU_add_test(s, "a fleet what-if groups the job's ranks", test_fleet_groups_ranks);
     CU_add_test(s, "upload metadata, partial job", test_upload_metadata_and_partial);
     CU_add_test(s, "reverie upload --job --rank --world-size", test_cli_upload);
     unsigned failures = rv_test_run();
