@@ -457,6 +457,11 @@ test('fleet page: inline answer and a queued job with progress', { timeout: T * 
     near(await attr(`#fleet-aggregates tr[data-scenario="${i}"] [data-value]`, 'data-value'), f.scenarios[i].aggregate.median_speedup, `scenario ${i} median speedup`);
     near(await attr(`[data-scenario-rows="${i}"] tbody tr [data-us]`, 'data-us'), f.scenarios[i].rows[0].predicted_us, `scenario ${i} predicted`);
   }
+  // The histogram's seven bin labels: on two rows when they do not fit
+  // side by side, and the legend below the lower row, not over it.
+  const hist = await page.$eval('canvas[aria-label^="traces per speedup bin"]', (c) => ({ ...c.dataset, w: c.clientWidth }));
+  assert.ok(hist.labelRows === '1' || hist.labelRows === '2', JSON.stringify(hist));
+  assert.ok(Number(hist.legendY) - Number(hist.labelBottom) >= 14, `legend clear of the bin labels: ${JSON.stringify(hist)}`);
   await shot('08-fleet');
   // The same as a background job: 202, then /v1/jobs/{id} is polled until done.
   await page.fill('#fleet-ids', '');

@@ -80,7 +80,13 @@ export function stacked(rows, { fmt = (v) => v.toFixed(1), title = 'stacked bars
 export function grouped(cats, series, { fmt = (v) => v.toFixed(1), title = 'bars', height = 200, integer = false } = {}) {
   const label = `${title}: ` + cats.map((c, i) => `${c}: ` + series.map((s) => `${s.label} ${fmt(s.values[i])}`).join(', ')).join('; ');
   return mount(height, label, (g, w, H, col) => {
-    const left = 56, bottom = 56, top = 10, right = 10;
+    const left = 56, top = 10, right = 10;
+    const gw = (w - left - right) / Math.max(1, cats.length);
+    // Labels wider than their group go on two rows, and the legend below both.
+    g.font = '10px system-ui, sans-serif';
+    const crowded = cats.some((c) => g.measureText(c).width > gw - 6);
+    g.font = '11.5px system-ui, sans-serif';
+    const bottom = crowded ? 70 : 56;
     let max = niceMax(Math.max(0, ...series.flatMap((s) => s.values.filter(Number.isFinite))));
     if (integer) max = Math.max(4, Math.ceil(max / 4) * 4); // whole-number ticks for counts
     const ph = H - top - bottom;
@@ -90,7 +96,6 @@ export function grouped(cats, series, { fmt = (v) => v.toFixed(1), title = 'bars
       g.beginPath(); g.moveTo(left, Math.round(y) + 0.5); g.lineTo(w - right, Math.round(y) + 0.5); g.stroke();
       g.fillText(fmt((max * i) / 4), left - 6, y);
     }
-    const gw = (w - left - right) / Math.max(1, cats.length);
     const bw = Math.min(42, (gw * 0.75) / Math.max(1, series.length));
     g.textAlign = 'center';
     cats.forEach((cat, ci) => {
@@ -101,11 +106,16 @@ export function grouped(cats, series, { fmt = (v) => v.toFixed(1), title = 'bars
         g.fillStyle = colorOf(s.color);
         g.fillRect(gx + si * bw, top + ph - bh, bw - 2, bh);
       });
-      g.fillStyle = col.fg; g.font = gw < 56 ? '10px system-ui, sans-serif' : '11.5px system-ui, sans-serif';
-      g.fillText(cat, left + gw * ci + gw / 2, H - bottom + 12 + (gw < 56 && ci % 2 ? 11 : 0)); // stagger crowded labels
+      g.fillStyle = col.fg; g.font = crowded ? '10px system-ui, sans-serif' : '11.5px system-ui, sans-serif';
+      g.fillText(cat, left + gw * ci + gw / 2, H - bottom + 12 + (crowded && ci % 2 ? 13 : 0));
       g.font = '11.5px system-ui, sans-serif';
     });
-    legend(g, series, 12, H - bottom + 30, w - 4, col);
+    const legendY = H - bottom + (crowded ? 44 : 30);
+    legend(g, series, 12, legendY, w - 4, col);
+    // For the browser test: the lowest label row's centre and the legend's.
+    g.canvas.dataset.labelRows = crowded ? '2' : '1';
+    g.canvas.dataset.labelBottom = String(H - bottom + 12 + (crowded ? 13 : 0));
+    g.canvas.dataset.legendY = String(legendY);
   });
 }
 
