@@ -1,4 +1,5 @@
-/* `reverie advise TRACE [--objective time|energy] [--budget-s N]
+/* `reverie advise TRACE [--objective time|energy|cost] [--budget-s N]
+ *                       [--gpus N] [--price-per-gpu-hour USD]
  *                       [--max-memory BYTES] [--compact]`
  *
  * Searches the what-ifs whose preconditions hold on the trace for the
@@ -21,10 +22,15 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: reverie advise TRACE [--objective time|energy] [--budget-s N]\n"
+    fprintf(f, "usage: reverie advise TRACE [--objective time|energy|cost] [--budget-s N]\n"
+               "                      [--gpus N] [--price-per-gpu-hour USD]\n"
                "                      [--max-memory BYTES] [--compact]\n"
-               "  --objective   what the plans are ranked by: time per sample (default) or\n"
-               "                GPU energy per sample\n"
+               "  --objective   what the plans are ranked by: time per sample (default),\n"
+               "                GPU energy per sample, or GPU-hours x price per sample\n"
+               "  --gpus        GPUs a plan may use: data-parallel workers up to N\n"
+               "                (default: the trace's own)\n"
+               "  --price-per-gpu-hour  USD for the cost objective (default 2.00, an\n"
+               "                assumption: the hardware table has no prices)\n"
                "  --budget-s    wall time for the search (default 60); a search cut short\n"
                "                answers with what it found and says so\n"
                "  --max-memory  bytes a plan may peak at (default: the GPU's memory)\n"
@@ -62,7 +68,8 @@ int rv_cmd_advise(int argc, char **argv)
         } else if (i + 1 < argc && strcmp(a, "--objective") == 0) {
             o.objective = rv_advise_objective_parse(argv[++i]);
             if (o.objective < 0) {
-                fprintf(stderr, "reverie advise: --objective wants time or energy, not '%s'\n",
+                fprintf(stderr,
+                        "reverie advise: --objective wants time, energy or cost, not '%s'\n",
                         argv[i]);
                 return 2;
             }
@@ -79,6 +86,19 @@ int rv_cmd_advise(int argc, char **argv)
                 return 2;
             }
             o.max_memory = (int64_t)m;
+        } else if (i + 1 < argc && strcmp(a, "--gpus") == 0) {
+            double n = positive(argv[++i]);
+            if (n < 1 || n > 65536 || n != (int)n) {
+                fprintf(stderr, "reverie advise: --gpus wants an integer in [1, 65536]\n");
+                return 2;
+            }
+            o.gpus = (int)n;
+        } else if (i + 1 < argc && strcmp(a, "--price-per-gpu-hour") == 0) {
+            o.price_per_gpu_hour = positive(argv[++i]);
+            if (o.price_per_gpu_hour <= 0 || o.price_per_gpu_hour > 1e6) {
+                fprintf(stderr, "reverie advise: --price-per-gpu-hour wants USD in (0, 1e6]\n");
+                return 2;
+            }
         } else if (strcmp(a, "--compact") == 0) {
             compact = 1;
         } else if (rv_cli_trace_arg(a, &path, usage) != 0) {
