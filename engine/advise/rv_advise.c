@@ -15,6 +15,7 @@
 
 #include "graph/rv_precision.h"
 #include "hw/rv_hw.h"
+#include "job/rv_job.h"
 #include "run/rv_run.h"
 #include "simulate/rv_report.h"
 #include "util/rv_stop.h"
@@ -95,8 +96,9 @@ typedef struct plan {
 } plan;
 
 typedef struct search {
-    const rv_graph *g;
+    const rv_graph *g; /* the trace, or a job's first rank (preconditions, memory) */
     const rv_sim *base;
+    const rv_job *job; /* NULL: a single trace */
     rv_advise_opts o;
     rv_stop stop;
     move moves[MAX_MOVES];
@@ -486,6 +488,19 @@ static int workers_of(const search *s, uint64_t mask)
     return 0;
 }
 
+/* p->cost_usd and p->obj from its figures; energy_scale turns its energy
+ * into the job's. */
+static void set_objective(const search *s, plan *p, double energy_scale)
+{
+    p->cost_usd = p->predicted_us / 3.6e9 * p->gpus * s->price;
+    double per_step = p->predicted_us;
+    if (s->o.objective == RV_ADVISE_ENERGY && p->have_energy)
+        per_step = p->energy_j * energy_scale;
+    else if (s->o.objective == RV_ADVISE_COST)
+        per_step = p->cost_usd;
+    p->obj = per_step / (p->factor > 0 ? p->factor : 1);
+}
+
 /* The objective per sample of the trace's batch: the step's time, the
  * job's energy or its GPU-hours' price, over the samples a step takes
  * (batch and data-parallel factors). */
@@ -499,13 +514,8 @@ static void fill_plan(search *s, plan *p, const rv_run_result *r)
     read_crit(r->critical_path, &p->cp);
     int w = workers_of(s, p->mask);
     p->gpus = r->pred_energy.job_gpus > 0 ? r->pred_energy.job_gpus : w > 0 ? w : s->base_gpus;
-    p->cost_usd = p->predicted_us / 3.6e9 * p->gpus * s->price;
-    double per_step = p->predicted_us;
-    if (s->o.objective == RV_ADVISE_ENERGY && p->have_energy)
-        per_step = p->energy_j * p->gpus / (s->base_gpus > 0 ? s->base_gpus : 1);
-    else if (s->o.objective == RV_ADVISE_COST)
-        per_step = p->cost_usd;
-    p->obj = per_step / (p->factor > 0 ? p->factor : 1);
+    /* The trace's GPUs' energy, scaled to the job's GPUs. */
+    set_objective(s, p, (double)p->gpus / (s->base_gpus > 0 ? s->base_gpus : 1));
 }
 
 /* A model that changed nothing on this graph: the plan is the same as
@@ -518,30 +528,125 @@ static int has_no_effect(const rv_run_result *r)
     return 0;
 }
 
+static int json_no_effect(const json_t *warnings)
+{
+    size_t i;
+    json_t *w;
+    json_array_foreach(warnings, i, w)
+    {
+        const char *c = json_string_value(json_object_get(w, "code"));
+        if (c && (!strcmp(c, "no_match") || !strcmp(c, "no_effect")))
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether the plan changes what the memory model sees (the batch, the
+ * savers): a job's plan then runs its first rank alone for the peak. */
+static int changes_memory(const search *s, uint64_t mask)
+{
+    for (size_t i = 0; i < s->nmoves; i++) {
+        int g = s->moves[i].group;
+        if ((mask & (1ull << i)) && (g == G_BATCH || g == G_MEM || g == G_ACCUM))
+            return 1;
+    }
+    return 0;
+}
+
+static rv_run_opts run_opts(const search *s)
+{
+    return (rv_run_opts){.iteration = RV_ITER_MEDIAN,
+                         .top_kernels = 1,
+                         .critical_max = 1,
+                         .budget_ms = s->o.run_budget_ms,
+                         .deadline_ms = s->stop.deadline_ms,
+                         .cancel = s->stop.cancel,
+                         .cancel_fn = s->stop.cancel_fn,
+                         .cancel_arg = s->stop.cancel_arg};
+}
+
+/* The first rank's memory peak under w (a job's plan); -1 unknown. */
+static int rank_mem_peak(const search *s, const rv_whatif *w, int64_t *peak, rv_error *e)
+{
+    rv_run_result *r = NULL;
+    rv_run_opts ro = run_opts(s);
+    int rc = rv_run(s->g, s->base, w, &ro, &r, e);
+    *peak = rc == 0 ? mem_peak_of(r) : -1;
+    rv_run_result_free(r);
+    return rc;
+}
+
+/* Runs w on the job (the job what-if path, as `reverie simulate RANK0
+ * RANK1 ... --whatif` and POST /v1/training-jobs/{id}/whatif). p's mask
+ * and factor are set; fills its figures. The job's critical path is not
+ * split by resource: its plans are not pruned by the bound. */
+static int run_job_plan(search *s, const rv_whatif *w, plan *p, int *no_effect, rv_error *e)
+{
+    rv_job_result *jr = NULL;
+    json_t *ans = NULL;
+    rv_run_opts ro = run_opts(s);
+    int rc = rv_job_run(s->job, w, &ro, &jr, e);
+    if (rc != 0)
+        goto out;
+    ans = rv_job_render(jr, NULL);
+    if (!ans) {
+        rc = rv_error_set(e, RV_ERR_NOMEM, -1, -1, "out of memory");
+        goto out;
+    }
+    *no_effect = json_no_effect(json_object_get(ans, "warnings"));
+    p->predicted_us = rv_job_result_summary(jr)->predicted_us;
+    const json_t *en = json_object_get(ans, "energy_j");
+    p->have_energy = json_is_object(en);
+    p->energy_j = num_at(en, "predicted");
+    p->warnings = json_incref(json_object_get(ans, "warnings"));
+    p->mem_peak = s->base_plan.mem_peak;
+    if (changes_memory(s, p->mask) && (rc = rank_mem_peak(s, w, &p->mem_peak, e)) != 0)
+        goto out;
+    p->fits = p->mem_peak < 0 || s->mem_limit <= 0 || p->mem_peak <= s->mem_limit;
+    int wk = workers_of(s, p->mask);
+    p->gpus = wk > 0 ? wk : s->base_gpus;
+    set_objective(s, p, 1); /* the job's energy: every rank's GPUs */
+out:
+    json_decref(ans);
+    rv_job_result_free(jr);
+    return rc;
+}
+
+/* Runs w on the trace (rv_run, the path of `simulate --whatif`). */
+static int run_trace_plan(search *s, const rv_whatif *w, plan *p, int *no_effect, rv_error *e)
+{
+    rv_run_result *r = NULL;
+    rv_run_opts ro = run_opts(s);
+    int rc = rv_run(s->g, s->base, w, &ro, &r, e);
+    if (rc == 0) {
+        *no_effect = has_no_effect(r);
+        fill_plan(s, p, r);
+        p->warnings = rv_run_warnings_json(r);
+    }
+    rv_run_result_free(r);
+    return rc;
+}
+
 /* Runs plan mask. 0: *out filled; 1: pruned or failed (counted); -1:
  * the search must stop (budget, cancel); negative rv_err: OOM. */
 static int evaluate(search *s, uint64_t mask, int parent, plan *out, rv_error *err)
 {
     rv_whatif *w = NULL;
-    rv_run_result *r = NULL;
     rv_error e;
-    rv_run_opts ro = {.iteration = RV_ITER_MEDIAN,
-                      .top_kernels = 1,
-                      .critical_max = 1,
-                      .budget_ms = s->o.run_budget_ms,
-                      .deadline_ms = s->stop.deadline_ms,
-                      .cancel = s->stop.cancel,
-                      .cancel_fn = s->stop.cancel_fn,
-                      .cancel_arg = s->stop.cancel_arg};
+    int no_effect = 0;
     memset(out, 0, sizeof(*out));
     out->doc = plan_doc(s, mask);
     if (!out->doc)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    out->mask = mask;
+    out->parent = parent;
+    out->factor = factor_of(s, mask);
     rv_error_clear(&e);
     s->searched++;
     int rc = rv_whatif_parse(out->doc, &w, &e);
     if (rc == 0)
-        rc = rv_run(s->g, s->base, w, &ro, &r, &e);
+        rc = s->job ? run_job_plan(s, w, out, &no_effect, &e)
+                    : run_trace_plan(s, w, out, &no_effect, &e);
     rv_whatif_free(w);
     if (rc == RV_ERR_BUDGET && rv_stop_check(&s->stop, NULL) != 0) {
         s->searched--; /* not finished: not searched */
@@ -555,20 +660,14 @@ static int evaluate(search *s, uint64_t mask, int parent, plan *out, rv_error *e
     } else if (rc != 0) {
         s->failed++;
         rc = 1;
-    } else if (has_no_effect(r)) {
+    } else if (no_effect) {
         s->pruned_no_effect++;
         rc = 1;
-    } else {
-        out->mask = mask;
-        out->parent = parent;
-        out->factor = factor_of(s, mask);
-        fill_plan(s, out, r);
-        out->warnings = rv_run_warnings_json(r);
     }
-    rv_run_result_free(r);
     if (rc != 0) {
         json_decref(out->doc);
-        out->doc = NULL;
+        json_decref(out->warnings);
+        out->doc = out->warnings = NULL;
     }
     return rc;
 }
@@ -625,7 +724,8 @@ static int may_add(search *s, const plan *p, size_t i)
         return 0;
     if (m->res & RES_MEM)
         return 0;
-    if (s->o.objective == RV_ADVISE_TIME && bound_share(&p->cp, m->res) < BOUND_MIN_SHARE) {
+    if (s->o.objective == RV_ADVISE_TIME && !s->job &&
+        bound_share(&p->cp, m->res) < BOUND_MIN_SHARE) {
         s->pruned_bound++;
         return 0;
     }
@@ -981,6 +1081,23 @@ static void memory_limit(search *s)
     snprintf(s->mem_limit_src, sizeof(s->mem_limit_src), "unknown");
 }
 
+/* A job's baseline: the job as traced (its step, energy and warnings);
+ * the first rank's run gave the memory peak and the bound phrase. */
+static int job_baseline(search *s, rv_error *err)
+{
+    plan *b = &s->base_plan;
+    int w = rv_job_world_size(s->job);
+    int no_effect = 0;
+    s->base_world = w > 1 ? w : (int)rv_job_nranks(s->job);
+    s->base_gpus = s->base_world;
+    json_decref(b->warnings);
+    b->warnings = NULL;
+    int rc = run_job_plan(s, NULL, b, &no_effect, err);
+    if (rc == 0)
+        s->base_us = b->predicted_us;
+    return rc;
+}
+
 static int run_baseline(search *s, rv_error *err)
 {
     rv_run_result *r = NULL;
@@ -1001,6 +1118,8 @@ static int run_baseline(search *s, rv_error *err)
     s->base_gpus = r->base_energy.job_gpus > 0 ? r->base_energy.job_gpus : s->base_world;
     fill_plan(s, b, r);
     b->warnings = rv_run_warnings_json(r);
+    if (s->job && (rc = job_baseline(s, err)) != 0)
+        goto out;
     s->base_us = b->predicted_us;
     s->base_energy = b->energy_j;
     facts f;
@@ -1015,8 +1134,9 @@ static int run_baseline(search *s, rv_error *err)
     if (!b->fits && s->o.max_memory <= 0)
         b->fits = 1;
     s->memory_constrained = !b->fits;
+out:
     rv_run_result_free(r);
-    return 0;
+    return rc;
 }
 
 static void search_free(search *s)
@@ -1036,8 +1156,8 @@ static void search_free(search *s)
     free(s);
 }
 
-int rv_advise(const rv_graph *g, const rv_sim *base, const rv_advise_opts *opts, json_t **out,
-              rv_error *err)
+static int advise(const rv_graph *g, const rv_sim *base, const rv_job *job,
+                  const rv_advise_opts *opts, json_t **out, rv_error *err)
 {
     int64_t t0 = rv_stop_now_ms();
     search *s = calloc(1, sizeof(*s));
@@ -1048,6 +1168,7 @@ int rv_advise(const rv_graph *g, const rv_sim *base, const rv_advise_opts *opts,
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
     s->g = g;
     s->base = base;
+    s->job = job;
     s->o = opts ? *opts : (rv_advise_opts){0};
     double budget = s->o.budget_s > 0 ? s->o.budget_s : RV_ADVISE_BUDGET_S;
     int64_t deadline = t0 + (int64_t)llround(budget * 1000);
@@ -1078,4 +1199,16 @@ int rv_advise(const rv_graph *g, const rv_sim *base, const rv_advise_opts *opts,
 out:
     search_free(s);
     return rc;
+}
+
+int rv_advise(const rv_graph *g, const rv_sim *base, const rv_advise_opts *opts, json_t **out,
+              rv_error *err)
+{
+    return advise(g, base, NULL, opts, out, err);
+}
+
+int rv_advise_job(const rv_job *job, const rv_graph *g, const rv_sim *base,
+                  const rv_advise_opts *opts, json_t **out, rv_error *err)
+{
+    return advise(g, base, job, opts, out, err);
 }

@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "graph/rv_graph.h"
+#include "job/rv_job.h"
 #include "simulate/rv_sim.h"
 #include "util/rv_error.h"
 
@@ -72,5 +73,16 @@ int rv_advise_objective_parse(const char *s);
  * Other failures: the run's code, RV_ERR_NOMEM. */
 int rv_advise(const rv_graph *g, const rv_sim *base, const rv_advise_opts *opts, json_t **out,
               rv_error *err);
+
+/* The same search on a training job of several ranks (job borrowed, built
+ * by rv_job_build): every plan is a job what-if document run through
+ * rv_job_run, the path of `reverie simulate RANK0 RANK1 ... --whatif` and
+ * POST /v1/training-jobs/{id}/whatif. g and base (borrowed) are one
+ * rank's, usually the first's: its kernels and phases decide the space,
+ * its run the memory peak and the baseline's bound. The answer's shape is
+ * rv_advise's; predicted_us is the job's step (its slowest rank) and
+ * energy_j every rank's GPUs'. */
+int rv_advise_job(const rv_job *job, const rv_graph *g, const rv_sim *base,
+                  const rv_advise_opts *opts, json_t **out, rv_error *err);
 
 #endif
