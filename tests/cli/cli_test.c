@@ -610,9 +610,11 @@ static void test_advise(void)
                    "--gpus wants an integer");
 }
 
-/* advise RANK0 .. RANK7 --objective cost --gpus 16: one job's plans, each
- * a job what-if that `simulate RANK0 .. RANK7 --whatif` reproduces
- * (±0.5%); the price is the default one, said so. Needs the public
+/* advise RANK0 .. RANK7 --gpus 16: one job's plans, each a job what-if
+ * that `simulate RANK0 .. RANK7 --whatif` reproduces (±0.5%); the top one
+ * by time per sample scales the job to 16 data-parallel ranks with a
+ * distributed knob (network, compression or algorithm) on its traced
+ * collectives; the price is the default one, said so. Needs the public
  * traces. */
 static void test_advise_job(void)
 {
@@ -627,7 +629,7 @@ static void test_advise_job(void)
         args[n++] = p[i];
     }
     size_t ntr = n;
-    const char *tail[] = {"--objective", "cost", "--gpus", "16", "--compact", NULL};
+    const char *tail[] = {"--objective", "time", "--gpus", "16", "--compact", NULL};
     for (size_t i = 0; i < 6; i++)
         args[n++] = tail[i];
     run_result r;
@@ -644,6 +646,13 @@ static void test_advise_job(void)
         json_string_value(json_object_get(json_object_get(doc, "price"), "source")), "default");
     const json_t *top = json_array_get(json_object_get(doc, "candidates"), 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(top);
+    char *changes = json_dumps(json_object_get(top, "changes"), JSON_COMPACT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(changes ? changes : "", "data parallel 16 GPUs"));
+    CU_ASSERT(strstr(changes ? changes : "", "network") ||
+              strstr(changes ? changes : "", "compression") ||
+              strstr(changes ? changes : "", "allreduce"));
+    CU_ASSERT_EQUAL(number(top, "gpus"), 16);
+    free(changes);
     char *whatif = json_dumps(json_object_get(top, "whatif"), JSON_COMPACT);
     args[0] = "simulate";
     args[ntr] = "--whatif";
