@@ -48,7 +48,8 @@ enum {
     G_WORKERS,
     G_BUCKET,
     G_TFUSION,
-    G_DGC
+    G_DGC,
+    G_ZERO
 };
 
 #define MAX_MOVES 64
@@ -327,12 +328,37 @@ static int space_workers(search *s)
     return n;
 }
 
+/* ZeRO / FSDP sharding over the job's data-parallel ranks (the
+ * `parallel` what-if): a memory saver of a multi-GPU job, tried once memory
+ * is the constraint. */
+static void space_zero(search *s)
+{
+    static const int stages[] = {1, 3};
+    for (size_t i = 0; i < sizeof(stages) / sizeof(stages[0]); i++) {
+        char label[48];
+        snprintf(label, sizeof(label), "zero %d", stages[i]);
+        move *m = add_move(s, G_ZERO, RES_MEM, label,
+                           stages[i] == 1 ? "shards the optimizer states over the ranks"
+                                          : "shards parameters, gradients and optimizer states "
+                                            "over the ranks");
+        if (!m)
+            continue;
+        m->memory_only = 1;
+        m->key = "parallel";
+        m->val = json_pack("{s:i}", "zero", stages[i]);
+    }
+}
+
 /* The distributed knobs: on a trace that communicates (its traced
  * collectives re-timed), or joined to a data-parallel scale on a one-GPU
  * trace (inserted collectives, where bucketing and fusion apply too). */
 static void space_dist(search *s, const facts *f)
 {
     int traced = f->comm && s->base_world > 1;
+    if (traced)
+        space_zero(s);
+    else
+        exclude(s, "parallel.zero", "a one-GPU trace: nothing to shard the model states over");
     int scales = space_workers(s);
     if (!traced && !scales) {
         exclude(s, "distributed",
@@ -547,7 +573,7 @@ static int changes_memory(const search *s, uint64_t mask)
 {
     for (size_t i = 0; i < s->nmoves; i++) {
         int g = s->moves[i].group;
-        if ((mask & (1ull << i)) && (g == G_BATCH || g == G_MEM || g == G_ACCUM))
+        if ((mask & (1ull << i)) && (g == G_BATCH || g == G_MEM || g == G_ACCUM || g == G_ZERO))
             return 1;
     }
     return 0;

@@ -19,6 +19,7 @@
 
 #define SAMPLE    "data/samples/resnet50-v100-workers0.pt.trace.json.gz"
 #define GPU_BOUND "hta/v100-1rank-ns-resolution.json.gz"
+#define RANK16    "hta/a100-rank0-of-16-five-streams.json.gz"
 
 static char sample[1024];
 static rv_test_loaded w0;
@@ -299,6 +300,31 @@ static void test_cost(void)
     json_decref(ans);
 }
 
+/* Rank 0 of a 16-rank job under a limit below its peak (48.97 MB
+ * estimated, 48 MB asked): ZeRO sharding over the ranks (the `parallel`
+ * what-if, 47.57 MB at stage 3) joins as a memory saver and the top plan
+ * fits with it; the plans reproduce. */
+static void test_zero(void)
+{
+    const char *dir = rv_test_shared_traces(RANK16);
+    rv_test_loaded l;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir); /* registered only when it is there */
+    CU_ASSERT_EQUAL_FATAL(rv_test_load(dir, RANK16, &l), 0);
+    rv_advise_opts o = {.max_memory = 48000000};
+    json_t *ans = advise_opts(&l, &o);
+    CU_ASSERT_PTR_NOT_NULL(ans);
+    if (ans) {
+        print_top(ans, 3);
+        const json_t *top = json_array_get(json_object_get(ans, "candidates"), 0);
+        CU_ASSERT(num(json_object_get(ans, "baseline"), "memory_peak_bytes") > 48e6);
+        CU_ASSERT(json_is_true(json_object_get(top, "fits")));
+        CU_ASSERT(changes_has(top, "zero"));
+        check_answer(&l, ans);
+    }
+    json_decref(ans);
+    rv_test_unload(&l);
+}
+
 static void test_gpu_bound(void)
 {
     const char *dir = rv_test_shared_traces(GPU_BOUND);
@@ -343,6 +369,8 @@ int main(void)
     CU_add_test(s, "--objective cost: GPU-hours at the price asked", test_cost);
     if (rv_test_have_trace(getenv("RV_SHARED_TRACES"), GPU_BOUND))
         CU_add_test(s, "GPU-bound: the top plan is a GPU-side change", test_gpu_bound);
+    if (rv_test_have_trace(getenv("RV_SHARED_TRACES"), RANK16))
+        CU_add_test(s, "16-rank job over its memory: ZeRO fits it", test_zero);
     unsigned failed = rv_test_run();
     rv_test_unload(&w0);
     return failed ? 1 : 0;
