@@ -209,6 +209,8 @@ static const rv_route routes[] = {
      "training_jobs_get"},
     {"POST", "/v1/training-jobs/{id}/whatif", rv_api_training_whatif, RV_BODY_JSON, RV_SCOPE_READ,
      0, "training_jobs_whatif"},
+    {"POST", "/v1/training-jobs/{id}/advise", rv_api_training_advise, RV_BODY_JSON, RV_SCOPE_READ,
+     0, "training_jobs_advise"},
     {"GET", "/v1/whoami", h_whoami, RV_BODY_NONE, 0, RV_ROUTE_INLINE, "whoami"},
     {"GET", "/v1/hardware", h_hardware, RV_BODY_NONE, RV_SCOPE_READ, RV_ROUTE_INLINE, "hardware"},
     {"GET", "/v1/whatif/kinds", rv_api_whatif_kinds, RV_BODY_NONE, RV_SCOPE_READ, RV_ROUTE_INLINE,

@@ -1,13 +1,15 @@
-/* POST /v1/traces/{id}/advise: the engine's plan search (rv_advise.h) on a
- * stored trace. The body is {objective, budget_s, max_memory}, every
- * member optional. The search runs within the server's what-if budget
- * (REVERIE_WHATIF_BUDGET_MS; a request may ask for less, never more) and
- * stops when the client goes away or the server drains; a search cut
- * short answers what it found with "complete": false. Not cached. */
+/* POST /v1/traces/{id}/advise and /v1/training-jobs/{id}/advise: the
+ * engine's plan search (rv_advise.h) on a stored trace or on every stored
+ * rank of a training job (rv_advise_job: each plan a job what-if). The body is {objective,
+ * budget_s, max_memory, gpus, price_per_gpu_hour}, every member optional. The search runs within
+ * the server's what-if budget (REVERIE_WHATIF_BUDGET_MS; a request may ask for less, never more)
+ * and stops when the client goes away or the server drains; a search cut short answers what it
+ * found with "complete": false. Not cached. */
 #include <math.h>
 #include <string.h>
 
 #include "advise/rv_advise.h"
+#include "job/rv_job.h"
 #include "rv_api_internal.h"
 #include "rv_metrics.h"
 
@@ -20,17 +22,21 @@ static int client_gone(void *r)
 /* Reads the body's options into *o; 0, or -1 with a 400 answered. */
 static int read_opts(rv_req *r, const rv_app *a, const json_t *body, rv_advise_opts *o)
 {
-    static const char *const known[] = {"objective", "budget_s", "max_memory"};
+    static const char *const known[] = {"objective", "budget_s", "max_memory", "gpus",
+                                        "price_per_gpu_hour"};
+    const size_t nknown = sizeof(known) / sizeof(known[0]);
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)body, key, v)
     {
         size_t k = 0;
-        while (k < 3 && strcmp(key, known[k]) != 0)
+        while (k < nknown && strcmp(key, known[k]) != 0)
             k++;
-        if (k == 3) {
+        if (k == nknown) {
             rv_req_error(r, 400, "invalid", key,
-                         "unknown field %s; valid: objective, budget_s, max_memory", key);
+                         "unknown field %s; valid: objective, budget_s, max_memory, gpus, "
+                         "price_per_gpu_hour",
+                         key);
             return -1;
         }
     }
@@ -41,7 +47,7 @@ static int read_opts(rv_req *r, const rv_app *a, const json_t *body, rv_advise_o
     if (v && !json_is_null(v)) {
         o->objective = rv_advise_objective_parse(json_string_value(v));
         if (o->objective < 0) {
-            rv_req_error(r, 400, "invalid", "objective", "objective is time or energy");
+            rv_req_error(r, 400, "invalid", "objective", "objective is time, energy or cost");
             return -1;
         }
     }
@@ -62,6 +68,24 @@ static int read_opts(rv_req *r, const rv_app *a, const json_t *body, rv_advise_o
             return -1;
         }
         o->max_memory = (int64_t)json_integer_value(v);
+    }
+    v = json_object_get(body, "gpus");
+    if (v && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 65536) {
+            rv_req_error(r, 400, "invalid", "gpus", "gpus is an integer in [1, 65536]");
+            return -1;
+        }
+        o->gpus = (int)json_integer_value(v);
+    }
+    v = json_object_get(body, "price_per_gpu_hour");
+    if (v && !json_is_null(v)) {
+        double p = json_number_value(v);
+        if (!json_is_number(v) || !(p > 0) || p > 1e6) {
+            rv_req_error(r, 400, "invalid", "price_per_gpu_hour",
+                         "price_per_gpu_hour is US dollars in (0, 1e6]");
+            return -1;
+        }
+        o->price_per_gpu_hour = p;
     }
     return 0;
 }
@@ -110,5 +134,45 @@ void rv_api_trace_advise(rv_req *r, void *app)
 out:
     json_decref(ans);
     rv_api_loaded_free(&l);
+    json_decref(body);
+}
+
+void rv_api_training_advise(rv_req *r, void *app)
+{
+    rv_app *a = app;
+    int64_t id = rv_api_id_param(r, "id");
+    json_t *body = NULL, *ans = NULL;
+    rv_api_job jl = {0};
+    rv_advise_opts o = {0};
+    rv_error e;
+
+    rv_error_clear(&e);
+    if (id < 0)
+        return;
+    body = rv_api_whatif_doc(r);
+    if (!body)
+        return;
+    if (read_opts(r, a, body, &o) != 0)
+        goto out;
+    o.run_budget_ms = a->cfg.whatif_budget_ms;
+    o.cancel = &a->draining;
+    o.cancel_fn = client_gone;
+    o.cancel_arg = r;
+    if (rv_api_job_load(r, a, id, &jl) != 0)
+        goto out;
+    /* The first rank decides the space and the memory (rv_advise.h). */
+    if (rv_advise_job(jl.job, jl.l[0].graph, jl.l[0].base, &o, &ans, &e) != 0) {
+        rv_req_error_rv(r, &e);
+        goto out;
+    }
+    rv_metrics_add(a->metrics, RV_M_SIMULATIONS,
+                   (uint64_t)json_integer_value(json_object_get(ans, "searched")));
+    json_object_set_new(ans, "training_job_id", json_integer((json_int_t)id));
+    json_object_set_new(ans, "ranks", json_integer((json_int_t)jl.nl));
+    rv_req_respond_json(r, 200, ans);
+    ans = NULL;
+out:
+    json_decref(ans);
+    rv_api_job_free(&jl);
     json_decref(body);
 }

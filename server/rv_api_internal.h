@@ -23,6 +23,7 @@ void rv_api_trace_timeline(rv_req *r, void *app);
 void rv_api_trace_whatif(rv_req *r, void *app);
 /* POST .../advise: the plan search (rv_api_advise.c). */
 void rv_api_trace_advise(rv_req *r, void *app);
+void rv_api_training_advise(rv_req *r, void *app);
 /* GET .../diff?with=ID2 and POST .../diff with a what-if (rv_api_diff.c). */
 void rv_api_trace_diff_get(rv_req *r, void *app);
 void rv_api_trace_diff_post(rv_req *r, void *app);
@@ -44,6 +45,19 @@ void rv_api_training_list(rv_req *r, void *app);
 void rv_api_training_get(rv_req *r, void *app);
 void rv_api_training_whatif(rv_req *r, void *app);
 void rv_api_training_upload(rv_req *r, void *app);
+/* Every stored rank of training job id, loaded and built into one job
+ * (owned; rv_api_job_free, also after a failure). 0, or -1 with the
+ * refusal answered. */
+typedef struct rv_api_job {
+    struct rv_db_training_job *j;
+    struct rv_loaded *l; /* nl of them, in rank order */
+    size_t nl;
+    struct rv_job_rank *ranks;
+    char (*labels)[32];
+    struct rv_job *job;
+} rv_api_job;
+int rv_api_job_load(rv_req *r, rv_app *a, int64_t id, rv_api_job *jl);
+void rv_api_job_free(rv_api_job *jl);
 
 /* Who is asking (rv_api_guard.c): the token id into who (cap bytes; ""
  * without authentication) and its scope bits (all of them when the server

@@ -339,6 +339,64 @@ out:
     json_decref(doc);
 }
 
+void rv_api_job_free(rv_api_job *jl)
+{
+    rv_job_free(jl->job);
+    for (size_t i = 0; i < jl->nl; i++)
+        rv_api_loaded_free(&jl->l[i]);
+    free(jl->l);
+    free(jl->ranks);
+    free(jl->labels);
+    rv_db_training_job_free(jl->j);
+    memset(jl, 0, sizeof(*jl));
+}
+
+int rv_api_job_load(rv_req *r, rv_app *a, int64_t id, rv_api_job *jl)
+{
+    rv_error e;
+    rv_error_clear(&e);
+    memset(jl, 0, sizeof(*jl));
+    if (rv_db_training_ranks(a->db, id, &jl->j, &e) != 0)
+        goto fail;
+    const rv_db_training_job *j = jl->j;
+    if (j->nranks == 0) {
+        rv_req_error(r, 400, "invalid", NULL,
+                     "training job %lld has no ranks stored (all its traces were deleted)",
+                     (long long)id);
+        return -1;
+    }
+    if (j->nranks > TRAINING_MAX_RANKS) {
+        rv_error_set(&e, RV_ERR_LIMIT, -1, -1,
+                     "training job %lld has %zu ranks; at most %d are simulated together",
+                     (long long)id, j->nranks, TRAINING_MAX_RANKS);
+        goto fail;
+    }
+    if (!(jl->l = calloc(j->nranks, sizeof(*jl->l))) ||
+        !(jl->ranks = calloc(j->nranks, sizeof(*jl->ranks))) ||
+        !(jl->labels = calloc(j->nranks, sizeof(*jl->labels)))) {
+        rv_error_set(&e, RV_ERR_NOMEM, -1, -1, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < j->nranks; i++) {
+        if (rv_api_load(a, j->ranks[i].trace_id, &jl->l[jl->nl], &e) != 0)
+            goto fail;
+        size_t k = jl->nl++;
+        snprintf(jl->labels[k], sizeof(jl->labels[k]), "trace %lld",
+                 (long long)j->ranks[i].trace_id);
+        jl->ranks[k] = (rv_job_rank){.graph = jl->l[k].graph,
+                                     .base = jl->l[k].base,
+                                     .rank = j->ranks[i].rank,
+                                     .world_size = j->world_size,
+                                     .label = jl->labels[k]};
+    }
+    if (rv_job_build(jl->ranks, jl->nl, &jl->job, &e) != 0)
+        goto fail;
+    return 0;
+fail:
+    rv_req_error_rv(r, &e);
+    return -1;
+}
+
 static int ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), k = strlen(suffix);

@@ -15,6 +15,7 @@
 
 #include "graph/rv_precision.h"
 #include "hw/rv_hw.h"
+#include "job/rv_job.h"
 #include "run/rv_run.h"
 #include "simulate/rv_report.h"
 #include "util/rv_stop.h"
@@ -22,26 +23,55 @@
 
 /* Resources a move relieves (compared with the critical path's time on
  * them, for pruning). */
-enum { RES_DATA = 1, RES_GPU = 2, RES_CPU = 4, RES_COMM = 8, RES_MEM = 16, RES_POWER = 32 };
+enum {
+    RES_DATA = 1,
+    RES_GPU = 2,
+    RES_CPU = 4,
+    RES_COMM = 8,
+    RES_MEM = 16,
+    RES_POWER = 32,
+    RES_SCALE = 64 /* more GPUs: relieves no resource of the step, adds samples */
+};
 /* At most one move of a group per plan. */
-enum { G_DATA, G_AMP, G_FUSED, G_BN, G_KFUSE, G_BATCH, G_ACCUM, G_MEM, G_POWER, G_DIST, G_NET };
+enum {
+    G_DATA,
+    G_AMP,
+    G_FUSED,
+    G_BN,
+    G_KFUSE,
+    G_BATCH,
+    G_ACCUM,
+    G_MEM,
+    G_POWER,
+    G_DIST,
+    G_NET,
+    G_WORKERS,
+    G_BUCKET,
+    G_TFUSION,
+    G_DGC,
+    G_ZERO
+};
 
-#define MAX_MOVES 32
+#define MAX_MOVES 64
 /* A move acting on resources that hold less than this share of the
  * critical path cannot shorten the step by more than that share. */
 #define BOUND_MIN_SHARE 0.02
 /* A child must beat its parent by this much to be kept. */
 #define MIN_GAIN 1e-3
+/* A child with more GPUs than its parent must beat it by this much. */
+#define SCALE_MIN_GAIN 0.02
 /* Non-fitting plans listed after the fitting ones. */
 #define MAX_UNFIT_LISTED 5
 
 typedef struct move {
     int group;
     unsigned res;
-    double factor;   /* samples per step relative to the trace's batch */
-    int memory_only; /* tried only once memory is the constraint */
-    json_t *opt;     /* an optimization object, or NULL */
-    const char *key; /* else a top-level member */
+    double factor;     /* samples per step relative to the trace's batch */
+    int memory_only;   /* tried only once memory is the constraint */
+    int needs_workers; /* a distributed knob on a one-GPU trace: only with a G_WORKERS move */
+    int workers;       /* G_WORKERS: the data-parallel worker count */
+    json_t *opt;       /* an optimization object, or NULL */
+    const char *key;   /* else a top-level member */
     json_t *val;
     char label[48];
     const char *relieves; /* "takes loading off the training process" */
@@ -53,20 +83,23 @@ typedef struct crit {
 } crit;
 
 typedef struct plan {
-    uint32_t mask;
+    uint64_t mask;
     int parent; /* index in plans, -1: the baseline */
     int depth;
     double obj, predicted_us, energy_j, factor;
     int have_energy;
     int64_t mem_peak; /* -1 unknown */
+    int gpus;         /* the job's GPUs */
+    double cost_usd;  /* GPU-hours of one step x the price */
     int fits;
     crit cp;
     json_t *doc, *warnings;
 } plan;
 
 typedef struct search {
-    const rv_graph *g;
+    const rv_graph *g; /* the trace, or a job's first rank (preconditions, memory) */
     const rv_sim *base;
+    const rv_job *job; /* NULL: a single trace */
     rv_advise_opts o;
     rv_stop stop;
     move moves[MAX_MOVES];
@@ -74,12 +107,16 @@ typedef struct search {
     json_t *excluded; /* [{change, reason}] */
     plan *plans;
     size_t nplans;
-    uint32_t seen[RV_ADVISE_MAX_EVALS];
+    uint64_t seen[RV_ADVISE_MAX_EVALS];
     size_t nseen;
     plan base_plan;
     double base_us, base_energy;
     int64_t mem_limit;
     char mem_limit_src[96];
+    int base_world; /* data-parallel ranks the trace stands for (1: one GPU) */
+    int base_gpus;  /* the baseline job's GPUs */
+    double price;   /* USD per GPU-hour */
+    const char *price_src;
     size_t searched, pruned_bound, pruned_no_effect, pruned_dominated, failed;
     int memory_constrained;
     int stopped; /* 1: budget, 2: evaluation cap */
@@ -94,6 +131,8 @@ int rv_advise_objective_parse(const char *s)
         return RV_ADVISE_TIME;
     if (strcmp(s, "energy") == 0)
         return RV_ADVISE_ENERGY;
+    if (strcmp(s, "cost") == 0)
+        return RV_ADVISE_COST;
     return -1;
 }
 
@@ -247,6 +286,121 @@ static void space_batch(search *s, const facts *f)
     }
 }
 
+/* A move setting members of the one `distributed` object (plan_doc adds
+ * the workers). */
+static move *add_dist(search *s, int group, const char *label, const char *relieves, json_t *val,
+                      int needs_workers)
+{
+    move *m = add_move(s, group, RES_COMM, label, relieves);
+    if (!m) {
+        json_decref(val);
+        return NULL;
+    }
+    m->key = "distributed";
+    m->val = val;
+    m->needs_workers = needs_workers;
+    return m;
+}
+
+/* Data-parallel scale up to opts.gpus: the trace's world times 2, 4, ...
+ * (the largest RV_ADVISE_MAX_SCALES kept), each a `distributed.workers`
+ * what-if (inserted collectives on a one-GPU trace, re-timed ones on a
+ * multi-rank trace). */
+static int space_workers(search *s)
+{
+    int w[32], n = 0;
+    for (long v = 2L * s->base_world; v <= s->o.gpus && n < 32; v *= 2)
+        w[n++] = (int)v;
+    if (s->o.gpus > 0 && n == 0)
+        exclude(s, "distributed.workers", "--gpus is not above twice the trace's world size");
+    for (int i = n > RV_ADVISE_MAX_SCALES ? n - RV_ADVISE_MAX_SCALES : 0; i < n; i++) {
+        char label[48];
+        snprintf(label, sizeof(label), "data parallel %d GPUs", w[i]);
+        move *m = add_move(s, G_WORKERS, RES_SCALE, label,
+                           "spreads the samples over more GPUs, paying for their collectives");
+        if (!m)
+            continue;
+        m->workers = w[i];
+        m->factor = (double)w[i] / s->base_world;
+        m->key = "distributed";
+        m->val = json_pack("{s:i}", "workers", w[i]);
+    }
+    return n;
+}
+
+/* ZeRO / FSDP sharding over the job's data-parallel ranks (the
+ * `parallel` what-if): a memory saver of a multi-GPU job, tried once memory
+ * is the constraint. */
+static void space_zero(search *s)
+{
+    static const int stages[] = {1, 3};
+    for (size_t i = 0; i < sizeof(stages) / sizeof(stages[0]); i++) {
+        char label[48];
+        snprintf(label, sizeof(label), "zero %d", stages[i]);
+        move *m = add_move(s, G_ZERO, RES_MEM, label,
+                           stages[i] == 1 ? "shards the optimizer states over the ranks"
+                                          : "shards parameters, gradients and optimizer states "
+                                            "over the ranks");
+        if (!m)
+            continue;
+        m->memory_only = 1;
+        m->key = "parallel";
+        m->val = json_pack("{s:i}", "zero", stages[i]);
+    }
+}
+
+/* The distributed knobs: on a trace that communicates (its traced
+ * collectives re-timed), or joined to a data-parallel scale on a one-GPU
+ * trace (inserted collectives, where bucketing and fusion apply too). */
+static void space_dist(search *s, const facts *f)
+{
+    int traced = f->comm && s->base_world > 1;
+    if (traced)
+        space_zero(s);
+    else
+        exclude(s, "parallel.zero", "a one-GPU trace: nothing to shard the model states over");
+    int scales = space_workers(s);
+    if (!traced && !scales) {
+        exclude(s, "distributed",
+                f->comm ? "the trace does not name its world size and --gpus asks for no more GPUs"
+                        : "the trace does not communicate and --gpus asks for no more GPUs");
+        return;
+    }
+    int nw = !traced;
+    static const char *const algos[] = {"tree", "hierarchical"};
+    for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
+        char label[48];
+        snprintf(label, sizeof(label), "allreduce %s", algos[i]);
+        add_dist(s, G_DIST, label, "shortens the collectives",
+                 json_pack("{s:s}", "algorithm", algos[i]), nw);
+    }
+    /* A faster network between nodes (the baseline's is 100 Gb/s between
+     * 8-GPU nodes): only a job of more than one node crosses it. */
+    if ((traced && s->base_world > 8) || s->o.gpus > 8)
+        add_dist(s, G_NET, "network 400 Gb/s per node",
+                 "speeds the collectives' transfers between nodes",
+                 json_pack("{s:f}", "inter_node_gbps", 400.0), nw);
+    add_dist(s, G_DGC, "gradient compression 1%",
+             "sends 1% of the gradients (DGC), at a cost in convergence no model here judges",
+             json_pack("{s:f}", "dgc_density", 0.01), nw);
+    if (traced) {
+        exclude(s, "bucket_mb, tensor_fusion_mb",
+                "the traced collectives are the job's own buckets: re-bucketing changes nothing");
+        return;
+    }
+    static const double buckets[] = {5, 100};
+    for (size_t i = 0; i < sizeof(buckets) / sizeof(buckets[0]); i++) {
+        char label[48];
+        snprintf(label, sizeof(label), "bucket %.0f MB", buckets[i]);
+        add_dist(s, G_BUCKET, label,
+                 buckets[i] < 25 ? "starts the collectives earlier, overlapping the backward"
+                                 : "sends fewer, larger collectives",
+                 json_pack("{s:f}", "bucket_mb", buckets[i]), 1);
+    }
+    add_dist(s, G_TFUSION, "tensor fusion 64 MB", "fuses small gradients into fewer collectives",
+             json_pack("{s:f}", "tensor_fusion_mb", 64.0), 1);
+}
+
 static void space_host(search *s, const facts *f, const rv_hw *hw)
 {
     static const int workers[] = {2, 4, 8, 16};
@@ -259,31 +413,7 @@ static void space_host(search *s, const facts *f, const rv_hw *hw)
         if (m)
             m->opt = json_pack("{s:s,s:i}", "kind", "dataloader", "workers", workers[i]);
     }
-    const rv_trace *tr = s->g->trace;
-    int world = tr && tr->world_size > 1 ? tr->world_size : 0;
-    if (!f->comm || !world)
-        exclude(s, "distributed",
-                f->comm ? "the trace does not name its world size"
-                        : "the trace does not communicate");
-    static const char *const algos[] = {"tree", "hierarchical"};
-    for (size_t i = 0; f->comm && world && i < sizeof(algos) / sizeof(algos[0]); i++) {
-        char label[48];
-        snprintf(label, sizeof(label), "allreduce %s", algos[i]);
-        move *m = add_move(s, G_DIST, RES_COMM, label, "shortens the collectives");
-        if (!m)
-            continue;
-        m->key = "distributed";
-        m->val = json_pack("{s:i,s:s}", "workers", world, "algorithm", algos[i]);
-    }
-    /* A faster network between nodes (the baseline's is 100 Gb/s): what
-     * a capacity planner asks of a job that waits on its collectives. */
-    move *net = f->comm && world ? add_move(s, G_NET, RES_COMM, "network 400 Gb/s per node",
-                                            "speeds the collectives' transfers between nodes")
-                                 : NULL;
-    if (net) {
-        net->key = "distributed";
-        net->val = json_pack("{s:i,s:f}", "workers", world, "inter_node_gbps", 400.0);
-    }
+    space_dist(s, f);
     if (s->o.objective != RV_ADVISE_ENERGY)
         return;
     if (!hw) {
@@ -306,7 +436,7 @@ static void space_host(search *s, const facts *f, const rv_hw *hw)
 
 /* ---- one plan ----------------------------------------------------------- */
 
-static json_t *plan_doc(const search *s, uint32_t mask)
+static json_t *plan_doc(const search *s, uint64_t mask)
 {
     json_t *doc = json_object(), *opts = json_array();
     if (!doc || !opts) {
@@ -316,7 +446,7 @@ static json_t *plan_doc(const search *s, uint32_t mask)
     }
     for (size_t i = 0; i < s->nmoves; i++) {
         const move *m = &s->moves[i];
-        if (!(mask & (1u << i)))
+        if (!(mask & (1ull << i)))
             continue;
         if (m->opt)
             json_array_append_new(opts, json_deep_copy(m->opt));
@@ -325,6 +455,10 @@ static json_t *plan_doc(const search *s, uint32_t mask)
         else if (m->key)
             json_object_set_new(doc, m->key, json_deep_copy(m->val));
     }
+    /* The knobs keep the trace's scale unless the plan changes it. */
+    json_t *dist = json_object_get(doc, "distributed");
+    if (dist && !json_object_get(dist, "workers"))
+        json_object_set_new(dist, "workers", json_integer(s->base_world));
     if (json_array_size(opts))
         json_object_set_new(doc, "optimizations", opts);
     else
@@ -362,15 +496,40 @@ static int64_t mem_peak_of(const rv_run_result *r)
     return -1;
 }
 
-static double factor_of(const search *s, uint32_t mask)
+static double factor_of(const search *s, uint64_t mask)
 {
     double f = 1;
     for (size_t i = 0; i < s->nmoves; i++)
-        if (mask & (1u << i))
+        if (mask & (1ull << i))
             f *= s->moves[i].factor;
     return f;
 }
 
+/* The plan's data-parallel workers (its G_WORKERS move), else 0. */
+static int workers_of(const search *s, uint64_t mask)
+{
+    for (size_t i = 0; i < s->nmoves; i++)
+        if ((mask & (1ull << i)) && s->moves[i].group == G_WORKERS)
+            return s->moves[i].workers;
+    return 0;
+}
+
+/* p->cost_usd and p->obj from its figures; energy_scale turns its energy
+ * into the job's. */
+static void set_objective(const search *s, plan *p, double energy_scale)
+{
+    p->cost_usd = p->predicted_us / 3.6e9 * p->gpus * s->price;
+    double per_step = p->predicted_us;
+    if (s->o.objective == RV_ADVISE_ENERGY && p->have_energy)
+        per_step = p->energy_j * energy_scale;
+    else if (s->o.objective == RV_ADVISE_COST)
+        per_step = p->cost_usd;
+    p->obj = per_step / (p->factor > 0 ? p->factor : 1);
+}
+
+/* The objective per sample of the trace's batch: the step's time, the
+ * job's energy or its GPU-hours' price, over the samples a step takes
+ * (batch and data-parallel factors). */
 static void fill_plan(search *s, plan *p, const rv_run_result *r)
 {
     p->predicted_us = r->sum.predicted_us;
@@ -379,9 +538,10 @@ static void fill_plan(search *s, plan *p, const rv_run_result *r)
     p->mem_peak = mem_peak_of(r);
     p->fits = p->mem_peak < 0 || s->mem_limit <= 0 || p->mem_peak <= s->mem_limit;
     read_crit(r->critical_path, &p->cp);
-    double per_sample =
-        s->o.objective == RV_ADVISE_ENERGY && p->have_energy ? p->energy_j : p->predicted_us;
-    p->obj = per_sample / (p->factor > 0 ? p->factor : 1);
+    int w = workers_of(s, p->mask);
+    p->gpus = r->pred_energy.job_gpus > 0 ? r->pred_energy.job_gpus : w > 0 ? w : s->base_gpus;
+    /* The trace's GPUs' energy, scaled to the job's GPUs. */
+    set_objective(s, p, (double)p->gpus / (s->base_gpus > 0 ? s->base_gpus : 1));
 }
 
 /* A model that changed nothing on this graph: the plan is the same as
@@ -394,30 +554,125 @@ static int has_no_effect(const rv_run_result *r)
     return 0;
 }
 
+static int json_no_effect(const json_t *warnings)
+{
+    size_t i;
+    json_t *w;
+    json_array_foreach(warnings, i, w)
+    {
+        const char *c = json_string_value(json_object_get(w, "code"));
+        if (c && (!strcmp(c, "no_match") || !strcmp(c, "no_effect")))
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether the plan changes what the memory model sees (the batch, the
+ * savers): a job's plan then runs its first rank alone for the peak. */
+static int changes_memory(const search *s, uint64_t mask)
+{
+    for (size_t i = 0; i < s->nmoves; i++) {
+        int g = s->moves[i].group;
+        if ((mask & (1ull << i)) && (g == G_BATCH || g == G_MEM || g == G_ACCUM || g == G_ZERO))
+            return 1;
+    }
+    return 0;
+}
+
+static rv_run_opts run_opts(const search *s)
+{
+    return (rv_run_opts){.iteration = RV_ITER_MEDIAN,
+                         .top_kernels = 1,
+                         .critical_max = 1,
+                         .budget_ms = s->o.run_budget_ms,
+                         .deadline_ms = s->stop.deadline_ms,
+                         .cancel = s->stop.cancel,
+                         .cancel_fn = s->stop.cancel_fn,
+                         .cancel_arg = s->stop.cancel_arg};
+}
+
+/* The first rank's memory peak under w (a job's plan); -1 unknown. */
+static int rank_mem_peak(const search *s, const rv_whatif *w, int64_t *peak, rv_error *e)
+{
+    rv_run_result *r = NULL;
+    rv_run_opts ro = run_opts(s);
+    int rc = rv_run(s->g, s->base, w, &ro, &r, e);
+    *peak = rc == 0 ? mem_peak_of(r) : -1;
+    rv_run_result_free(r);
+    return rc;
+}
+
+/* Runs w on the job (the job what-if path, as `reverie simulate RANK0
+ * RANK1 ... --whatif` and POST /v1/training-jobs/{id}/whatif). p's mask
+ * and factor are set; fills its figures. The job's critical path is not
+ * split by resource: its plans are not pruned by the bound. */
+static int run_job_plan(search *s, const rv_whatif *w, plan *p, int *no_effect, rv_error *e)
+{
+    rv_job_result *jr = NULL;
+    json_t *ans = NULL;
+    rv_run_opts ro = run_opts(s);
+    int rc = rv_job_run(s->job, w, &ro, &jr, e);
+    if (rc != 0)
+        goto out;
+    ans = rv_job_render(jr, NULL);
+    if (!ans) {
+        rc = rv_error_set(e, RV_ERR_NOMEM, -1, -1, "out of memory");
+        goto out;
+    }
+    *no_effect = json_no_effect(json_object_get(ans, "warnings"));
+    p->predicted_us = rv_job_result_summary(jr)->predicted_us;
+    const json_t *en = json_object_get(ans, "energy_j");
+    p->have_energy = json_is_object(en);
+    p->energy_j = num_at(en, "predicted");
+    p->warnings = json_incref(json_object_get(ans, "warnings"));
+    p->mem_peak = s->base_plan.mem_peak;
+    if (changes_memory(s, p->mask) && (rc = rank_mem_peak(s, w, &p->mem_peak, e)) != 0)
+        goto out;
+    p->fits = p->mem_peak < 0 || s->mem_limit <= 0 || p->mem_peak <= s->mem_limit;
+    int wk = workers_of(s, p->mask);
+    p->gpus = wk > 0 ? wk : s->base_gpus;
+    set_objective(s, p, 1); /* the job's energy: every rank's GPUs */
+out:
+    json_decref(ans);
+    rv_job_result_free(jr);
+    return rc;
+}
+
+/* Runs w on the trace (rv_run, the path of `simulate --whatif`). */
+static int run_trace_plan(search *s, const rv_whatif *w, plan *p, int *no_effect, rv_error *e)
+{
+    rv_run_result *r = NULL;
+    rv_run_opts ro = run_opts(s);
+    int rc = rv_run(s->g, s->base, w, &ro, &r, e);
+    if (rc == 0) {
+        *no_effect = has_no_effect(r);
+        fill_plan(s, p, r);
+        p->warnings = rv_run_warnings_json(r);
+    }
+    rv_run_result_free(r);
+    return rc;
+}
+
 /* Runs plan mask. 0: *out filled; 1: pruned or failed (counted); -1:
  * the search must stop (budget, cancel); negative rv_err: OOM. */
-static int evaluate(search *s, uint32_t mask, int parent, plan *out, rv_error *err)
+static int evaluate(search *s, uint64_t mask, int parent, plan *out, rv_error *err)
 {
     rv_whatif *w = NULL;
-    rv_run_result *r = NULL;
     rv_error e;
-    rv_run_opts ro = {.iteration = RV_ITER_MEDIAN,
-                      .top_kernels = 1,
-                      .critical_max = 1,
-                      .budget_ms = s->o.run_budget_ms,
-                      .deadline_ms = s->stop.deadline_ms,
-                      .cancel = s->stop.cancel,
-                      .cancel_fn = s->stop.cancel_fn,
-                      .cancel_arg = s->stop.cancel_arg};
+    int no_effect = 0;
     memset(out, 0, sizeof(*out));
     out->doc = plan_doc(s, mask);
     if (!out->doc)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    out->mask = mask;
+    out->parent = parent;
+    out->factor = factor_of(s, mask);
     rv_error_clear(&e);
     s->searched++;
     int rc = rv_whatif_parse(out->doc, &w, &e);
     if (rc == 0)
-        rc = rv_run(s->g, s->base, w, &ro, &r, &e);
+        rc = s->job ? run_job_plan(s, w, out, &no_effect, &e)
+                    : run_trace_plan(s, w, out, &no_effect, &e);
     rv_whatif_free(w);
     if (rc == RV_ERR_BUDGET && rv_stop_check(&s->stop, NULL) != 0) {
         s->searched--; /* not finished: not searched */
@@ -431,27 +686,21 @@ static int evaluate(search *s, uint32_t mask, int parent, plan *out, rv_error *e
     } else if (rc != 0) {
         s->failed++;
         rc = 1;
-    } else if (has_no_effect(r)) {
+    } else if (no_effect) {
         s->pruned_no_effect++;
         rc = 1;
-    } else {
-        out->mask = mask;
-        out->parent = parent;
-        out->factor = factor_of(s, mask);
-        fill_plan(s, out, r);
-        out->warnings = rv_run_warnings_json(r);
     }
-    rv_run_result_free(r);
     if (rc != 0) {
         json_decref(out->doc);
-        out->doc = NULL;
+        json_decref(out->warnings);
+        out->doc = out->warnings = NULL;
     }
     return rc;
 }
 
 /* ---- the search --------------------------------------------------------- */
 
-static int seen(search *s, uint32_t mask)
+static int seen(search *s, uint64_t mask)
 {
     for (size_t i = 0; i < s->nseen; i++)
         if (s->seen[i] == mask)
@@ -470,7 +719,7 @@ static double bound_share(const crit *c, unsigned res)
     double t = 0;
     if (c->len <= 0)
         return 1;
-    if (res & (RES_MEM | RES_POWER))
+    if (res & (RES_MEM | RES_POWER | RES_SCALE))
         return 1;
     t += res & RES_DATA ? c->data : 0;
     t += res & RES_GPU ? c->gpu : 0;
@@ -483,13 +732,15 @@ static double bound_share(const crit *c, unsigned res)
 static int may_add(search *s, const plan *p, size_t i)
 {
     const move *m = &s->moves[i];
-    if (p->mask & (1u << i))
+    if (p->mask & (1ull << i))
+        return 0;
+    if (m->needs_workers && !workers_of(s, p->mask))
         return 0;
     for (size_t k = 0; k < s->nmoves; k++) {
         int og = s->moves[k].group;
         int clash = og == m->group || (og == G_BATCH && m->group == G_ACCUM) ||
                     (og == G_ACCUM && m->group == G_BATCH);
-        if ((p->mask & (1u << k)) && clash)
+        if ((p->mask & (1ull << k)) && clash)
             return 0;
     }
     /* An over-budget plan only gets what frees memory. */
@@ -499,21 +750,25 @@ static int may_add(search *s, const plan *p, size_t i)
         return 0;
     if (m->res & RES_MEM)
         return 0;
-    if (s->o.objective == RV_ADVISE_TIME && bound_share(&p->cp, m->res) < BOUND_MIN_SHARE) {
+    if (s->o.objective == RV_ADVISE_TIME && !s->job &&
+        bound_share(&p->cp, m->res) < BOUND_MIN_SHARE) {
         s->pruned_bound++;
         return 0;
     }
     return 1;
 }
 
-/* Whether child c earns its place over its parent p. */
+/* Whether child c earns its place over its parent p. More GPUs must
+ * earn SCALE_MIN_GAIN: a gain within the models' error does not justify
+ * buying them (on the cost objective they would otherwise win ties). */
 static int worth_keeping(const plan *c, const plan *p)
 {
     if (c->fits && !p->fits)
         return 1;
     if (!c->fits && !p->fits)
         return c->mem_peak >= 0 && p->mem_peak >= 0 && c->mem_peak < p->mem_peak;
-    return c->obj < p->obj * (1 - MIN_GAIN);
+    double gain = c->gpus > p->gpus ? SCALE_MIN_GAIN : MIN_GAIN;
+    return c->obj < p->obj * (1 - gain);
 }
 
 static int cmp_plan(const plan *a, const plan *b)
@@ -524,7 +779,7 @@ static int cmp_plan(const plan *a, const plan *b)
         return (a->obj > b->obj) - (a->obj < b->obj);
     /* Ties: the fewer changes, then the earlier ones in the table (fewer
      * loader workers, the cheaper setting). */
-    int na = __builtin_popcount(a->mask), nb = __builtin_popcount(b->mask);
+    int na = __builtin_popcountll(a->mask), nb = __builtin_popcountll(b->mask);
     if (na != nb)
         return na - nb;
     return (a->mask > b->mask) - (a->mask < b->mask);
@@ -546,7 +801,7 @@ static int expand(search *s, int pi, rv_error *err)
         const plan *p = plan_at(s, pi);
         if (!may_add(s, p, i))
             continue;
-        uint32_t mask = p->mask | (1u << i);
+        uint64_t mask = p->mask | (1ull << i);
         if (seen(s, mask))
             continue;
         if (s->nseen >= RV_ADVISE_MAX_EVALS) {
@@ -668,9 +923,9 @@ static json_t *why_of(const search *s, const plan *p)
     bound_phrase(&s->base_plan.cp, bound, sizeof(bound));
     snprintf(buf, sizeof(buf), "The baseline step (%.1f ms) is bound by %s; ", s->base_us / 1e3,
              bound);
-    int k = 0, n = __builtin_popcount(p->mask);
+    int k = 0, n = __builtin_popcountll(p->mask);
     for (size_t i = 0; i < s->nmoves; i++) {
-        if (!(p->mask & (1u << i)))
+        if (!(p->mask & (1ull << i)))
             continue;
         k++;
         append(buf, sizeof(buf), k == 1 ? "" : k == n ? ", and " : ", ");
@@ -682,6 +937,10 @@ static json_t *why_of(const search *s, const plan *p)
     if (s->o.objective == RV_ADVISE_ENERGY && p->have_energy)
         snprintf(tail, sizeof(tail), ": %.2f -> %.2f J per sample-equivalent step.", s->base_energy,
                  p->obj);
+    else if (s->o.objective == RV_ADVISE_COST)
+        snprintf(tail, sizeof(tail),
+                 ": $%.3g -> $%.3g per sample-equivalent step on %d GPU%s at $%.2f per GPU-hour.",
+                 s->base_plan.obj, p->obj, p->gpus, p->gpus == 1 ? "" : "s", s->price);
     else
         snprintf(tail, sizeof(tail), ": %.1f -> %.1f ms per step%s.", s->base_us / 1e3,
                  p->predicted_us / 1e3, p->factor != 1 ? " (at the new batch)" : "");
@@ -689,11 +948,11 @@ static json_t *why_of(const search *s, const plan *p)
     return json_string(buf);
 }
 
-static json_t *changes_of(const search *s, uint32_t mask)
+static json_t *changes_of(const search *s, uint64_t mask)
 {
     json_t *a = json_array();
     for (size_t i = 0; a && i < s->nmoves; i++)
-        if (mask & (1u << i))
+        if (mask & (1ull << i))
             json_array_append_new(a, json_string(s->moves[i].label));
     return a;
 }
@@ -729,6 +988,8 @@ static json_t *candidate_json(const search *s, const plan *p)
     json_object_set_new(c, "objective_value", json_real(p->obj));
     json_object_set_new(c, "objective_gain", json_real(p->obj > 0 ? base_obj / p->obj : 0));
     json_object_set_new(c, "energy_j", p->have_energy ? json_real(p->energy_j) : json_null());
+    json_object_set_new(c, "gpus", json_integer(p->gpus));
+    json_object_set_new(c, "cost_usd", json_real(p->cost_usd));
     json_object_set_new(c, "memory_peak_bytes",
                         p->mem_peak >= 0 ? json_integer((json_int_t)p->mem_peak) : json_null());
     json_object_set_new(c, "fits", json_boolean(p->fits));
@@ -736,7 +997,7 @@ static json_t *candidate_json(const search *s, const plan *p)
     json_t *warn = json_deep_copy(p->warnings);
     for (size_t i = 0; warn && i < s->nmoves; i++) {
         int g = s->moves[i].group;
-        if ((p->mask & (1u << i)) && (g == G_BATCH || g == G_ACCUM))
+        if ((p->mask & (1ull << i)) && (g == G_BATCH || g == G_ACCUM))
             json_array_append_new(
                 warn, json_pack("{s:s,s:s}", "code", "training_changed", "message",
                                 "the plan changes the samples per optimizer step (batch size or "
@@ -765,9 +1026,17 @@ static json_t *baseline_json(const search *s)
         p->mem_peak >= 0 ? json_integer((json_int_t)p->mem_peak) : json_null(), "bound", bound,
         "critical_path_us", "length", p->cp.len, "data", p->cp.data, "gpu", p->cp.gpu, "cpu",
         p->cp.cpu, "comm", p->cp.comm, "wait", p->cp.wait);
-    if (b)
+    if (b) {
         json_object_set(b, "warnings", p->warnings);
+        json_object_set_new(b, "gpus", json_integer(p->gpus));
+        json_object_set_new(b, "cost_usd", json_real(p->cost_usd));
+    }
     return b;
+}
+
+static const char *objective_name(int o)
+{
+    return o == RV_ADVISE_ENERGY ? "energy" : o == RV_ADVISE_COST ? "cost" : "time";
 }
 
 static json_t *render(search *s, double seconds)
@@ -804,15 +1073,18 @@ static json_t *render(search *s, double seconds)
     size_t pruned = s->pruned_bound + s->pruned_no_effect + s->pruned_dominated + s->failed;
     json_t *o = json_pack(
         "{s:s,s:o,s:o,s:I,s:I,s:{s:I,s:I,s:I,s:I},s:f,s:b,s:o,s:o,s:O,s:o,s:o}", "objective",
-        s->o.objective == RV_ADVISE_ENERGY ? "energy" : "time", "baseline", baseline_json(s),
-        "candidates", cands, "searched", (json_int_t)s->searched, "pruned", (json_int_t)pruned,
-        "pruned_by", "bound", (json_int_t)s->pruned_bound, "no_effect",
-        (json_int_t)s->pruned_no_effect, "dominated", (json_int_t)s->pruned_dominated, "failed",
-        (json_int_t)s->failed, "seconds", seconds, "complete", !s->stopped, "stopped",
-        s->stopped ? json_string(s->stop_msg) : json_null(), "space", space, "excluded",
-        s->excluded, "memory_limit_bytes",
+        objective_name(s->o.objective), "baseline", baseline_json(s), "candidates", cands,
+        "searched", (json_int_t)s->searched, "pruned", (json_int_t)pruned, "pruned_by", "bound",
+        (json_int_t)s->pruned_bound, "no_effect", (json_int_t)s->pruned_no_effect, "dominated",
+        (json_int_t)s->pruned_dominated, "failed", (json_int_t)s->failed, "seconds", seconds,
+        "complete", !s->stopped, "stopped", s->stopped ? json_string(s->stop_msg) : json_null(),
+        "space", space, "excluded", s->excluded, "memory_limit_bytes",
         s->mem_limit > 0 ? json_integer((json_int_t)s->mem_limit) : json_null(),
         "memory_limit_source", json_string(s->mem_limit_src));
+    if (o)
+        json_object_set_new(
+            o, "price",
+            json_pack("{s:f,s:s}", "usd_per_gpu_hour", s->price, "source", s->price_src));
     return o;
 }
 
@@ -835,6 +1107,23 @@ static void memory_limit(search *s)
     snprintf(s->mem_limit_src, sizeof(s->mem_limit_src), "unknown");
 }
 
+/* A job's baseline: the job as traced (its step, energy and warnings);
+ * the first rank's run gave the memory peak and the bound phrase. */
+static int job_baseline(search *s, rv_error *err)
+{
+    plan *b = &s->base_plan;
+    int w = rv_job_world_size(s->job);
+    int no_effect = 0;
+    s->base_world = w > 1 ? w : (int)rv_job_nranks(s->job);
+    s->base_gpus = s->base_world;
+    json_decref(b->warnings);
+    b->warnings = NULL;
+    int rc = run_job_plan(s, NULL, b, &no_effect, err);
+    if (rc == 0)
+        s->base_us = b->predicted_us;
+    return rc;
+}
+
 static int run_baseline(search *s, rv_error *err)
 {
     rv_run_result *r = NULL;
@@ -850,14 +1139,18 @@ static int run_baseline(search *s, rv_error *err)
     plan *b = &s->base_plan;
     b->parent = -1;
     b->factor = 1;
+    const rv_trace *tr = s->g->trace;
+    s->base_world = tr && tr->world_size > 1 ? tr->world_size : 1;
+    s->base_gpus = r->base_energy.job_gpus > 0 ? r->base_energy.job_gpus : s->base_world;
     fill_plan(s, b, r);
     b->warnings = rv_run_warnings_json(r);
+    if (s->job && (rc = job_baseline(s, err)) != 0)
+        goto out;
     s->base_us = b->predicted_us;
     s->base_energy = b->energy_j;
     facts f;
     read_facts(s, r, &f);
-    const rv_hw *hw =
-        s->g->trace ? rv_hw_lookup(rv_trace_str(s->g->trace, s->g->trace->platform_gpu)) : NULL;
+    const rv_hw *hw = tr ? rv_hw_lookup(rv_trace_str(tr, tr->platform_gpu)) : NULL;
     space_host(s, &f, hw);
     space_gpu(s, &f, hw);
     space_batch(s, &f);
@@ -867,8 +1160,9 @@ static int run_baseline(search *s, rv_error *err)
     if (!b->fits && s->o.max_memory <= 0)
         b->fits = 1;
     s->memory_constrained = !b->fits;
+out:
     rv_run_result_free(r);
-    return 0;
+    return rc;
 }
 
 static void search_free(search *s)
@@ -888,8 +1182,8 @@ static void search_free(search *s)
     free(s);
 }
 
-int rv_advise(const rv_graph *g, const rv_sim *base, const rv_advise_opts *opts, json_t **out,
-              rv_error *err)
+static int advise(const rv_graph *g, const rv_sim *base, const rv_job *job,
+                  const rv_advise_opts *opts, json_t **out, rv_error *err)
 {
     int64_t t0 = rv_stop_now_ms();
     search *s = calloc(1, sizeof(*s));
@@ -900,6 +1194,7 @@ int rv_advise(const rv_graph *g, const rv_sim *base, const rv_advise_opts *opts,
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
     s->g = g;
     s->base = base;
+    s->job = job;
     s->o = opts ? *opts : (rv_advise_opts){0};
     double budget = s->o.budget_s > 0 ? s->o.budget_s : RV_ADVISE_BUDGET_S;
     int64_t deadline = t0 + (int64_t)llround(budget * 1000);
@@ -917,6 +1212,9 @@ int rv_advise(const rv_graph *g, const rv_sim *base, const rv_advise_opts *opts,
         goto out;
     }
     memory_limit(s);
+    /* The hardware table has no prices: the caller's, else the default. */
+    s->price = s->o.price_per_gpu_hour > 0 ? s->o.price_per_gpu_hour : RV_ADVISE_PRICE_DEFAULT;
+    s->price_src = s->o.price_per_gpu_hour > 0 ? "asked" : "default";
     if ((rc = run_baseline(s, err)) != 0)
         goto out;
     if ((rc = run_search(s, err)) != 0)
@@ -927,4 +1225,16 @@ int rv_advise(const rv_graph *g, const rv_sim *base, const rv_advise_opts *opts,
 out:
     search_free(s);
     return rc;
+}
+
+int rv_advise(const rv_graph *g, const rv_sim *base, const rv_advise_opts *opts, json_t **out,
+              rv_error *err)
+{
+    return advise(g, base, NULL, opts, out, err);
+}
+
+int rv_advise_job(const rv_job *job, const rv_graph *g, const rv_sim *base,
+                  const rv_advise_opts *opts, json_t **out, rv_error *err)
+{
+    return advise(g, base, job, opts, out, err);
 }

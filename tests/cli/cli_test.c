@@ -605,7 +605,69 @@ static void test_advise(void)
     free(whatif);
     json_decref(doc);
     expect_failure((const char *const[]){"advise", SAMPLE, "--objective", "fame", NULL},
-                   "--objective wants time or energy");
+                   "--objective wants time, energy or cost");
+    expect_failure((const char *const[]){"advise", SAMPLE, "--gpus", "0", NULL},
+                   "--gpus wants an integer");
+}
+
+/* advise RANK0 .. RANK7 --gpus 16: one job's plans, each a job what-if
+ * that `simulate RANK0 .. RANK7 --whatif` reproduces (±0.5%); the top one
+ * by time per sample scales the job to 16 data-parallel ranks with a
+ * distributed knob (network, compression or algorithm) on its traced
+ * collectives; the price is the default one, said so. Needs the public
+ * traces. */
+static void test_advise_job(void)
+{
+    const char *dir = rv_test_shared_traces("param/dlrm-8rank/worker0.kineto.json.gz");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir); /* registered only when it is there */
+    char p[8][1024];
+    const char *args[20];
+    size_t n = 0;
+    args[n++] = "advise";
+    for (int i = 0; i < 8; i++) {
+        snprintf(p[i], sizeof(p[i]), "%s/param/dlrm-8rank/worker%d.kineto.json.gz", dir, i);
+        args[n++] = p[i];
+    }
+    size_t ntr = n;
+    const char *tail[] = {"--objective", "time", "--gpus", "16", "--compact", NULL};
+    for (size_t i = 0; i < 6; i++)
+        args[n++] = tail[i];
+    run_result r;
+    run(&r, args);
+    if (r.status != 0)
+        fprintf(stderr, "\n  exit %d: %s\n", r.status, r.err);
+    CU_ASSERT_EQUAL_FATAL(r.status, 0);
+    json_t *doc = json_loads(r.out, 0, NULL);
+    run_free(&r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(doc, "traces")), 8);
+    CU_ASSERT_EQUAL(number(json_object_get(doc, "baseline"), "gpus"), 8);
+    CU_ASSERT_STRING_EQUAL(
+        json_string_value(json_object_get(json_object_get(doc, "price"), "source")), "default");
+    const json_t *top = json_array_get(json_object_get(doc, "candidates"), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(top);
+    char *changes = json_dumps(json_object_get(top, "changes"), JSON_COMPACT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(changes ? changes : "", "data parallel 16 GPUs"));
+    CU_ASSERT(strstr(changes ? changes : "", "network") ||
+              strstr(changes ? changes : "", "compression") ||
+              strstr(changes ? changes : "", "allreduce"));
+    CU_ASSERT_EQUAL(number(top, "gpus"), 16);
+    free(changes);
+    char *whatif = json_dumps(json_object_get(top, "whatif"), JSON_COMPACT);
+    args[0] = "simulate";
+    args[ntr] = "--whatif";
+    args[ntr + 1] = whatif;
+    args[ntr + 2] = "--compact";
+    args[ntr + 3] = NULL;
+    run(&r, args);
+    CU_ASSERT_EQUAL(r.status, 0);
+    json_t *sim = json_loads(r.out, 0, NULL);
+    double want = number(top, "predicted_us"), got = sim ? number(sim, "predicted_us") : 0;
+    CU_ASSERT(fabs(got - want) <= 0.005 * want);
+    json_decref(sim);
+    run_free(&r);
+    free(whatif);
+    json_decref(doc);
 }
 
 /* A what-if document given without --whatif: the error names the flag. */
@@ -654,12 +716,13 @@ int main(void)
         CU_add_test(s, "simulate ET --gpu: an execution trace alone", test_simulate_et_alone);
         CU_add_test(s, "simulate --kernel-models-from", test_kernel_models_from);
         CU_add_test(s, "kernels --fit another trace", test_kernels_fit);
+        CU_add_test(s, "advise RANK0 RANK1 ...: job what-if plans", test_advise_job);
     }
     CU_add_test(s, "advise: ranked plans that simulate reproduces", test_advise);
     CU_add_test(s, "whatif ID DOC suggests --whatif", test_whatif_doc_needs_flag);
     unsigned fails = rv_test_run();
     if (!fails && !traces) {
-        printf("skip: 4 cases need the public traces (RV_SHARED_TRACES unset or without "
+        printf("skip: 5 cases need the public traces (RV_SHARED_TRACES unset or without "
                "them); the other cases passed\n");
         return RV_TEST_SKIP;
     }

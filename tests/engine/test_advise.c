@@ -19,9 +19,20 @@
 
 #define SAMPLE    "data/samples/resnet50-v100-workers0.pt.trace.json.gz"
 #define GPU_BOUND "hta/v100-1rank-ns-resolution.json.gz"
+#define RANK16    "hta/a100-rank0-of-16-five-streams.json.gz"
 
 static char sample[1024];
 static rv_test_loaded w0;
+
+static json_t *advise_opts(const rv_test_loaded *l, const rv_advise_opts *o)
+{
+    json_t *ans = NULL;
+    rv_error err;
+    rv_error_clear(&err);
+    if (rv_advise(l->g, l->s, o, &ans, &err))
+        printf("\n    advise: %s", err.message);
+    return ans;
+}
 
 static json_t *advise(const rv_test_loaded *l, int objective, double budget_s)
 {
@@ -229,6 +240,91 @@ static void test_max_memory(void)
     json_decref(ans);
 }
 
+/* --gpus 8 on the one-GPU trace: data-parallel workers join the space,
+ * the top plan by time per sample uses them (per sample several times
+ * faster than the best one-GPU plan), and its figures, GPUs included,
+ * reproduce through the run path. */
+static void test_gpus(void)
+{
+    rv_advise_opts o = {.objective = RV_ADVISE_TIME, .gpus = 8};
+    json_t *one = advise(&w0, RV_ADVISE_TIME, 0);
+    json_t *ans = advise_opts(&w0, &o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ans);
+    print_top(ans, 3);
+    const json_t *top = json_array_get(json_object_get(ans, "candidates"), 0);
+    const json_t *top1 = json_array_get(json_object_get(one, "candidates"), 0);
+    CU_ASSERT(changes_has(top, "data parallel"));
+    CU_ASSERT(num(top, "gpus") > 1 && num(top, "gpus") <= 8);
+    CU_ASSERT(num(top, "samples_factor") >= num(top, "gpus"));
+    CU_ASSERT(num(top, "speedup") > 2 * num(top1, "speedup"));
+    CU_ASSERT(num(json_object_get(ans, "baseline"), "gpus") == 1);
+    check_answer(&w0, ans);
+    /* The job's GPUs the run path predicts for the plan. */
+    rv_run_result *r = run_doc(&w0, json_object_get(top, "whatif"));
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r)
+        CU_ASSERT_EQUAL(r->pred_energy.job_gpus, (int)num(top, "gpus"));
+    rv_run_result_free(r);
+    json_decref(ans);
+    json_decref(one);
+}
+
+/* --objective cost with --gpus 8: the price asked is the one used, each
+ * plan's cost is its step's GPU-hours times it, and on this input-bound
+ * trace more GPUs do not lower the price per sample (the top plan stays on
+ * one GPU, cheaper per sample than the baseline). */
+static void test_cost(void)
+{
+    rv_advise_opts o = {.objective = RV_ADVISE_COST, .gpus = 8, .price_per_gpu_hour = 3.0};
+    json_t *ans = advise_opts(&w0, &o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ans);
+    print_top(ans, 3);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(ans, "objective")), "cost");
+    const json_t *price = json_object_get(ans, "price");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(price, "source")), "asked");
+    CU_ASSERT_DOUBLE_EQUAL(num(price, "usd_per_gpu_hour"), 3.0, 1e-12);
+    const json_t *cs = json_object_get(ans, "candidates");
+    const json_t *base = json_object_get(ans, "baseline");
+    CU_ASSERT_DOUBLE_EQUAL(num(base, "cost_usd"), num(base, "predicted_us") / 3.6e9 * 3.0, 1e-12);
+    for (size_t i = 0; i < json_array_size(cs); i++) {
+        const json_t *c = json_array_get(cs, i);
+        double want = num(c, "predicted_us") / 3.6e9 * num(c, "gpus") * 3.0;
+        CU_ASSERT(fabs(num(c, "cost_usd") - want) <= 1e-9 * want);
+        CU_ASSERT(fabs(num(c, "objective_value") - want / num(c, "samples_factor")) <= 1e-9 * want);
+    }
+    const json_t *top = json_array_get(cs, 0);
+    CU_ASSERT(num(top, "gpus") == 1);
+    CU_ASSERT(num(top, "objective_value") < num(base, "cost_usd"));
+    check_answer(&w0, ans);
+    json_decref(ans);
+}
+
+/* Rank 0 of a 16-rank job under a limit below its peak (48.97 MB
+ * estimated, 48 MB asked): ZeRO sharding over the ranks (the `parallel`
+ * what-if, 47.57 MB at stage 3) joins as a memory saver and the top plan
+ * fits with it; the plans reproduce. */
+static void test_zero(void)
+{
+    const char *dir = rv_test_shared_traces(RANK16);
+    rv_test_loaded l;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir); /* registered only when it is there */
+    CU_ASSERT_EQUAL_FATAL(rv_test_load(dir, RANK16, &l), 0);
+    rv_advise_opts o = {.max_memory = 48000000};
+    json_t *ans = advise_opts(&l, &o);
+    CU_ASSERT_PTR_NOT_NULL(ans);
+    if (ans) {
+        print_top(ans, 3);
+        const json_t *top = json_array_get(json_object_get(ans, "candidates"), 0);
+        CU_ASSERT(num(json_object_get(ans, "baseline"), "memory_peak_bytes") > 48e6);
+        CU_ASSERT(json_is_true(json_object_get(top, "fits")));
+        CU_ASSERT(changes_has(top, "zero"));
+        check_answer(&l, ans);
+    }
+    json_decref(ans);
+    rv_test_unload(&l);
+}
+
 static void test_gpu_bound(void)
 {
     const char *dir = rv_test_shared_traces(GPU_BOUND);
@@ -269,8 +365,12 @@ int main(void)
     CU_add_test(s, "energy objective saves energy", test_energy);
     CU_add_test(s, "a tiny budget stops the search and says so", test_tiny_budget);
     CU_add_test(s, "--max-memory marks plans above it", test_max_memory);
+    CU_add_test(s, "--gpus 8: data-parallel workers, reproduced", test_gpus);
+    CU_add_test(s, "--objective cost: GPU-hours at the price asked", test_cost);
     if (rv_test_have_trace(getenv("RV_SHARED_TRACES"), GPU_BOUND))
         CU_add_test(s, "GPU-bound: the top plan is a GPU-side change", test_gpu_bound);
+    if (rv_test_have_trace(getenv("RV_SHARED_TRACES"), RANK16))
+        CU_add_test(s, "16-rank job over its memory: ZeRO fits it", test_zero);
     unsigned failed = rv_test_run();
     rv_test_unload(&w0);
     return failed ? 1 : 0;

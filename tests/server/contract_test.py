@@ -714,6 +714,12 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
         fail("advise workers0: an incomplete search does not say why it stopped")
     c.call("POST", ap, 200, params={"id": id_resnet}, body={"objective": "energy"}, what="energy")
     c.call("POST", ap, 400, params={"id": id_resnet}, body={"objective": "fame"}, what="bad objective")
+    st, adc = c.call("POST", ap, 200, params={"id": id_resnet},
+                     body={"objective": "cost", "gpus": 4}, what="cost, 4 GPUs")
+    if isinstance(adc, dict) and (adc.get("price") or {}).get("source") != "default":
+        fail(f"advise cost: price {adc.get('price')!r}")
+    c.call("POST", ap, 400, params={"id": id_resnet}, body={"price_per_gpu_hour": -1},
+           what="negative price")
     c.call("POST", ap, 404, params={"id": 987654321}, body={})
 
     # The prediction as a Kineto trace: the original's metadata, one annotation per model.
@@ -764,6 +770,27 @@ def exercise(c, tokens, t_small, t_h100, t_resnet):
     st, tr = c.call("POST", tw, 200, params={"id": tj_id}, body={}, what="partial job")
     if isinstance(tr, dict) and [w.get("code") for w in tr.get("warnings", [])].count("partial_job") != 1:
         fail(f"the partial job's answer does not warn partial_job: {tr.get('warnings')!r}")
+    # Advise on the job: ranked job what-ifs; the top one, POSTed to the
+    # job's what-if, gives its step (±0.5%); --gpus data-parallel and the
+    # cost objective with the price asked.
+    ja = "/v1/training-jobs/{id}/advise"
+    st, jad = c.call("POST", ja, 200, params={"id": tj_id},
+                     body={"objective": "cost", "gpus": 8, "price_per_gpu_hour": 3.5})
+    jc = jad.get("candidates") if isinstance(jad, dict) else None
+    if isinstance(jad, dict) and (jad.get("objective") != "cost" or jad.get("ranks") != 4 or
+                                  jad.get("price") != {"usd_per_gpu_hour": 3.5, "source": "asked"}):
+        fail(f"job advise: {({k: jad.get(k) for k in ('objective', 'ranks', 'price')})!r}")
+    if not jc:
+        fail("job advise: no candidates")
+    else:
+        st, jw = c.call("POST", tw, 200, params={"id": tj_id}, body=jc[0]["whatif"],
+                        what="the job advise's top plan")
+        want = jc[0].get("predicted_us") or 0
+        got = jw.get("predicted_us", 0) if isinstance(jw, dict) else 0
+        if abs(got - want) > 0.005 * want:
+            fail(f"job advise: top plan predicts {want} us, the job what-if {got} us")
+    c.call("POST", ja, 400, params={"id": tj_id}, body={"gpus": 0}, what="gpus 0")
+    c.call("POST", ja, 404, params={"id": 987654321}, body={})
 
     # Catalogues.
     st, pl = c.call("GET", "/v1/platforms", 200)

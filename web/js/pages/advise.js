@@ -1,6 +1,6 @@
 // Advise: the ranked plans of POST /v1/traces/{id}/advise (docs/advise.md),
 // each opening as a what-if (the diff page against its prediction).
-//   #/advise/ID?objective=time|energy
+//   #/advise/ID?objective=time|energy|cost
 
 import { request } from '../api.js';
 import { h, clear, loading, empty, errorBox, sortableTable, fmtUs, fmtX, fmtJ, fmtBytes, warningsBox } from '../ui.js';
@@ -36,8 +36,10 @@ export function advisePage({ main, arg, query }) {
   let alive = true;
   const tid = h('input', { id: 'advise-trace', type: 'number', min: 1, value: arg || '', 'aria-label': 'Trace id' });
   const obj = h('select', { id: 'advise-objective', 'aria-label': 'Objective' },
-    h('option', { value: 'time' }, 'time per sample'), h('option', { value: 'energy' }, 'energy per sample'));
-  obj.value = query.get('objective') === 'energy' ? 'energy' : 'time';
+    h('option', { value: 'time' }, 'time per sample'), h('option', { value: 'energy' }, 'energy per sample'),
+    h('option', { value: 'cost' }, 'GPU-hour cost per sample'));
+  const asked = query.get('objective');
+  obj.value = asked === 'energy' || asked === 'cost' ? asked : 'time';
   const out = h('div', { id: 'advise-out' }, empty('Pick a trace and search its what-ifs.'));
   const form = h('form', { id: 'advise-form', novalidate: true },
     h('div', { class: 'fields' },
