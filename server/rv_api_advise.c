@@ -90,6 +90,35 @@ static int read_opts(rv_req *r, const rv_app *a, const json_t *body, rv_advise_o
     return 0;
 }
 
+/* The advise request of r: its body (new; NULL when answered already: no
+ * body, or an option refused) and o filled with the server's budget and
+ * cancellation. */
+static json_t *advise_request(rv_req *r, rv_app *a, rv_advise_opts *o)
+{
+    json_t *body = rv_api_whatif_doc(r);
+    if (!body)
+        return NULL;
+    if (read_opts(r, a, body, o) != 0) {
+        json_decref(body);
+        return NULL;
+    }
+    o->run_budget_ms = a->cfg.whatif_budget_ms;
+    o->cancel = &a->draining;
+    o->cancel_fn = client_gone;
+    o->cancel_arg = r;
+    return body;
+}
+
+/* Sends ans (taken) naming what it advises on (key: id). Every plan
+ * searched was one simulator run. */
+static void advise_answer(rv_req *r, rv_app *a, json_t *ans, const char *key, int64_t id)
+{
+    rv_metrics_add(a->metrics, RV_M_SIMULATIONS,
+                   (uint64_t)json_integer_value(json_object_get(ans, "searched")));
+    json_object_set_new(ans, key, json_integer((json_int_t)id));
+    rv_req_respond_json(r, 200, ans);
+}
+
 void rv_api_trace_advise(rv_req *r, void *app)
 {
     rv_app *a = app;
@@ -100,22 +129,13 @@ void rv_api_trace_advise(rv_req *r, void *app)
     rv_error e;
 
     rv_error_clear(&e);
-    if (id < 0)
+    if (id < 0 || !(body = advise_request(r, a, &o)))
         return;
-    body = rv_api_whatif_doc(r);
-    if (!body)
-        return;
-    if (read_opts(r, a, body, &o) != 0)
-        goto out;
-    o.run_budget_ms = a->cfg.whatif_budget_ms;
-    o.cancel = &a->draining;
-    o.cancel_fn = client_gone;
-    o.cancel_arg = r;
     if (rv_api_load(a, id, &l, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
     }
-    if (strcmp(rv_trace_str(l.trace, l.trace->source_format), "et") == 0) {
+    if (rv_trace_source(l.trace) == RV_SOURCE_ET) {
         rv_req_error(r, 409, "conflict", NULL,
                      "trace %lld is an execution trace alone: advise needs a measured trace",
                      (long long)id);
@@ -125,11 +145,7 @@ void rv_api_trace_advise(rv_req *r, void *app)
         rv_req_error_rv(r, &e);
         goto out;
     }
-    /* Every plan searched was one simulator run. */
-    rv_metrics_add(a->metrics, RV_M_SIMULATIONS,
-                   (uint64_t)json_integer_value(json_object_get(ans, "searched")));
-    json_object_set_new(ans, "trace_id", json_integer((json_int_t)id));
-    rv_req_respond_json(r, 200, ans);
+    advise_answer(r, a, ans, "trace_id", id);
     ans = NULL;
 out:
     json_decref(ans);
@@ -147,17 +163,8 @@ void rv_api_training_advise(rv_req *r, void *app)
     rv_error e;
 
     rv_error_clear(&e);
-    if (id < 0)
+    if (id < 0 || !(body = advise_request(r, a, &o)))
         return;
-    body = rv_api_whatif_doc(r);
-    if (!body)
-        return;
-    if (read_opts(r, a, body, &o) != 0)
-        goto out;
-    o.run_budget_ms = a->cfg.whatif_budget_ms;
-    o.cancel = &a->draining;
-    o.cancel_fn = client_gone;
-    o.cancel_arg = r;
     if (rv_api_job_load(r, a, id, &jl) != 0)
         goto out;
     /* The first rank decides the space and the memory (rv_advise.h). */
@@ -165,11 +172,8 @@ void rv_api_training_advise(rv_req *r, void *app)
         rv_req_error_rv(r, &e);
         goto out;
     }
-    rv_metrics_add(a->metrics, RV_M_SIMULATIONS,
-                   (uint64_t)json_integer_value(json_object_get(ans, "searched")));
-    json_object_set_new(ans, "training_job_id", json_integer((json_int_t)id));
     json_object_set_new(ans, "ranks", json_integer((json_int_t)jl.nl));
-    rv_req_respond_json(r, 200, ans);
+    advise_answer(r, a, ans, "training_job_id", id);
     ans = NULL;
 out:
     json_decref(ans);
