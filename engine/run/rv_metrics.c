@@ -269,7 +269,7 @@ static json_t *with_breakdown(rv_run_result *r, json_t *o, const rv_trace *t, in
     return o;
 }
 
-static json_t *memory_json(rv_run_result *r)
+json_t *rv_metrics_memory(rv_run_result *r)
 {
     const rv_trace *t = r->graph->trace;
     const char *none = "the trace has no GPU \"[memory]\" events (record with profile_memory=True)";
@@ -339,6 +339,18 @@ static json_t *utilization_json(const rv_run_result *r)
     }
     return json_pack("{s:o,s:o}", "gpu", before_after(gpu[0], gpu[1]), "cpu",
                      before_after(cpu[0], cpu[1]));
+}
+
+/* The baseline's memory report: a copy of the prep's (the what-if's
+ * predictions are added to it), with the warnings it rests on. */
+static json_t *memory_of(rv_run_result *r)
+{
+    const rv_run_prep *p = r->prep;
+    if (!p)
+        return rv_metrics_memory(r);
+    for (size_t i = 0; i < p->mem_nwarnings; i++)
+        rv_run_warn(r, p->mem_warnings[i].code, "%s", p->mem_warnings[i].message);
+    return json_deep_copy(p->memory);
 }
 
 json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
@@ -432,7 +444,7 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
     json_object_set_new(o, "parallelism",
                         rv_pardims_json(rv_run_pred_graph(r), rv_run_pred_sim(r), &r->pred_win,
                                         rv_parallel_degrees(w, deg)));
-    json_object_set_new(o, "memory", memory_json(r));
+    json_object_set_new(o, "memory", memory_of(r));
     if (rv_memory_predict(json_object_get(o, "memory"), r->applied))
         rv_run_warn(r, "memory_savers_assumed",
                     "predicted_peak_bytes of the memory savers rests on defaults, nothing here "
