@@ -14,6 +14,9 @@
 #include "models/rv_apply.h"
 #include "reader/rv_et.h"
 #include "run/rv_metrics.h"
+#include "simulate/rv_pardims.h"
+#include "cost/rv_flops.h"
+#include "trace/rv_shapes.h"
 #include "util/rv_round.h"
 #include "util/rv_sort.h"
 
@@ -309,11 +312,21 @@ static void prep_memory(rv_run_prep *p)
     tmp->base = p->base;
     tmp->base_fig = p->fig;
     tmp->base_win = p->win;
+    const rv_flops_trace *f = p->graph->flops;
+    if (f && f->total_flops > 0) {
+        p->flops = rv_metrics_flops(tmp, &p->flops_per_step);
+        size_t cap = sizeof(p->flops_warnings) / sizeof(p->flops_warnings[0]);
+        p->flops_nwarnings = tmp->nwarnings < cap ? tmp->nwarnings : cap;
+        memcpy(p->flops_warnings, tmp->warnings, p->flops_nwarnings * sizeof(*tmp->warnings));
+        tmp->nwarnings = 0;
+    }
     p->memory = rv_metrics_memory(tmp);
     size_t cap = sizeof(p->mem_warnings) / sizeof(p->mem_warnings[0]);
     p->mem_nwarnings = tmp->nwarnings < cap ? tmp->nwarnings : cap;
     memcpy(p->mem_warnings, tmp->warnings, p->mem_nwarnings * sizeof(p->mem_warnings[0]));
     free(tmp);
+    if (p->graph->trace)
+        p->batch_inferred = rv_shapes_batch(p->graph->trace, &p->batch_from);
 }
 
 /* The rest of the prep, which reads only the baseline graph and
@@ -337,6 +350,7 @@ static void *prep_reports(void *arg)
     else
         unmeasure_iterations(p->per_iteration);
     prep_memory(p);
+    p->calls = rv_pardims_calls_new(g);
     return NULL;
 }
 
@@ -347,6 +361,8 @@ void rv_run_prep_free(rv_run_prep *p)
     json_decref(p->breakdown);
     json_decref(p->per_iteration);
     json_decref(p->memory);
+    json_decref(p->flops);
+    rv_pardims_calls_free(p->calls);
     free(p);
 }
 
@@ -360,7 +376,7 @@ int rv_run_prep_new(const rv_graph *g, const rv_sim *base, int64_t iteration, rv
     if (rc != 0)
         return rc;
     prep_reports(p);
-    if (!p->breakdown || !p->per_iteration || !p->memory) {
+    if (!p->breakdown || !p->per_iteration || !p->memory || !p->calls) {
         rv_run_prep_free(p);
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory preparing the baseline");
     }

@@ -56,7 +56,16 @@ typedef struct rv_run_prep {
     rv_energy energy;
     json_t *breakdown, *per_iteration; /* owned; runs take copies (rendering rounds in place) */
     rv_step_stats steps;
-    json_t *memory; /* owned: the baseline's memory report (rv_metrics_memory) */
+    /* The FLOPs of the baseline's step (rv_metrics_flops; NULL when the
+     * graph has none costed) and the warnings they add. */
+    json_t *flops;
+    double flops_per_step;
+    rv_warning flops_warnings[2];
+    size_t flops_nwarnings;
+    int64_t batch_inferred;         /* rv_shapes_batch */
+    const char *batch_from;         /* static */
+    json_t *memory;                 /* owned: the baseline's memory report (rv_metrics_memory) */
+    struct rv_pardims_calls *calls; /* owned: the trace's collective calls (rv_pardims.h) */
     /* The memory report's warnings, added to each run's at the same place. */
     rv_warning mem_warnings[4];
     size_t mem_nwarnings;
