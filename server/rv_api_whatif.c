@@ -287,9 +287,9 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l0, const json_
         }
         rv_whatif_set_overheads(w, oh);
     }
-    /* The baseline's figures, made once per loaded trace (rv_run ignores
-     * them when an execution trace's model changed the graph). */
-    if (l->entry)
+    /* The baseline's figures, made once per loaded trace; not for an
+     * execution trace modelled on the document's GPU (another graph). */
+    if (l->entry && l->graph == l->entry->graph && l->base == l->entry->base)
         opts.prep = rv_gcache_prep(l->entry);
     rc = rv_run(l->graph, l->base, w, &opts, out, err);
     if (rc == 0 && !rv_whatif_is_empty(w))
