@@ -1,11 +1,13 @@
 #include "simulate/rv_pardims.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph/rv_layers.h"
 #include "graph/rv_select.h"
+#include "util/rv_sort.h"
 
 /* Collective kinds (rv_pardims.h's RV_PDK_*). */
 enum {
@@ -310,12 +312,6 @@ typedef struct ival {
     int64_t a, b;
 } ival;
 
-static int cmp_ival(const void *p, const void *q)
-{
-    const ival *x = p, *y = q;
-    return (x->a > y->a) - (x->a < y->a);
-}
-
 /* Per string id: 0 not asked yet, 1 no MoE kernel, 2 one; n ids. Task
  * names repeat, so each is lowered and searched once per answer. */
 typedef struct moe_memo {
@@ -357,7 +353,8 @@ static int compute_union(const rv_graph *g, const rv_sim *s, const rv_window *w,
             continue;
         v[n++] = (ival){s->start_ns[i], s->end_ns[i]};
     }
-    qsort(v, n, sizeof(*v), cmp_ival);
+    /* Linear (rv_sort); the union does not depend on how ties are ordered. */
+    rv_sort_i64(v, n, sizeof(*v), offsetof(ival, a));
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (m && v[i].a <= v[m - 1].b) {
