@@ -13,6 +13,7 @@
 #include "rv_api_internal.h"
 #include "rv_db.h"
 #include "rv_db_kmodels.h"
+#include "rv_gcache.h"
 #include "hw/rv_hw.h"
 #include "cost/rv_kmodel_acc.h"
 #include "rv_metrics.h"
@@ -286,6 +287,10 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l0, const json_
         }
         rv_whatif_set_overheads(w, oh);
     }
+    /* The baseline's figures, made once per loaded trace; not for an
+     * execution trace modelled on the document's GPU (another graph). */
+    if (l->entry && l->graph == l->entry->graph && l->base == l->entry->base)
+        opts.prep = rv_gcache_prep(l->entry);
     rc = rv_run(l->graph, l->base, w, &opts, out, err);
     if (rc == 0 && !rv_whatif_is_empty(w))
         rv_metrics_add(a->metrics, RV_M_SIMULATIONS, 1);

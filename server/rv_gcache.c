@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cost/rv_flops.h"
+#include "run/rv_run.h"
 
 #define FREQ_SLOTS 4096 /* power of two */
 #define AGE_EVERY  8192 /* accesses between halvings */
@@ -63,6 +64,8 @@ static size_t entry_bytes(const rv_trace *t, const rv_graph *g)
 
 static void entry_free(rv_gentry *e)
 {
+    rv_run_prep_free(e->prep); /* before the graph and baseline it points into */
+    pthread_mutex_destroy(&e->prep_mu);
     rv_sim_free(e->base);
     rv_graph_free(e->graph);
     rv_trace_free(e->trace);
@@ -176,6 +179,7 @@ rv_gentry *rv_gcache_put(rv_gcache *c, int64_t id, rv_trace *trace, rv_graph *gr
         rv_trace_free(trace);
         return NULL;
     }
+    pthread_mutex_init(&e->prep_mu, NULL);
     e->id = id;
     e->trace = trace;
     e->graph = graph;
@@ -209,6 +213,22 @@ rv_gentry *rv_gcache_put(rv_gcache *c, int64_t id, rv_trace *trace, rv_graph *gr
     }
     pthread_mutex_unlock(&c->mu);
     return e;
+}
+
+const struct rv_run_prep *rv_gcache_prep(rv_gentry *e)
+{
+    pthread_mutex_lock(&e->prep_mu);
+    if (!e->prep_tried) {
+        rv_error err;
+        rv_error_clear(&err);
+        /* A failure (out of memory, say) is left to the runs to report. */
+        if (rv_run_prep_new(e->graph, e->base, RV_ITER_MEDIAN, &e->prep, &err) != 0)
+            e->prep = NULL;
+        e->prep_tried = 1;
+    }
+    const struct rv_run_prep *p = e->prep;
+    pthread_mutex_unlock(&e->prep_mu);
+    return p;
 }
 
 void rv_gcache_release(rv_gcache *c, rv_gentry *e)

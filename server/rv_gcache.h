@@ -14,6 +14,7 @@
 #ifndef RV_GCACHE_H
 #define RV_GCACHE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,9 @@ typedef struct rv_gentry {
     rv_sim *base;
     size_t bytes; /* estimated memory */
     /* Private to rv_gcache.c. */
+    pthread_mutex_t prep_mu; /* guards the two below until prep_tried is set */
+    struct rv_run_prep *prep;
+    int prep_tried;
     int refs;
     int dead; /* evicted or forgotten: freed at the last release */
     struct rv_gentry *prev, *next;
@@ -50,6 +54,12 @@ rv_gentry *rv_gcache_get(rv_gcache *c, int64_t id);
  * that entry is returned. An entry bigger than the cache is returned but
  * not kept. */
 rv_gentry *rv_gcache_put(rv_gcache *c, int64_t id, rv_trace *trace, rv_graph *graph, rv_sim *base);
+
+/* What what-ifs of the median step on e (held) read from its baseline
+ * alone (rv_run_prep_new): made by the first caller, under e's lock, and
+ * read only afterwards, by any thread holding e. Borrowed from e; NULL when
+ * it cannot be made (runs then compute their own). */
+const struct rv_run_prep *rv_gcache_prep(rv_gentry *e);
 
 /* Drops a reference taken by get or put. NULL-safe. */
 void rv_gcache_release(rv_gcache *c, rv_gentry *e);

@@ -68,9 +68,10 @@ static double batch_factor(const rv_run_result *r)
     return f > 0 ? f : 1;
 }
 
-static json_t *flops_json(rv_run_result *r, const rv_flops_trace *f, double *per_step)
+json_t *rv_metrics_flops(rv_run_result *r, double *per_step)
 {
     const rv_graph *g = r->graph;
+    const rv_flops_trace *f = g->flops;
     const rv_trace *t = g->trace;
     double sum = 0, by_cls[RV_FC_COUNT] = {0}, ktime = 0, kcosted = 0;
     for (size_t i = 0; i < g->ntasks; i++) {
@@ -269,7 +270,7 @@ static json_t *with_breakdown(rv_run_result *r, json_t *o, const rv_trace *t, in
     return o;
 }
 
-static json_t *memory_json(rv_run_result *r)
+json_t *rv_metrics_memory(rv_run_result *r)
 {
     const rv_trace *t = r->graph->trace;
     const char *none = "the trace has no GPU \"[memory]\" events (record with profile_memory=True)";
@@ -341,6 +342,31 @@ static json_t *utilization_json(const rv_run_result *r)
                      before_after(cpu[0], cpu[1]));
 }
 
+/* The baseline's memory report: a copy of the prep's (the what-if's
+ * predictions are added to it), with the warnings it rests on. */
+static json_t *memory_of(rv_run_result *r)
+{
+    const rv_run_prep *p = r->prep;
+    if (!p)
+        return rv_metrics_memory(r);
+    for (size_t i = 0; i < p->mem_nwarnings; i++)
+        rv_run_warn(r, p->mem_warnings[i].code, "%s", p->mem_warnings[i].message);
+    return json_deep_copy(p->memory);
+}
+
+/* The baseline's FLOPs: a copy of the prep's (predicted_per_step is
+ * added to it), with the warnings they rest on. */
+static json_t *flops_of(rv_run_result *r, double *per_step)
+{
+    const rv_run_prep *p = r->prep;
+    if (!p)
+        return rv_metrics_flops(r, per_step);
+    for (size_t i = 0; i < p->flops_nwarnings; i++)
+        rv_run_warn(r, p->flops_warnings[i].code, "%s", p->flops_warnings[i].message);
+    *per_step = p->flops_per_step;
+    return json_deep_copy(p->flops);
+}
+
 json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
 {
     const rv_graph *g = r->graph;
@@ -352,7 +378,7 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
     if (!o)
         return NULL;
     if (f && f->total_flops > 0) {
-        json_t *fj = flops_json(r, f, &per_step);
+        json_t *fj = flops_of(r, &per_step);
         if (fj && batch_factor(r) != 1)
             json_object_set_new(fj, "predicted_per_step", json_real(per_step * batch_factor(r)));
         json_object_set_new(o, "flops", fj);
@@ -397,7 +423,13 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
     rv_apply_energy_params(w, g, &ep);
     const char *from = "the request", *inferred_from = NULL;
     int64_t batch = ep.batch_size > 0 ? ep.batch_size : 0;
-    int64_t inferred = t ? rv_shapes_batch(t, &inferred_from) : 0;
+    int64_t inferred = 0;
+    if (r->prep) {
+        inferred = r->prep->batch_inferred;
+        inferred_from = r->prep->batch_from;
+    } else if (t) {
+        inferred = rv_shapes_batch(t, &inferred_from);
+    }
     if (!batch && inferred > 0) {
         batch = inferred;
         from = inferred_from;
@@ -430,9 +462,10 @@ json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w)
     /* The dimensions the predicted run communicates over (rv_pardims.h). */
     int32_t deg[RV_PD_COUNT];
     json_object_set_new(o, "parallelism",
-                        rv_pardims_json(rv_run_pred_graph(r), rv_run_pred_sim(r), &r->pred_win,
-                                        rv_parallel_degrees(w, deg)));
-    json_object_set_new(o, "memory", memory_json(r));
+                        rv_pardims_json_pre(rv_run_pred_graph(r), rv_run_pred_sim(r), &r->pred_win,
+                                            rv_parallel_degrees(w, deg),
+                                            r->prep ? r->prep->calls : NULL));
+    json_object_set_new(o, "memory", memory_of(r));
     if (rv_memory_predict(json_object_get(o, "memory"), r->applied))
         rv_run_warn(r, "memory_savers_assumed",
                     "predicted_peak_bytes of the memory savers rests on defaults, nothing here "

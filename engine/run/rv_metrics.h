@@ -17,4 +17,15 @@
  * reference) or NULL on OOM. */
 json_t *rv_metrics_compute(rv_run_result *r, const rv_whatif *w);
 
+/* The baseline's memory report of r (its graph, baseline and base_fig):
+ * peak, series and breakdown; its warnings are added to r. New reference,
+ * NULL on OOM. rv_metrics_compute reads r->prep's copy when r has one. */
+json_t *rv_metrics_memory(rv_run_result *r);
+
+/* The FLOPs of r's baseline step ({per_step, source, dtype, by_class,
+ * ...}) from its graph's costing, which must have some (g->flops with
+ * total_flops > 0); *per_step gets the step's FLOPs; a flops_partial
+ * warning is added to r. New reference, NULL on OOM. */
+json_t *rv_metrics_flops(rv_run_result *r, double *per_step);
+
 #endif

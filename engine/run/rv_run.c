@@ -14,6 +14,9 @@
 #include "models/rv_apply.h"
 #include "reader/rv_et.h"
 #include "run/rv_metrics.h"
+#include "simulate/rv_pardims.h"
+#include "cost/rv_flops.h"
+#include "trace/rv_shapes.h"
 #include "util/rv_round.h"
 #include "util/rv_sort.h"
 
@@ -24,31 +27,6 @@
 static double ratio(double num, double den)
 {
     return den > 0 ? num / den : 0.0;
-}
-
-/* The baseline's reports read only the baseline graph and simulation, so
- * they run on a second thread while the what-if is applied and simulated
- * (on a 100k-task trace this is a third of the answer's time). */
-typedef struct base_job {
-    rv_run_result *r;
-    int have_energy;
-    int summary_only; /* energy only */
-} base_job;
-
-static void *base_reports(void *arg)
-{
-    base_job *j = arg;
-    rv_run_result *r = j->r;
-    rv_energy_params p;
-
-    rv_apply_energy_params(NULL, r->graph, &p);
-    j->have_energy = rv_power_energy(r->graph, r->base, &p, r->base_win.t0_ns, r->base_win.t1_ns,
-                                     &r->base_energy) == 0;
-    if (j->summary_only)
-        return NULL;
-    r->breakdown_base = rv_report_breakdown(r->graph, r->base, &r->base_win);
-    r->per_iteration = rv_report_iterations(r->graph, r->base);
-    return NULL;
 }
 
 /* Applies w to a clone of g and simulates it, both stopping when stop
@@ -80,10 +58,8 @@ static int predict(rv_run_result *r, const rv_whatif *w, const rv_run_opts *o, c
  * rv_report_measured_steps: the median is the answer's measured_us), their
  * spread, and whether they fall in two groups so far apart that the
  * median matches no real step. */
-static void step_stats(rv_run_result *r)
+static void step_stats(const rv_graph *g, rv_step_stats *st)
 {
-    const rv_graph *g = r->graph;
-    rv_step_stats *st = &r->steps;
 
     memset(st, 0, sizeof(*st));
     if (g->niters == 0)
@@ -299,6 +275,135 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
                     r->steps.high_median_us / 1e3);
 }
 
+/* ---- the baseline's figures (rv_run_prep) ------------------------------- */
+
+/* The prep's figures that can fail: the step's and its window. */
+static int prep_begin(const rv_graph *g, const rv_sim *base, int64_t iteration, int full,
+                      rv_run_prep **out, rv_error *err)
+{
+    rv_run_prep *p = calloc(1, sizeof(*p));
+    int rc;
+
+    *out = NULL;
+    if (!p)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    p->graph = g;
+    p->base = base;
+    p->iteration = iteration;
+    p->full = full;
+    if ((rc = rv_report_iteration(g, base, iteration, &p->fig, err)) != 0) {
+        free(p);
+        return rc;
+    }
+    p->win = rv_report_window(g, base, p->fig.iter);
+    *out = p;
+    return 0;
+}
+
+/* The baseline's memory report and the warnings it adds, made on a scratch
+ * result: a run adds them where rv_metrics_compute would have. */
+static void prep_memory(rv_run_prep *p)
+{
+    rv_run_result *tmp = calloc(1, sizeof(*tmp));
+
+    if (!tmp)
+        return;
+    tmp->graph = p->graph;
+    tmp->base = p->base;
+    tmp->base_fig = p->fig;
+    tmp->base_win = p->win;
+    const rv_flops_trace *f = p->graph->flops;
+    if (f && f->total_flops > 0) {
+        p->flops = rv_metrics_flops(tmp, &p->flops_per_step);
+        size_t cap = sizeof(p->flops_warnings) / sizeof(p->flops_warnings[0]);
+        p->flops_nwarnings = tmp->nwarnings < cap ? tmp->nwarnings : cap;
+        memcpy(p->flops_warnings, tmp->warnings, p->flops_nwarnings * sizeof(*tmp->warnings));
+        tmp->nwarnings = 0;
+    }
+    p->memory = rv_metrics_memory(tmp);
+    size_t cap = sizeof(p->mem_warnings) / sizeof(p->mem_warnings[0]);
+    p->mem_nwarnings = tmp->nwarnings < cap ? tmp->nwarnings : cap;
+    memcpy(p->mem_warnings, tmp->warnings, p->mem_nwarnings * sizeof(p->mem_warnings[0]));
+    free(tmp);
+    if (p->graph->trace)
+        p->batch_inferred = rv_shapes_batch(p->graph->trace, &p->batch_from);
+}
+
+/* The rest of the prep, which reads only the baseline graph and
+ * simulation: a run without a prep does it on a second thread while the
+ * what-if is applied and simulated (on a 100k-task trace a third of the
+ * answer's time). */
+static void *prep_reports(void *arg)
+{
+    rv_run_prep *p = arg;
+    const rv_graph *g = p->graph;
+    rv_energy_params ep;
+
+    rv_apply_energy_params(NULL, g, &ep);
+    p->have_energy = rv_power_energy(g, p->base, &ep, p->win.t0_ns, p->win.t1_ns, &p->energy) == 0;
+    if (p->full) {
+        p->breakdown = rv_report_breakdown(g, p->base, &p->win);
+        p->per_iteration = rv_report_iterations(g, p->base);
+    }
+    if (!rv_run_modelled(g))
+        step_stats(g, &p->steps);
+    else
+        unmeasure_iterations(p->per_iteration);
+    prep_memory(p);
+    p->calls = rv_pardims_calls_new(g);
+    return NULL;
+}
+
+void rv_run_prep_free(rv_run_prep *p)
+{
+    if (!p)
+        return;
+    json_decref(p->breakdown);
+    json_decref(p->per_iteration);
+    json_decref(p->memory);
+    json_decref(p->flops);
+    rv_pardims_calls_free(p->calls);
+    free(p);
+}
+
+int rv_run_prep_new(const rv_graph *g, const rv_sim *base, int64_t iteration, rv_run_prep **out,
+                    rv_error *err)
+{
+    rv_run_prep *p = NULL;
+    int rc = prep_begin(g, base, iteration, 1, &p, err);
+
+    *out = NULL;
+    if (rc != 0)
+        return rc;
+    prep_reports(p);
+    if (!p->breakdown || !p->per_iteration || !p->memory || !p->calls) {
+        rv_run_prep_free(p);
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory preparing the baseline");
+    }
+    *out = p;
+    return 0;
+}
+
+/* Whether a run with options o on g and base may read p. */
+static int prep_fits(const rv_run_prep *p, const rv_graph *g, const rv_sim *base,
+                     const rv_run_opts *o)
+{
+    return p && p->graph == g && p->base == base && p->iteration == o->iteration &&
+           (p->full || o->summary_only);
+}
+
+/* The baseline's figures from p into r: copies of its reports, since
+ * rendering rounds an answer's numbers in place and p may be shared. */
+static void take_prep(rv_run_result *r, const rv_run_prep *p)
+{
+    r->base_energy = p->energy;
+    r->steps = p->steps;
+    if (r->summary_only)
+        return;
+    r->breakdown_base = json_deep_copy(p->breakdown);
+    r->per_iteration = json_deep_copy(p->per_iteration);
+}
+
 rv_stop rv_run_stop_of(const rv_run_opts *o)
 {
     rv_stop stop = {.deadline_ms = o->deadline_ms,
@@ -322,7 +427,8 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
 {
     rv_run_opts o = opts ? *opts : (rv_run_opts){.iteration = RV_ITER_MEDIAN};
     rv_run_result *r = calloc(1, sizeof(*r));
-    base_job job = {r, 0, 0};
+    rv_run_prep *own = NULL;
+    const rv_run_prep *pp = NULL;
     pthread_t th;
     int threaded = 0, rc;
     rv_stop stop = rv_run_stop_of(&o);
@@ -336,24 +442,30 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
         o.critical_max = RV_RUN_CRITICAL_MAX;
     r->graph = g;
     r->base = base;
-    r->summary_only = job.summary_only = o.summary_only != 0;
+    r->summary_only = o.summary_only != 0;
     r->tasks = g->ntasks;
     r->edges = g->nedges;
     r->iterations = g->niters;
     r->launch_latency_us = (double)g->launch_lat_ns / 1000.0;
     r->gpu_queue_gap_us = (double)g->gpu_gap_ns / 1000.0;
     r->uncorrelated_gpu = g->uncorrelated_gpu;
-    rc = rv_report_iteration(g, base, o.iteration, &r->base_fig, err);
-    if (rc != 0)
-        goto out;
-    r->pred_fig = r->base_fig;
-    r->base_win = rv_report_window(g, base, r->base_fig.iter);
     /* jansson seeds its hash once; make sure that happens before two
      * threads build objects. */
     json_object_seed(0);
-    threaded = pthread_create(&th, NULL, base_reports, &job) == 0;
-    if (!threaded)
-        base_reports(&job);
+    if (prep_fits(o.prep, g, base, &o)) {
+        pp = o.prep;
+    } else {
+        if ((rc = prep_begin(g, base, o.iteration, !r->summary_only, &own, err)) != 0)
+            goto out;
+        threaded = pthread_create(&th, NULL, prep_reports, own) == 0;
+        if (!threaded)
+            prep_reports(own);
+        pp = own;
+    }
+    /* Until the join only what prep_begin wrote is read. */
+    r->base_fig = pp->fig;
+    r->pred_fig = r->base_fig;
+    r->base_win = pp->win;
 
     if (w && !rv_whatif_is_empty(w)) {
         rc = predict(r, w, &o, &stop, err);
@@ -381,6 +493,8 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
         pthread_join(th, NULL);
         threaded = 0;
     }
+    r->prep = pp;
+    take_prep(r, pp);
     if (!r->summary_only)
         r->breakdown_pred = r->pred_graph ? rv_report_breakdown(pg, ps, &r->pred_win)
                                           : json_incref(r->breakdown_base);
@@ -404,7 +518,7 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
         s->measured_us = 0;
         s->replay_error = 0;
     }
-    s->have_energy = job.have_energy && pred_energy;
+    s->have_energy = pp->have_energy && pred_energy;
     if (s->have_energy) {
         s->baseline_energy_j =
             r->base_energy.energy_j / (r->base_win.per > 0 ? r->base_win.per : 1);
@@ -415,10 +529,6 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     }
     rv_energy_params bp;
     rv_apply_energy_params(NULL, g, &bp);
-    if (!rv_run_modelled(g))
-        step_stats(r);
-    else
-        unmeasure_iterations(r->per_iteration);
     assess(r, w, &bp);
     r->metrics = rv_metrics_compute(r, w);
     if (!r->metrics) {
@@ -441,6 +551,9 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
 out:
     if (threaded)
         pthread_join(th, NULL); /* it reads g and base: wait before returning */
+    if (*out)
+        (*out)->prep = own ? NULL : pp; /* own is freed here */
+    rv_run_prep_free(own);
     rv_run_result_free(r);
     return rv_error_ensure(err, rc, "the what-if run");
 }

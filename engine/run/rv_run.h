@@ -49,7 +49,21 @@ typedef struct rv_run_opts {
      * energy and warnings; no breakdowns, top kernels, critical path or
      * per-iteration list, and the result cannot be rendered. */
     int summary_only;
+    /* The baseline's figures computed before (borrowed; NULL: the run
+     * computes its own). Used when it is of the run's graph, baseline and
+     * iteration and, unless summary_only, full. */
+    const rv_run_prep *prep;
 } rv_run_opts;
+
+/* Computes what runs of step iteration on g and base (borrowed; must
+ * outlive *out) read from the baseline alone, for rv_run_opts.prep.
+ * Returns 0 and *out (new; rv_run_prep_free; read only, so runs on other
+ * threads may share it), or a negative rv_err (RV_ERR_NOTFOUND for a step
+ * the trace lacks, as rv_run would). */
+int rv_run_prep_new(const rv_graph *g, const rv_sim *base, int64_t iteration, rv_run_prep **out,
+                    rv_error *err);
+/* NULL-safe. */
+void rv_run_prep_free(rv_run_prep *p);
 
 /* Runs w (borrowed, may be NULL: the unmodified trace) on g and its
  * baseline simulation base (both borrowed; must outlive *out). w's

@@ -42,8 +42,38 @@ typedef struct rv_step_stats {
     double low_median_us, high_median_us;
 } rv_step_stats;
 
+/* What a run reads from the baseline alone, for one step choice: computed
+ * once (rv_run_prep_new, or by the run itself) and read only afterwards,
+ * so that many runs on one loaded trace, on any threads, share it. */
+typedef struct rv_run_prep {
+    const rv_graph *graph; /* borrowed */
+    const rv_sim *base;    /* borrowed */
+    int64_t iteration;
+    int full; /* breakdown and per_iteration computed (not summary-only) */
+    rv_iter_figures fig;
+    rv_window win;
+    int have_energy;
+    rv_energy energy;
+    json_t *breakdown, *per_iteration; /* owned; runs take copies (rendering rounds in place) */
+    rv_step_stats steps;
+    /* The FLOPs of the baseline's step (rv_metrics_flops; NULL when the
+     * graph has none costed) and the warnings they add. */
+    json_t *flops;
+    double flops_per_step;
+    rv_warning flops_warnings[2];
+    size_t flops_nwarnings;
+    int64_t batch_inferred;         /* rv_shapes_batch */
+    const char *batch_from;         /* static */
+    json_t *memory;                 /* owned: the baseline's memory report (rv_metrics_memory) */
+    struct rv_pardims_calls *calls; /* owned: the trace's collective calls (rv_pardims.h) */
+    /* The memory report's warnings, added to each run's at the same place. */
+    rv_warning mem_warnings[4];
+    size_t mem_nwarnings;
+} rv_run_prep;
+
 typedef struct rv_run_result {
     rv_run_summary sum;
+    const rv_run_prep *prep; /* borrowed: the baseline's figures this run read */
     /* The trace as simulated. */
     const rv_graph *graph; /* borrowed from the input */
     const rv_sim *base;    /* borrowed from the input */

@@ -1,11 +1,13 @@
 #include "simulate/rv_pardims.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph/rv_layers.h"
 #include "graph/rv_select.h"
+#include "util/rv_sort.h"
 
 /* Collective kinds (rv_pardims.h's RV_PDK_*). */
 enum {
@@ -310,19 +312,30 @@ typedef struct ival {
     int64_t a, b;
 } ival;
 
-static int cmp_ival(const void *p, const void *q)
+/* Per string id: 0 not asked yet, 1 no MoE kernel, 2 one; n ids. Task
+ * names repeat, so each is lowered and searched once per answer. */
+typedef struct moe_memo {
+    uint8_t *v;
+    size_t n;
+} moe_memo;
+
+static int task_is_moe(const rv_graph *g, moe_memo *m, size_t i)
 {
-    const ival *x = p, *y = q;
-    return (x->a > y->a) - (x->a < y->a);
+    uint32_t id = g->tasks[i].name;
+    if (id < m->n && m->v[id])
+        return m->v[id] - 1;
+    int yes = rv_pardims_is_moe_kernel(rv_task_name(g, i));
+    if (id < m->n)
+        m->v[id] = (uint8_t)(yes + 1);
+    return yes;
 }
 
-static int is_comm_task(const rv_graph *g, size_t i)
+static int is_comm_task(const rv_graph *g, moe_memo *m, size_t i)
 {
     const rv_task *t = &g->tasks[i];
     if (t->kind == RV_TASK_COMM || (t->flags & RV_TF_NCCL))
         return 1;
-    return t->kind == RV_TASK_GPU && t->cat == RV_CAT_KERNEL && g->trace &&
-           rv_pardims_is_moe_kernel(rv_task_name(g, i));
+    return t->kind == RV_TASK_GPU && t->cat == RV_CAT_KERNEL && g->trace && task_is_moe(g, m, i);
 }
 
 /* The union of compute (GPU tasks that are no collective) in the window. */
@@ -340,7 +353,8 @@ static int compute_union(const rv_graph *g, const rv_sim *s, const rv_window *w,
             continue;
         v[n++] = (ival){s->start_ns[i], s->end_ns[i]};
     }
-    qsort(v, n, sizeof(*v), cmp_ival);
+    /* Linear (rv_sort); the union does not depend on how ties are ordered. */
+    rv_sort_i64(v, n, sizeof(*v), offsetof(ival, a));
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (m && v[i].a <= v[m - 1].b) {
@@ -451,7 +465,7 @@ static row *row_of(row *rows, size_t *n, int dim, uint32_t pg, int inserted)
 }
 
 static int attach_kernels(const rv_graph *g, const rv_sim *s, const rv_window *w,
-                          const uint8_t *comm, const ival *u, size_t nu, calls *c)
+                          const uint8_t *comm, const ival *u, size_t nu, moe_memo *moe, calls *c)
 {
     size_t nsorted = c->n;
     for (size_t i = 0; i < g->ntasks && i < s->ntasks; i++) {
@@ -481,7 +495,7 @@ static int attach_kernels(const rv_graph *g, const rv_sim *s, const rv_window *w
         const rv_event *e = &g->trace->events[t->event];
         if (x->kind == K_UNKNOWN || x->kind == K_OTHER)
             x->kind = kind_of_kernel(rv_task_name(g, i));
-        if (rv_pardims_is_moe_kernel(rv_task_name(g, i)))
+        if (task_is_moe(g, moe, i))
             x->hints |= H_EXP;
         if (!x->pg && e->pg) {
             x->pg = e->pg;
@@ -531,23 +545,76 @@ static json_t *rows_json(const rv_graph *g, const row *rows, size_t n, double pe
     return a;
 }
 
+struct rv_pardims_calls {
+    const rv_trace *trace;
+    const void *layers;
+    int rc; /* find_calls' */
+    calls c;
+};
+
+rv_pardims_calls *rv_pardims_calls_new(const rv_graph *g)
+{
+    rv_pardims_calls *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->trace = g->trace;
+    p->layers = g->layers;
+    p->rc = g->trace ? find_calls(g, &p->c) : RV_ERR_INVALID;
+    return p;
+}
+
+void rv_pardims_calls_free(rv_pardims_calls *p)
+{
+    if (!p)
+        return;
+    free(p->c.v);
+    free(p);
+}
+
+/* g's calls into *c: a copy of pre's when they are of g's trace and
+ * layers (with the capacity find_calls left, so that calls_add grows and
+ * stops as it would have), else found now. */
+static int calls_of(const rv_graph *g, const rv_pardims_calls *pre, calls *c)
+{
+    if (!pre || pre->trace != g->trace || pre->layers != g->layers)
+        return find_calls(g, c);
+    if (pre->rc != 0)
+        return pre->rc;
+    if (pre->c.cap > 0) {
+        if ((c->v = malloc(pre->c.cap * sizeof(*c->v))) == NULL)
+            return RV_ERR_NOMEM;
+        memcpy(c->v, pre->c.v, pre->c.n * sizeof(*c->v));
+    }
+    c->n = pre->c.n;
+    c->cap = pre->c.cap;
+    return 0;
+}
+
 json_t *rv_pardims_json(const rv_graph *g, const rv_sim *s, const rv_window *w,
                         const int32_t *degree)
+{
+    return rv_pardims_json_pre(g, s, w, degree, NULL);
+}
+
+json_t *rv_pardims_json_pre(const rv_graph *g, const rv_sim *s, const rv_window *w,
+                            const int32_t *degree, const rv_pardims_calls *pre)
 {
     calls c = {0};
     ival *u = NULL;
     size_t nu = 0, nrows = 0;
     uint8_t *comm = calloc(g->ntasks ? g->ntasks : 1, 1);
+    moe_memo moe = {NULL, g->trace ? g->trace->strings.count : 0};
     row rows[MAX_ROWS];
     json_t *out = NULL;
     double per = w->per > 0 ? w->per : 1;
 
-    if (!comm || !g->trace)
+    moe.v = calloc(moe.n ? moe.n : 1, 1);
+    if (!comm || !moe.v || !g->trace)
         goto done;
     for (size_t i = 0; i < g->ntasks; i++)
-        comm[i] = (uint8_t)is_comm_task(g, i);
-    if (compute_union(g, s, w, comm, &u, &nu) != 0 || find_calls(g, &c) != 0 ||
-        attach_kernels(g, s, w, comm, u, nu, &c) != 0)
+        comm[i] = (uint8_t)is_comm_task(g, &moe, i);
+    if (compute_union(g, s, w, comm, &u, &nu) != 0 || calls_of(g, pre, &c) != 0 ||
+        attach_kernels(g, s, w, comm, u, nu, &moe, &c) != 0)
         goto done;
     for (size_t i = 0; i < c.n; i++) {
         call *x = &c.v[i];
@@ -586,6 +653,7 @@ json_t *rv_pardims_json(const rv_graph *g, const rv_sim *s, const rv_window *w,
     out = rows_json(g, rows, nrows, per, degree);
 done:
     free(comm);
+    free(moe.v);
     free(u);
     free(c.v);
     return out ? out : json_array();

@@ -61,4 +61,18 @@ int rv_pardims_is_moe_kernel(const char *name);
 json_t *rv_pardims_json(const rv_graph *g, const rv_sim *s, const rv_window *w,
                         const int32_t *degree);
 
+/* The collective calls of g's trace (the outermost collective CPU ops,
+ * with what surrounds them): they depend on the trace and its layers
+ * only, so the what-ifs on clones of one graph find them once. g is
+ * borrowed and must outlive the result. New (rv_pardims_calls_free), NULL
+ * on OOM. */
+typedef struct rv_pardims_calls rv_pardims_calls;
+rv_pardims_calls *rv_pardims_calls_new(const rv_graph *g);
+void rv_pardims_calls_free(rv_pardims_calls *p);
+
+/* rv_pardims_json with the calls of pre (borrowed; NULL, or of another
+ * trace or layers: found again). */
+json_t *rv_pardims_json_pre(const rv_graph *g, const rv_sim *s, const rv_window *w,
+                            const int32_t *degree, const rv_pardims_calls *pre);
+
 #endif

@@ -98,18 +98,17 @@ double rv_power_kernel_w(const rv_power_model *m, int kclass, double cap_w)
 /* One end of a task's interval. The keys are 64-bit so that rv_sort can
  * order by each of them. */
 typedef struct pw_ev {
-    int64_t t;
-    double w;     /* power of the interval */
-    int64_t dev;  /* >= 0 */
-    int64_t open; /* 1 start, 0 end */
+    uint64_t at; /* (t - t0) * 2 + open (1 start, 0 end): time, ends first */
+    double w;    /* power of the interval */
+    int64_t dev; /* >= 0 */
 } pw_ev;
 
 /* Orders events by device, then time, with ends before starts at equal
- * times: stable linear-time passes, the least significant key first. */
+ * times: stable linear-time passes, the least significant key first; time
+ * and open share one key, which saves a pass. */
 static void sort_pw(pw_ev *ev, size_t n)
 {
-    rv_sort_u64(ev, n, sizeof(*ev), offsetof(pw_ev, open));
-    rv_sort_i64(ev, n, sizeof(*ev), offsetof(pw_ev, t));
+    rv_sort_u64(ev, n, sizeof(*ev), offsetof(pw_ev, at));
     rv_sort_u64(ev, n, sizeof(*ev), offsetof(pw_ev, dev));
 }
 
@@ -166,8 +165,9 @@ int rv_power_energy(const rv_graph *g, const rv_sim *s, const rv_energy_params *
             cls = rv_kclass_of_task(g, i);
         }
         double pw = pw_of_class[cls];
-        ev[n++] = (pw_ev){a, pw, dev, 1};
-        ev[n++] = (pw_ev){b, pw, dev, 0};
+        /* t0 <= a, b <= t1 and t1 - t0 < 2^63: the keys fit. */
+        ev[n++] = (pw_ev){((uint64_t)(a - t0_ns) << 1) | 1, pw, dev};
+        ev[n++] = (pw_ev){(uint64_t)(b - t0_ns) << 1, pw, dev};
     }
     sort_pw(ev, n);
     double e_j = 0;
@@ -187,11 +187,12 @@ int rv_power_energy(const rv_graph *g, const rv_sim *s, const rv_energy_params *
             for (int k = 0; k < nv; k++)
                 if (cnt[k] > 0 && vals[k] > cur)
                     cur = vals[k];
+            int64_t t = t0_ns + (int64_t)(ev[i].at >> 1);
             if (nv > 0 && cur > 0) {
-                e_j += cur * (double)(ev[i].t - prev) * 1e-9;
-                busy += ev[i].t - prev;
+                e_j += cur * (double)(t - prev) * 1e-9;
+                busy += t - prev;
             }
-            prev = ev[i].t;
+            prev = t;
             int k;
             for (k = 0; k < nv; k++)
                 if (vals[k] == ev[i].w)
@@ -201,7 +202,7 @@ int rv_power_energy(const rv_graph *g, const rv_sim *s, const rv_energy_params *
                 cnt[nv++] = 0;
             }
             if (k < nv)
-                cnt[k] += ev[i].open ? 1 : -1;
+                cnt[k] += (ev[i].at & 1) ? 1 : -1;
             /* Drop values with no active task so the scan stays short. */
             int any = 0;
             for (int q = 0; q < nv; q++)

@@ -400,6 +400,42 @@ static int cmp_kstat_total(const void *a, const void *b)
     return (x->name > y->name) - (x->name < y->name);
 }
 
+/* Adds up v[0..m) per name into v[0..u), returns u; the order is
+ * the first appearance's. Ids up to max_name index a table of slots (a
+ * sort by name cost more than the rest of the report); past a table of
+ * reasonable size the entries are sorted by name instead. */
+static size_t kstat_group(kstat *v, size_t m, uint32_t max_name)
+{
+    int32_t *slot = NULL;
+    size_t u = 0;
+
+    if ((size_t)max_name <= 4 * m + 65536)
+        slot = malloc(((size_t)max_name + 1) * sizeof(*slot));
+    if (!slot)
+        qsort(v, m, sizeof(*v), cmp_kstat_name);
+    else
+        memset(slot, 0xff, ((size_t)max_name + 1) * sizeof(*slot));
+    for (size_t i = 0; i < m; i++) {
+        kstat *x = NULL;
+        if (slot && slot[v[i].name] >= 0)
+            x = &v[slot[v[i].name]];
+        else if (!slot && u > 0 && v[u - 1].name == v[i].name)
+            x = &v[u - 1];
+        if (x) {
+            x->total += v[i].total;
+            x->count += v[i].count;
+            if (v[i].max > x->max)
+                x->max = v[i].max;
+            continue;
+        }
+        if (slot)
+            slot[v[i].name] = (int32_t)u;
+        v[u++] = v[i];
+    }
+    free(slot);
+    return u;
+}
+
 json_t *rv_report_top_kernels(const rv_graph *g, const rv_sim *s, const rv_window *w, int k)
 {
     size_t n = 0;
@@ -412,12 +448,14 @@ json_t *rv_report_top_kernels(const rv_graph *g, const rv_sim *s, const rv_windo
         return arr;
     size_t m = 0;
     int64_t all = 0;
+    uint32_t max_name = 0;
     for (size_t i = 0; i < g->ntasks; i++) {
         const rv_task *t = &g->tasks[i];
         if (t->kind == RV_TASK_CPU || t->kind == RV_TASK_DATA || !task_counts(t))
             continue;
         if (s->start_ns[i] < w->t0_ns || s->start_ns[i] >= w->t1_ns)
             continue;
+        max_name = t->name > max_name ? t->name : max_name;
         v[m].name = t->name;
         v[m].total = t->dur_ns;
         v[m].count = 1;
@@ -425,18 +463,8 @@ json_t *rv_report_top_kernels(const rv_graph *g, const rv_sim *s, const rv_windo
         all += t->dur_ns;
         m++;
     }
-    qsort(v, m, sizeof(*v), cmp_kstat_name);
-    size_t u = 0;
-    for (size_t i = 0; i < m; i++) {
-        if (u > 0 && v[u - 1].name == v[i].name) {
-            v[u - 1].total += v[i].total;
-            v[u - 1].count += v[i].count;
-            if (v[i].max > v[u - 1].max)
-                v[u - 1].max = v[i].max;
-        } else {
-            v[u++] = v[i];
-        }
-    }
+    /* Names are unique after grouping: the order below is total. */
+    size_t u = kstat_group(v, m, max_name);
     qsort(v, u, sizeof(*v), cmp_kstat_total);
     double per = w->per > 0 ? w->per : 1;
     for (size_t i = 0; i < u && (int)i < k; i++) {

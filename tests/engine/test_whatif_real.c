@@ -3,6 +3,7 @@
  * NVIDIA's ResNet-50 AMP speedup) and the models' own invariants
  * (monotone sweeps). Skips (77) without RV_SHARED_TRACES. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -618,6 +619,85 @@ static void test_batch_size(void)
     release(&r2);
 }
 
+/* The answer bytes of doc on l, with prep (may be NULL: the run makes
+ * its own); NULL on error. */
+static char *answer_of(const loaded *l, const char *doc, const rv_run_prep *prep)
+{
+    rv_whatif *w = NULL;
+    rv_run_result *res = NULL;
+    rv_run_opts opts = {.iteration = RV_ITER_MEDIAN, .prep = prep};
+    rv_error err;
+    char *out = NULL;
+    rv_error_clear(&err);
+    if (rv_whatif_parse_text(doc, &w, &err) == 0 && rv_run(l->g, l->s, w, &opts, &res, &err) == 0)
+        out = rv_run_render_bytes(res, 1, NULL);
+    rv_run_result_free(res);
+    rv_whatif_free(w);
+    return out;
+}
+
+static const char *const prep_docs[] = {
+    "{}",
+    "{\"power_limit_w\":200}",
+    "{\"power_limit_w\":171.5}",
+    "{\"optimizations\":[{\"kind\":\"amp\"}]}",
+    "{\"optimizations\":[{\"kind\":\"cpu_speed\",\"factor\":2}]}",
+    "{\"optimizations\":[{\"kind\":\"batch_size\",\"factor\":2}]}",
+};
+#define NPREP_DOCS (sizeof(prep_docs) / sizeof(prep_docs[0]))
+
+typedef struct prep_job {
+    const loaded *l;
+    const rv_run_prep *prep;
+    char *const *want;
+    int same; /* answers equal to want */
+} prep_job;
+
+static void *prep_worker(void *arg)
+{
+    prep_job *j = arg;
+    for (size_t i = 0; i < NPREP_DOCS; i++) {
+        char *got = answer_of(j->l, prep_docs[i], j->prep);
+        j->same += got && j->want[i] && strcmp(got, j->want[i]) == 0;
+        free(got);
+    }
+    return NULL;
+}
+
+/* One rv_run_prep shared by runs on two threads (as the server's cached
+ * graphs do) gives the very bytes of runs that make their own. */
+static void test_shared_prep(void)
+{
+    const loaded *ls[] = {&r50w0, &nccl2};
+    for (size_t k = 0; k < 2; k++) {
+        char *want[NPREP_DOCS];
+        rv_run_prep *prep = NULL;
+        rv_error err;
+        for (size_t i = 0; i < NPREP_DOCS; i++) {
+            want[i] = answer_of(ls[k], prep_docs[i], NULL);
+            CU_ASSERT_PTR_NOT_NULL(want[i]);
+        }
+        CU_ASSERT_EQUAL_FATAL(rv_run_prep_new(ls[k]->g, ls[k]->s, RV_ITER_MEDIAN, &prep, &err), 0);
+        prep_job a = {ls[k], prep, want, 0}, b = a;
+        pthread_t ta, tb;
+        int sa = pthread_create(&ta, NULL, prep_worker, &a) == 0;
+        int sb = pthread_create(&tb, NULL, prep_worker, &b) == 0;
+        if (sa)
+            pthread_join(ta, NULL);
+        else
+            prep_worker(&a);
+        if (sb)
+            pthread_join(tb, NULL);
+        else
+            prep_worker(&b);
+        CU_ASSERT_EQUAL(a.same, (int)NPREP_DOCS);
+        CU_ASSERT_EQUAL(b.same, (int)NPREP_DOCS);
+        rv_run_prep_free(prep);
+        for (size_t i = 0; i < NPREP_DOCS; i++)
+            free(want[i]);
+    }
+}
+
 int main(void)
 {
     traces = rv_test_shared_traces("kineto/resnet50-v100-workers0.pt.trace.json.gz");
@@ -642,6 +722,7 @@ int main(void)
     CU_add_test(s, "multirank", test_multirank);
     CU_add_test(s, "memory_savers", test_memory_savers);
     CU_add_test(s, "batch_size", test_batch_size);
+    CU_add_test(s, "shared_prep", test_shared_prep);
     unsigned fails = rv_test_run();
     unload(&r50w0);
     unload(&r50w4);
