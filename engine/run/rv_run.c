@@ -97,7 +97,7 @@ static void step_stats(const rv_graph *g, rv_step_stats *st)
 int rv_run_modelled(const rv_graph *g)
 {
     const rv_trace *tr = g->trace;
-    return tr && strcmp(rv_trace_str(tr, tr->source_format), "et") == 0;
+    return tr && rv_trace_source(tr) == RV_SOURCE_ET;
 }
 
 /* A modelled trace's steps were not measured: their measured_us is null. */
