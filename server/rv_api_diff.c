@@ -102,6 +102,7 @@ static void diff(rv_req *r, rv_app *a, int post)
     rv_oh_table *oh = NULL;
     rv_run_result *res = NULL;
     rv_api_et_model etm = {0};
+    rv_api_whatif_pre pre = {0};
     rv_diff *d = NULL;
     rv_diff_side sa, sb;
     rv_error e;
@@ -120,12 +121,11 @@ static void diff(rv_req *r, rv_app *a, int post)
         doc = rv_api_whatif_doc(r);
         if (!doc)
             return;
-        rv_whatif *check = NULL;
-        if (rv_whatif_parse(doc, &check, &e) != 0) {
+        /* Parsed once: a bad document costs no load, and the run takes it. */
+        if (rv_whatif_parse(doc, &pre.w, &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;
         }
-        rv_whatif_free(check);
     } else {
         with = rv_req_query_int(r, "with", -1, INT64_MAX);
         if (with == -1 && rv_req_query(r, "with"))
@@ -154,7 +154,7 @@ static void diff(rv_req *r, rv_app *a, int post)
             rv_req_error_rv(r, &e);
             goto out;
         }
-        if (rv_api_whatif_run_req(a, r, &la, doc, oh, 1, &etm, &res, &e) != 0) {
+        if (rv_api_whatif_run_req(a, r, &la, doc, oh, 1, &etm, &pre, &res, &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;
         }
@@ -181,6 +181,7 @@ out:
     rv_diff_free(d);
     rv_run_result_free(res);
     rv_api_et_model_free(&etm);
+    rv_api_whatif_pre_free(&pre);
     rv_oh_table_free(oh);
     rv_api_loaded_free(&lb);
     rv_api_loaded_free(&la);

@@ -56,7 +56,7 @@ void rv_api_trace_export(rv_req *r, void *app)
                      (long long)id);
         goto out;
     }
-    if (rv_api_whatif_run_req(a, r, &l, doc, NULL, 1, NULL, &res, &e) != 0) {
+    if (rv_api_whatif_run_req(a, r, &l, doc, NULL, 1, NULL, NULL, &res, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
     }

@@ -167,12 +167,27 @@ struct rv_run_result;
 int rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc,
                       const struct rv_oh_table *oh, int keep_predicted, rv_api_et_model *etm,
                       struct rv_run_result **out, rv_error *err);
+/* What a what-if request read before its run, so that the run reads
+ * nothing again: the document parsed once (w) and the platform's kernel
+ * models read once (acc, tgt; NULL when not read). Zero it; every member
+ * is owned; rv_api_whatif_pre_free. */
+struct rv_whatif;
+struct rv_kmodel;
+struct rv_kmodel_acc;
+typedef struct rv_api_whatif_pre {
+    struct rv_whatif *w;
+    struct rv_kmodel_acc *acc;
+    struct rv_kmodel *tgt;
+} rv_api_whatif_pre;
+/* NULL-safe; leaves *p zeroed. */
+void rv_api_whatif_pre_free(rv_api_whatif_pre *p);
 /* rv_api_whatif_run for request r (borrowed, may be NULL): the run also
  * stops, with RV_ERR_BUDGET, when r's client goes away or the server
- * drains (rv_run_opts.cancel, cancel_fn). */
+ * drains (rv_run_opts.cancel, cancel_fn). pre (borrowed, may be NULL):
+ * what r read already; its document must be doc's, parsed. */
 int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l, const json_t *doc,
                           const struct rv_oh_table *oh, int keep_predicted, rv_api_et_model *etm,
-                          struct rv_run_result **out, rv_error *err);
+                          rv_api_whatif_pre *pre, struct rv_run_result **out, rv_error *err);
 
 /* 1 when the document (borrowed) asks for "host_overheads": "platform". */
 int rv_api_doc_uses_platform(const json_t *doc);

@@ -107,15 +107,15 @@ int rv_api_gpu_kmodel(rv_app *a, const char *gpu, rv_kmodel **out, char *version
 }
 
 /* The kernel models a "kernel_models": "platform" document (borrowed)
- * asks for: of trace_id's platform, and of the stored platforms of the
- * document's "gpu" (else of the trace's own GPU: an execution trace alone
- * has no measured kernels of its own). With src non-NULL they are built
- * (*src and *dst new, free(); NULL where there are none) on t's GPU;
- * version (may be NULL) receives what they were read at. Refused when
- * neither has any. */
-static int platform_kmodels(rv_app *a, int64_t trace_id, const rv_trace *t, const json_t *doc,
-                            rv_kmodel **src, rv_kmodel **dst, char *version, size_t cap,
-                            rv_error *err)
+ * asks for, read from the store: the sums of trace_id's platform (*acc,
+ * new, free()) and the models of the stored platforms of the document's
+ * "gpu", else of the trace's own GPU (an execution trace alone has no
+ * measured kernels of its own; *tgt new, free(), NULL when none). version
+ * (may be NULL) receives what they were read at. Refused when neither has
+ * any. */
+static int platform_kmodels_read(rv_app *a, int64_t trace_id, const json_t *doc,
+                                 rv_kmodel_acc **acc_out, rv_kmodel **tgt_out, char *version,
+                                 size_t cap, rv_error *err)
 {
     rv_kmodel_acc *acc = malloc(sizeof(*acc));
     rv_kmodel *tgt = NULL;
@@ -123,6 +123,8 @@ static int platform_kmodels(rv_app *a, int64_t trace_id, const rv_trace *t, cons
     char v1[128] = "", v2[128] = "", own_gpu[128] = "";
     int64_t pid = 0;
     int rc = 0;
+    *acc_out = NULL;
+    *tgt_out = NULL;
     if (!acc)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
     rc = rv_db_trace_kmodel(a->db, trace_id, &pid, own_gpu, sizeof(own_gpu), v1, sizeof(v1), acc,
@@ -143,15 +145,24 @@ static int platform_kmodels(rv_app *a, int64_t trace_id, const rv_trace *t, cons
     }
     if (version && cap)
         snprintf(version, cap, "%s; %s", v1, v2);
-    if (src &&
-        (rc = model_of(acc, rv_hw_lookup(rv_trace_str(t, t->platform_gpu)), src, err)) == 0) {
-        *dst = tgt;
-        tgt = NULL;
-    }
+    *acc_out = acc;
+    *tgt_out = tgt;
+    acc = NULL;
+    tgt = NULL;
 out:
     free(acc);
     free(tgt);
     return rc;
+}
+
+void rv_api_whatif_pre_free(rv_api_whatif_pre *p)
+{
+    if (!p)
+        return;
+    rv_whatif_free(p->w);
+    free(p->acc);
+    free(p->tgt);
+    memset(p, 0, sizeof(*p));
 }
 
 /* The engine's table from stored rows (borrowed). Names are interned first
@@ -232,15 +243,40 @@ static int client_gone(void *r)
 int rv_api_whatif_run(rv_app *a, const rv_loaded *l, const json_t *doc, const rv_oh_table *oh,
                       int keep_predicted, rv_api_et_model *etm, rv_run_result **out, rv_error *err)
 {
-    return rv_api_whatif_run_req(a, NULL, l, doc, oh, keep_predicted, etm, out, err);
+    return rv_api_whatif_run_req(a, NULL, l, doc, oh, keep_predicted, etm, NULL, out, err);
+}
+
+/* The kernel models of w on the loaded trace: from pre when it read them,
+ * else read now. *km new (free()); *tgt borrowed from pre or new (then
+ * *tgt_owned is set). */
+static int run_kmodels(rv_app *a, const rv_loaded *l, const json_t *doc,
+                       const rv_api_whatif_pre *pre, rv_kmodel **km, rv_kmodel **tgt,
+                       int *tgt_owned, rv_error *err)
+{
+    rv_kmodel_acc *acc = NULL;
+    const rv_kmodel_acc *use = pre ? pre->acc : NULL;
+    int rc = 0;
+    *km = NULL;
+    *tgt = pre ? pre->tgt : NULL;
+    *tgt_owned = 0;
+    if (!use) {
+        if ((rc = platform_kmodels_read(a, l->id, doc, &acc, tgt, NULL, 0, err)) != 0)
+            return rc;
+        *tgt_owned = 1;
+        use = acc;
+    }
+    rc = model_of(use, rv_hw_lookup(rv_trace_str(l->trace, l->trace->platform_gpu)), km, err);
+    free(acc);
+    return rc;
 }
 
 int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l0, const json_t *doc0,
                           const rv_oh_table *oh, int keep_predicted, rv_api_et_model *etm,
-                          rv_run_result **out, rv_error *err)
+                          rv_api_whatif_pre *pre, rv_run_result **out, rv_error *err)
 {
-    rv_whatif *w = NULL;
+    rv_whatif *own = NULL, *w = NULL;
     rv_kmodel *km = NULL, *km_gpu = NULL;
+    int km_gpu_owned = 0;
     rv_loaded lo = *l0;
     const rv_loaded *l = &lo;
     const json_t *doc = doc0;
@@ -259,7 +295,8 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l0, const json_
 
     *out = NULL;
     /* An execution trace alone is modelled on the document's GPU, on every
-     * route (the model lives in *etm, which must outlive *out). */
+     * route (the model lives in *etm, which must outlive *out). Its
+     * document loses "gpu", so what pre read from it does not hold. */
     if (etm && rv_trace_source(l0->trace) == RV_SOURCE_ET) {
         if ((et_doc = json_deep_copy(doc0)) == NULL) {
             rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
@@ -268,13 +305,17 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l0, const json_
         if ((rc = rv_api_et_resolve(a, &lo, et_doc, etm, err)) != 0)
             goto out;
         doc = et_doc;
+        pre = NULL;
     }
-    if ((rc = rv_whatif_parse(doc, &w, err)) != 0)
+    /* The document as the request parsed it, else parsed here. */
+    if (pre && pre->w)
+        w = pre->w;
+    else if ((rc = rv_whatif_parse(doc, &own, err)) != 0)
         goto out;
-    /* Read with the run, by every route: what a cached answer was keyed by
-     * (rv_api_trace_whatif) was read just before. */
+    else
+        w = own;
     if (rv_whatif_uses_platform_kmodels(w)) {
-        if ((rc = platform_kmodels(a, l->id, l->trace, doc, &km, &km_gpu, NULL, 0, err)) != 0)
+        if ((rc = run_kmodels(a, l, doc, pre, &km, &km_gpu, &km_gpu_owned, err)) != 0)
             goto out;
         rv_whatif_set_kmodel(w, km, km_gpu);
     }
@@ -295,9 +336,14 @@ int rv_api_whatif_run_req(rv_app *a, rv_req *r, const rv_loaded *l0, const json_
     if (rc == 0 && !rv_whatif_is_empty(w))
         rv_metrics_add(a->metrics, RV_M_SIMULATIONS, 1);
 out:
-    rv_whatif_free(w);
+    /* pre's document outlives the run: it must not keep pointers to the
+     * models freed here. */
+    if (w && w != own)
+        rv_whatif_set_kmodel(w, NULL, NULL);
+    rv_whatif_free(own);
     free(km);
-    free(km_gpu);
+    if (km_gpu_owned)
+        free(km_gpu);
     json_decref(et_doc);
     return rc;
 }
@@ -359,6 +405,7 @@ void rv_api_trace_whatif(rv_req *r, void *app)
     json_t *doc = NULL;
     rv_loaded l = {0};
     rv_api_et_model etm = {0};
+    rv_api_whatif_pre pre = {0};
     rv_oh_table *oh = NULL;
     rv_run_result *res = NULL;
     char *body = NULL, *tl = NULL, *ans = NULL;
@@ -384,11 +431,12 @@ void rv_api_trace_whatif(rv_req *r, void *app)
         rv_req_error_rv(r, &e);
         goto out;
     }
-    /* So do the platform's kernel models, read again by the run. */
+    /* So do the platform's kernel models, read once here for the key and
+     * the run. */
     if (rv_api_doc_uses_platform_kmodels(doc)) {
         size_t vl = strlen(version);
-        if (platform_kmodels(a, id, NULL, doc, NULL, NULL, version + vl, sizeof(version) - vl,
-                             &e) != 0) {
+        if (platform_kmodels_read(a, id, doc, &pre.acc, &pre.tgt, version + vl,
+                                  sizeof(version) - vl, &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;
         }
@@ -411,13 +459,12 @@ void rv_api_trace_whatif(rv_req *r, void *app)
         rv_error_clear(&e);
     }
     rv_metrics_add(a->metrics, RV_M_CACHE_MISSES, 1);
-    /* A bad document (a refused pattern, say) costs no load of the trace. */
-    rv_whatif *check = NULL;
-    if (rv_whatif_parse(doc, &check, &e) != 0) {
+    /* Parsed once, before the load: a bad document (a refused pattern,
+     * say) costs no load of the trace, and the run takes it as it is. */
+    if (rv_whatif_parse(doc, &pre.w, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
     }
-    rv_whatif_free(check);
     if (rv_api_load(a, id, &l, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
@@ -430,7 +477,7 @@ void rv_api_trace_whatif(rv_req *r, void *app)
         /* The statistics may have changed since the lookup: key by those used. */
         rv_api_request_hash(doc, version, hash);
     }
-    if (rv_api_whatif_run_req(a, r, &l, doc, oh, with_tl, &etm, &res, &e) != 0) {
+    if (rv_api_whatif_run_req(a, r, &l, doc, oh, with_tl, &etm, &pre, &res, &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
     }
@@ -475,6 +522,7 @@ out:
     rv_run_result_free(res);
     rv_api_loaded_free(&l);
     rv_api_et_model_free(&etm);
+    rv_api_whatif_pre_free(&pre);
     rv_oh_table_free(oh);
     json_decref(doc);
 }
@@ -657,7 +705,7 @@ void rv_api_trace_timeline(rv_req *r, void *app)
     const char *format = rv_req_query(r, "format");
     rv_loaded l = {0};
     rv_run_result *res = NULL;
-    rv_whatif *w = NULL;
+    rv_api_whatif_pre pre = {0};
     rv_oh_table *oh = NULL;
     rv_api_et_model etm = {0};
     json_t *doc = NULL;
@@ -700,11 +748,11 @@ void rv_api_trace_timeline(rv_req *r, void *app)
             return;
         }
         /* Checked before the trace is loaded, so a bad document costs nothing. */
-        if (rv_whatif_parse(doc, &w, &e) != 0) {
+        if (rv_whatif_parse(doc, &pre.w, &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;
         }
-        if (rv_whatif_uses_platform_overheads(w) &&
+        if (rv_whatif_uses_platform_overheads(pre.w) &&
             rv_api_platform_table(a, id, &oh, NULL, 0, &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;
@@ -717,7 +765,7 @@ void rv_api_trace_timeline(rv_req *r, void *app)
     const rv_graph *g = l.graph;
     const rv_sim *s = l.base;
     if (doc) {
-        if (rv_api_whatif_run_req(a, r, &l, doc, oh, 1, &etm, &res, &e) != 0) {
+        if (rv_api_whatif_run_req(a, r, &l, doc, oh, 1, &etm, &pre, &res, &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;
         }
@@ -768,7 +816,7 @@ void rv_api_trace_timeline(rv_req *r, void *app)
     rv_req_respond_buf(r, 200, "application/json", buf, len);
 out:
     json_decref(doc);
-    rv_whatif_free(w);
+    rv_api_whatif_pre_free(&pre);
     rv_oh_table_free(oh);
     rv_run_result_free(res);
     rv_api_et_model_free(&etm);
