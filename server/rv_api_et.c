@@ -195,6 +195,11 @@ void rv_api_et_model_free(rv_api_et_model *m)
 {
     if (!m)
         return;
+    if (m->entry) {
+        rv_gcache_release(m->cache, m->entry);
+        memset(m, 0, sizeof(*m));
+        return;
+    }
     rv_sim_free(m->base);
     rv_graph_free(m->graph);
     rv_trace_free(m->trace);
@@ -213,6 +218,13 @@ static int gpu_kmodel(rv_app *a, const rv_hw *hw, rv_kmodel **out, rv_error *err
                             "\"trace\"",
                             hw->name);
     return rc;
+}
+
+int64_t rv_api_et_key(int64_t id, const rv_hw *hw)
+{
+    size_t n = 0;
+    const rv_hw *table = rv_hw_table(&n);
+    return rv_gcache_derived_key(id, (unsigned)(hw - table));
 }
 
 int rv_api_et_resolve(rv_app *a, rv_loaded *l, json_t *doc, rv_api_et_model *m, rv_error *err)
@@ -250,6 +262,13 @@ int rv_api_et_resolve(rv_app *a, rv_loaded *l, json_t *doc, rv_api_et_model *m, 
     } else if (!want || hw_want == hw_have) {
         return 0;
     }
+    /* Modelled on another GPU without the platform's models: the same
+     * graph for every such request, held in the loaded-trace cache. */
+    int64_t key = km ? 0 : rv_api_et_key(l->id, on);
+    if (key && (m->entry = rv_gcache_get(a->gcache, key)) != NULL) {
+        m->cache = a->gcache;
+        goto use;
+    }
     /* The stored (gzip) bytes through a mapped spool file; the reader
      * inflates them as it parses, within its cap. */
     if ((rc = rv_api_original_map(a, l->id, RV_DB_ORIGINAL_STORED, &orig, err)) != 0)
@@ -261,9 +280,30 @@ int rv_api_et_resolve(rv_app *a, rv_loaded *l, json_t *doc, rv_api_et_model *m, 
         (rc = rv_sim_run(m->graph, RV_SCHED_EARLIEST_START, &m->base, err)) != 0)
         goto out;
     rv_metrics_add(a->metrics, RV_M_SIMULATIONS, 1);
-    l->trace = m->trace;
-    l->graph = m->graph;
-    l->base = m->base;
+    if (key) {
+        /* The cache takes the three (and frees them on OOM). */
+        m->entry = rv_gcache_put(a->gcache, key, m->trace, m->graph, m->base);
+        m->trace = NULL;
+        m->graph = NULL;
+        m->base = NULL;
+        if (!m->entry) {
+            rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+            goto out;
+        }
+        m->cache = a->gcache;
+    }
+use:
+    if (m->entry) {
+        l->trace = m->entry->trace;
+        l->graph = m->entry->graph;
+        l->base = m->entry->base;
+        /* Its baseline figures are the entry's (rv_gcache_prep). */
+        l->entry = m->entry;
+    } else {
+        l->trace = m->trace;
+        l->graph = m->graph;
+        l->base = m->base;
+    }
 out:
     if (rc != 0)
         rv_api_et_model_free(m);

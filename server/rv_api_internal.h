@@ -135,11 +135,17 @@ void rv_api_trace_et_attach(rv_req *r, void *app);
 struct rv_db_ingest_meta;
 int rv_api_trace_upload_et(rv_req *r, rv_app *a, struct rv_db_ingest_meta *meta);
 /* The graph an ET-alone trace's what-if runs on, when it is not the
- * stored one (owned; rv_api_et_model_free). */
+ * stored one: held in the loaded-trace cache under a key derived from the
+ * trace and the GPU (entry), or owned here when it rests on the platform's
+ * kernel models, which change with every upload (trace, graph, base).
+ * Release with rv_api_et_model_free. */
+struct rv_gentry;
 typedef struct rv_api_et_model {
     rv_trace *trace;
     rv_graph *graph;
     rv_sim *base;
+    struct rv_gentry *entry;
+    struct rv_gcache *cache;
 } rv_api_et_model;
 /* For an ET-alone trace: the what-if's "gpu" (else the upload's) is the
  * GPU its kernels are modelled on: l is pointed at a graph built on it (in
@@ -147,6 +153,8 @@ typedef struct rv_api_et_model {
  * either GPU: RV_ERR_UNSUPPORTED naming "gpu". Other traces: 0, nothing
  * changed. */
 int rv_api_et_resolve(rv_app *a, rv_loaded *l, json_t *doc, rv_api_et_model *m, rv_error *err);
+/* The cache key of trace id's execution trace modelled on hardware row hw. */
+int64_t rv_api_et_key(int64_t id, const struct rv_hw *hw);
 void rv_api_et_model_free(rv_api_et_model *m);
 
 /* Runs one what-if document (borrowed) on a loaded trace through the

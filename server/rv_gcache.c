@@ -244,16 +244,27 @@ void rv_gcache_release(rv_gcache *c, rv_gentry *e)
         entry_free(e);
 }
 
+int64_t rv_gcache_derived_key(int64_t owner, unsigned variant)
+{
+    return -(owner * RV_GCACHE_VARIANTS + (int64_t)(variant % RV_GCACHE_VARIANTS)) - 1;
+}
+
+/* The stored trace an entry's key belongs to. */
+static int64_t owner_of(int64_t key)
+{
+    return key >= 0 ? key : (-(key + 1)) / RV_GCACHE_VARIANTS;
+}
+
 void rv_gcache_forget(rv_gcache *c, int64_t id)
 {
     if (!c)
         return;
     pthread_mutex_lock(&c->mu);
-    rv_gentry *e = c->head;
-    while (e && e->id != id)
-        e = e->next;
-    if (e)
-        drop(c, e);
+    for (rv_gentry *e = c->head, *next; e; e = next) {
+        next = e->next;
+        if (owner_of(e->id) == id)
+            drop(c, e);
+    }
     pthread_mutex_unlock(&c->mu);
 }
 

@@ -64,8 +64,16 @@ const struct rv_run_prep *rv_gcache_prep(rv_gentry *e);
 /* Drops a reference taken by get or put. NULL-safe. */
 void rv_gcache_release(rv_gcache *c, rv_gentry *e);
 
-/* Removes id (a deleted trace); a held entry lives until its release. */
+/* Removes id (a deleted or changed trace) and every entry derived from it
+ * (rv_gcache_derived_key); a held entry lives until its release. */
 void rv_gcache_forget(rv_gcache *c, int64_t id);
+
+/* The key of a graph derived from stored trace owner (> 0): variant
+ * (< RV_GCACHE_VARIANTS) tells one derivation from another, e.g. an
+ * execution trace alone modelled on the hardware table's row variant.
+ * Negative, so it never meets a trace id. */
+#define RV_GCACHE_VARIANTS 256
+int64_t rv_gcache_derived_key(int64_t owner, unsigned variant);
 
 /* Counters for /metrics. */
 typedef struct rv_gcache_counts {

@@ -95,6 +95,25 @@ static const char *error_message(const json_t *o)
     return s ? s : "";
 }
 
+/* A counter of GET /metrics; -1 when absent. */
+static double metric(const char *name)
+{
+    char u[128], key[128];
+    tc_req q = {0};
+    tc_resp r;
+    double v = -1;
+    snprintf(u, sizeof(u), "http://127.0.0.1:%d/metrics", g_port);
+    q.url = u;
+    if (tc_do(&q, &r) != 0)
+        return -1;
+    snprintf(key, sizeof(key), "\n%s ", name);
+    const char *at = r.body ? strstr(r.body, key) : NULL;
+    if (at)
+        v = strtod(at + strlen(key), NULL);
+    tc_resp_free(&r);
+    return v;
+}
+
 static long whatif(int64_t id, const char *doc, json_t **out)
 {
     char p[128];
@@ -132,6 +151,19 @@ static void test_et_alone(void)
     double t4 = json_number_value(json_object_get(j, "predicted_us"));
     CU_ASSERT(t4 != a100);
     json_decref(j);
+    /* The graph modelled on the A100 is kept like any loaded trace: a new
+     * question on it (another power cap, not an answer in the cache)
+     * loads the stored trace and the A100 model from the graph cache, and
+     * builds nothing. */
+    double hits0 = metric("reveried_graph_cache_hits_total");
+    double sims0 = metric("reveried_simulations_total");
+    CU_ASSERT_EQUAL(whatif(g_et_alone, "{\"gpu\": \"A100\", \"power_limit_w\": 250}", &j), 200);
+    json_decref(j);
+    double hits1 = metric("reveried_graph_cache_hits_total");
+    double sims1 = metric("reveried_simulations_total");
+    printf("\n    ET alone on A100 again: graph cache hits +%.0f, simulations +%.0f", hits1 - hits0,
+           sims1 - sims0);
+    CU_ASSERT(hits0 >= 0 && hits1 - hits0 >= 2);
     /* Fleet rows model it the same way: each scenario's GPU, the same
      * figures as the single what-ifs. */
     char body[256];
