@@ -84,10 +84,10 @@ static int load_all(const char *const *paths, size_t n, loaded *l)
     rv_error err;
     rv_error_clear(&err);
     l->n = n;
-    l->tr = calloc(n, sizeof(*l->tr));
-    l->g = calloc(n, sizeof(*l->g));
-    l->bs = calloc(n, sizeof(*l->bs));
-    l->rk = calloc(n, sizeof(*l->rk));
+    l->tr = calloc(n, sizeof(rv_trace *));
+    l->g = calloc(n, sizeof(rv_graph *));
+    l->bs = calloc(n, sizeof(rv_sim *));
+    l->rk = calloc(n, sizeof(rv_job_rank));
     if (!l->tr || !l->g || !l->bs || !l->rk) {
         fprintf(stderr, "reverie advise: out of memory\n");
         return 1;
@@ -111,10 +111,12 @@ static int load_all(const char *const *paths, size_t n, loaded *l)
                 n);
         return 2;
     }
-    if (rv_job_build(l->rk, n, &l->job, &err) != 0) {
+    rv_job *job = NULL;
+    if (rv_job_build(l->rk, n, &job, &err) != 0) {
         fprintf(stderr, "reverie advise: job: %s\n", err.message);
         return 1;
     }
+    l->job = job;
     return 0;
 }
 

@@ -285,8 +285,10 @@ static int prep_begin(const rv_graph *g, const rv_sim *base, int64_t iteration, 
     int rc;
 
     *out = NULL;
-    if (!p)
-        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    if (!p) {
+        rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+        return RV_ERR_NOMEM;
+    }
     p->graph = g;
     p->base = base;
     p->iteration = iteration;

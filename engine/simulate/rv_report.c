@@ -417,8 +417,9 @@ static size_t kstat_group(kstat *v, size_t m, uint32_t max_name)
         memset(slot, 0xff, ((size_t)max_name + 1) * sizeof(*slot));
     for (size_t i = 0; i < m; i++) {
         kstat *x = NULL;
-        if (slot && slot[v[i].name] >= 0)
-            x = &v[slot[v[i].name]];
+        int32_t at = slot ? slot[v[i].name] : -1;
+        if (at >= 0 && (size_t)at < u)
+            x = &v[at];
         else if (!slot && u > 0 && v[u - 1].name == v[i].name)
             x = &v[u - 1];
         if (x) {
