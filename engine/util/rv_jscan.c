@@ -423,6 +423,16 @@ static int read_escape(rv_jscan *s, rv_buf *b)
     return b ? put(s, b, &ch, 1) : 0;
 }
 
+/* Length of p[0..n) before the first '"' or '\\' (n when none): keys and
+ * ids end within a few bytes, where a byte loop beats two memchr calls. */
+static inline size_t scan_short(const unsigned char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n && p[i] != '"' && p[i] != '\\')
+        i++;
+    return i;
+}
+
 int rv_jscan_string(rv_jscan *s, rv_buf *b)
 {
     int rc;
@@ -433,9 +443,19 @@ int rv_jscan_string(rv_jscan *s, rv_buf *b)
             return rv_jscan_fail_eof(s, "a string");
         const unsigned char *p = s->buf + s->pos;
         size_t n = s->end - s->pos;
-        const unsigned char *q = memchr(p, '"', n);
-        size_t seg = q ? (size_t)(q - p) : n;
-        const unsigned char *bs = memchr(p, '\\', seg);
+        const unsigned char *bs = NULL, *q = NULL;
+        size_t seg = scan_short(p, n < 32 ? n : 32);
+        if (seg < n && p[seg] == '"') {
+            q = p + seg;
+        } else if (seg < n && p[seg] == '\\') {
+            bs = p + seg;
+        } else {
+            /* Long strings: memchr finds the quote, then any escape before it. */
+            q = memchr(p + seg, '"', n - seg);
+            size_t end = q ? (size_t)(q - p) : n;
+            bs = memchr(p + seg, '\\', end - seg);
+            seg = end;
+        }
         if (bs) {
             if (b && (rc = put(s, b, p, (size_t)(bs - p))) < 0)
                 return rc;
