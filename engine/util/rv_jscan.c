@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef RV_HAVE_ISAL
+#include <isa-l/igzip_lib.h>
+#endif
+
 #define WINDOW_BYTES ((size_t)1 << 20) /* one refill of decompressed JSON */
 #define RAW_BYTES    ((size_t)1 << 20) /* one read of compressed input */
 
@@ -102,10 +106,48 @@ static int gz_next_member(rv_jscan *s)
     }
     if (s->zs.next_in[0] != 0x1f)
         return FAIL(s, RV_ERR_PARSE, "garbage after the end of the gzip stream");
+#ifdef RV_HAVE_ISAL
+    if (s->isal) {
+        struct inflate_state *st = s->isal;
+        isal_inflate_reset(st);
+        st->crc_flag = ISAL_GZIP;
+        return 0;
+    }
+#endif
     if (inflateReset(&s->zs) != Z_OK)
         return FAIL(s, RV_ERR_INTERNAL, "inflateReset failed");
     return 0;
 }
+
+#ifdef RV_HAVE_ISAL
+/* One igzip call into the empty window (the zlib loop's body for ISA-L):
+ * s->end bytes came; a member's end moves on to the next one. */
+static int inflate_isal(rv_jscan *s)
+{
+    struct inflate_state *st = s->isal;
+    if (s->zs.avail_in == 0) {
+        int rc = pull_raw(s);
+        if (rc < 0)
+            return rc;
+    }
+    st->next_in = s->zs.next_in;
+    st->avail_in = s->zs.avail_in;
+    st->next_out = s->buf;
+    st->avail_out = (uint32_t)s->cap;
+    int irc = isal_inflate(st);
+    s->zs.next_in = st->next_in;
+    s->zs.avail_in = st->avail_in;
+    s->end = s->cap - st->avail_out;
+    if (irc < 0 || irc == ISAL_NEED_DICT)
+        return FAIL(s, RV_ERR_PARSE, "corrupt gzip data (igzip error %d)", irc);
+    if (st->block_state == ISAL_BLOCK_FINISH)
+        return gz_next_member(s);
+    /* Input is not held back by igzip: no output from none is the end. */
+    if (s->end == 0 && s->zs.avail_in == 0 && s->src_eof)
+        return FAIL(s, RV_ERR_PARSE, "truncated gzip stream (compressed data ends early)");
+    return 0;
+}
+#endif
 
 /* Refills the window once everything in it was consumed. Returns 1 when
  * bytes came, 0 at end of input, <0 on error. */
@@ -132,6 +174,14 @@ int rv_jscan_refill(rv_jscan *s)
                 s->eof = 1;
                 return 0;
             }
+#ifdef RV_HAVE_ISAL
+            if (s->isal) {
+                int rc = inflate_isal(s);
+                if (rc < 0)
+                    return rc;
+                continue;
+            }
+#endif
             if (s->zs.avail_in == 0) {
                 int rc = pull_raw(s);
                 if (rc < 0)
@@ -187,9 +237,17 @@ int rv_jscan_open(rv_jscan *s, const void *mem, size_t len, FILE *f, size_t max_
     s->gz = nmagic == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
 
     if (s->gz) {
+#ifdef RV_HAVE_ISAL
+        s->isal = malloc(sizeof(struct inflate_state));
+        if (!s->isal)
+            return s->rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+        isal_inflate_init(s->isal);
+        ((struct inflate_state *)s->isal)->crc_flag = ISAL_GZIP;
+#else
         if (inflateInit2(&s->zs, 15 + 16) != Z_OK)
             return s->rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "zlib init failed");
         s->z_init = 1;
+#endif
         s->cap = WINDOW_BYTES;
         s->buf = malloc(s->cap);
         s->own_buf = 1;
@@ -243,6 +301,8 @@ void rv_jscan_close(rv_jscan *s)
     s->own_buf = 0;
     free(s->raw);
     s->raw = NULL;
+    free(s->isal);
+    s->isal = NULL;
     rv_buf_free(&s->key);
 }
 
@@ -363,6 +423,16 @@ static int read_escape(rv_jscan *s, rv_buf *b)
     return b ? put(s, b, &ch, 1) : 0;
 }
 
+/* Length of p[0..n) before the first '"' or '\\' (n when none): keys and
+ * ids end within a few bytes, where a byte loop beats two memchr calls. */
+static inline size_t scan_short(const unsigned char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n && p[i] != '"' && p[i] != '\\')
+        i++;
+    return i;
+}
+
 int rv_jscan_string(rv_jscan *s, rv_buf *b)
 {
     int rc;
@@ -373,9 +443,19 @@ int rv_jscan_string(rv_jscan *s, rv_buf *b)
             return rv_jscan_fail_eof(s, "a string");
         const unsigned char *p = s->buf + s->pos;
         size_t n = s->end - s->pos;
-        const unsigned char *q = memchr(p, '"', n);
-        size_t seg = q ? (size_t)(q - p) : n;
-        const unsigned char *bs = memchr(p, '\\', seg);
+        const unsigned char *bs = NULL, *q = NULL;
+        size_t seg = scan_short(p, n < 32 ? n : 32);
+        if (seg < n && p[seg] == '"') {
+            q = p + seg;
+        } else if (seg < n && p[seg] == '\\') {
+            bs = p + seg;
+        } else {
+            /* Long strings: memchr finds the quote, then any escape before it. */
+            q = memchr(p + seg, '"', n - seg);
+            size_t end = q ? (size_t)(q - p) : n;
+            bs = memchr(p + seg, '\\', end - seg);
+            seg = end;
+        }
         if (bs) {
             if (b && (rc = put(s, b, p, (size_t)(bs - p))) < 0)
                 return rc;
@@ -431,10 +511,42 @@ int rv_jscan_number_valid(const char *s, size_t n)
     return i == n;
 }
 
+/* Length of the plain number (-?digits(.digits)?, no leading zero) at
+ * p[0..n) when it ends before n on a byte that cannot continue a number;
+ * 0 for anything else (the general path then decides). One pass both
+ * finds the token's end and checks its grammar. */
+static size_t plain_number_len(const unsigned char *p, size_t n)
+{
+    size_t i = 0, d;
+    if (i < n && p[i] == '-')
+        i++;
+    for (d = i; i < n && p[i] >= '0' && p[i] <= '9'; i++)
+        ;
+    if (i == d || (p[d] == '0' && i - d > 1))
+        return 0;
+    if (i < n && p[i] == '.') {
+        for (d = ++i; i < n && p[i] >= '0' && p[i] <= '9'; i++)
+            ;
+        if (i == d)
+            return 0;
+    }
+    if (i >= n || is_num_char(p[i]) || i > RV_JSCAN_MAX_NUMBER)
+        return 0;
+    return i;
+}
+
 /* A token longer than RV_JSCAN_MAX_NUMBER is an error: only its first
  * bytes are kept while the rest streams past. */
 int rv_jscan_number(rv_jscan *s)
 {
+    size_t fast = plain_number_len(s->buf + s->pos, s->end - s->pos);
+    if (fast) {
+        memcpy(s->num, s->buf + s->pos, fast);
+        s->num[fast] = '\0';
+        s->num_len = fast;
+        s->pos += fast;
+        return 0;
+    }
     int over = 0;
     s->num_len = 0;
     int64_t start = rv_jscan_off(s);
@@ -592,6 +704,45 @@ int rv_jscan_key_is(const rv_jscan *s, const char *k)
 
 /* ---------------------------------------------------------------- numbers */
 
+/* The common case of rv_jscan_dec_u64 in one pass: digits(.digits)? with
+ * at most 18 digits in all, no leading zero, scale <= 3. Sets *mag and
+ * returns 1, or returns 0 for the general path (same result, slower). */
+static int dec_fast(const char *s, size_t n, int scale, uint64_t *mag)
+{
+    static const uint64_t pow10[] = {1, 10, 100, 1000};
+    uint64_t v = 0;
+    size_t i = 0, ndig = 0, nfrac = 0;
+    if (n > 19 || scale < 0 || scale > 3 || (n > 1 && s[0] == '0' && s[1] != '.'))
+        return 0;
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++, ndig++)
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    if (ndig == 0)
+        return 0;
+    if (i < n && s[i] == '.') {
+        for (i++; i < n && s[i] >= '0' && s[i] <= '9'; i++, ndig++, nfrac++)
+            v = v * 10 + (uint64_t)(s[i] - '0');
+        if (nfrac == 0)
+            return 0;
+    }
+    if (i != n || ndig > 18)
+        return 0;
+    if (nfrac <= (size_t)scale) {
+        uint64_t m = pow10[(size_t)scale - nfrac];
+        if (v > UINT64_MAX / m)
+            return 0;
+        *mag = v * m;
+        return 1;
+    }
+    /* Drop the digits below the unit, rounding half away from zero on the
+     * first dropped digit, as the general path does. */
+    uint64_t div = 1;
+    for (size_t k = (size_t)scale; k + 1 < nfrac; k++)
+        div *= 10;
+    uint64_t q = v / div;
+    *mag = q / 10 + (q % 10 >= 5);
+    return 1;
+}
+
 int rv_jscan_dec_u64(const char *s, size_t n, int scale, uint64_t *mag, int *neg)
 {
     while (n && (*s == ' ' || *s == '\t'))
@@ -606,6 +757,8 @@ int rv_jscan_dec_u64(const char *s, size_t n, int scale, uint64_t *mag, int *neg
     }
     if (!n)
         return RV_JSCAN_NOT_NUMBER;
+    if (dec_fast(s, n, scale, mag))
+        return RV_JSCAN_OK;
     /* Hex ("0x1f", used for AMD stream handles) only for plain integers. */
     if (scale == 0 && n > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
         uint64_t v = 0;

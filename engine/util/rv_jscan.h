@@ -42,6 +42,8 @@ typedef struct rv_jscan {
     int gz, z_init, z_end, src_eof;
     z_stream zs;
     unsigned char *raw; /* compressed staging buffer for FILE input */
+    void *isal;         /* ISA-L inflate state (owned) when built with it;
+                           zs then only stages the compressed input */
 
     /* Window of decompressed bytes: buf[pos..end) is unread. */
     unsigned char *buf;
