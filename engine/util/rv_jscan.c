@@ -439,7 +439,8 @@ int rv_jscan_string(rv_jscan *s, rv_buf *b)
     if (b)
         rv_buf_reset(b);
     for (;;) {
-        if (s->pos >= s->end && rv_jscan_refill(s) <= 0)
+        /* A refill that reports data has a buffer; said for the analyzer. */
+        if ((s->pos >= s->end && rv_jscan_refill(s) <= 0) || !s->buf)
             return rv_jscan_fail_eof(s, "a string");
         const unsigned char *p = s->buf + s->pos;
         size_t n = s->end - s->pos;
