@@ -651,12 +651,13 @@ static void test_advise_job(void)
     /* With the whole space searched the best plan also tunes the network;
      * a search its budget stopped (a sanitizer build is slow) may end
      * before that combination, and says so. */
-    if (json_is_true(json_object_get(doc, "complete")))
+    if (json_is_true(json_object_get(doc, "complete"))) {
         CU_ASSERT(strstr(changes ? changes : "", "network") ||
                   strstr(changes ? changes : "", "compression") ||
                   strstr(changes ? changes : "", "allreduce"));
-    else
+    } else {
         CU_ASSERT_PTR_NOT_NULL(json_object_get(doc, "stopped"));
+    }
     CU_ASSERT_EQUAL(number(top, "gpus"), 16);
     free(changes);
     char *whatif = json_dumps(json_object_get(top, "whatif"), JSON_COMPACT);
