@@ -49,81 +49,12 @@ typedef struct ctx {
 
 /* ---------------------------------------------------------------- times */
 
-/* a + (m - m0) * (b - a) / (m1 - m0), exact for any span in int64. */
-static int64_t lerp(int64_t m, int64_t m0, int64_t m1, int64_t a, int64_t b)
-{
-    if (m1 <= m0)
-        return a;
-    __int128 d = (__int128)(m - m0) * (b - a) / (m1 - m0);
-    return a + (int64_t)d;
-}
-
-/* Where the exported interval of original task i starts: its simulated
- * start, except a call that blocked on the GPU (RV_TF_SYNC), which starts
- * when it would have without the wait: its thread's previous task and gap
- * done and every other dependency met (another thread's handoff, say). So
- * the wait is inside the call, as it was measured. */
-static void sync_starts(ctx *c)
-{
-    const rv_graph *g = c->pg;
-    const int64_t *st = c->ps->start_ns, *en = c->ps->end_ns;
-    size_t n = c->bg->ntasks;
-    for (size_t i = 0; i < n; i++) {
-        const rv_task *t = &g->tasks[i];
-        c->xs[i] = st[i];
-        if (t->kind != RV_TASK_CPU || !(t->flags & RV_TF_SYNC))
-            continue;
-        const rv_thread *th = &g->threads[t->thread];
-        int32_t k = (int32_t)i;
-        c->xs[i] = k > th->first && k < th->first + th->norig ? en[k - 1] + g->tasks[k - 1].gap_ns
-                                                              : INT64_MIN;
-    }
-    for (size_t e = 0; e < g->nedges; e++) {
-        const rv_edge *ed = &g->edges[e];
-        if (ed->dst < 0 || (size_t)ed->dst >= n || ed->kind == RV_EDGE_SYNC)
-            continue;
-        const rv_task *t = &g->tasks[ed->dst];
-        if (t->kind != RV_TASK_CPU || !(t->flags & RV_TF_SYNC))
-            continue;
-        int64_t at = (ed->from_start ? st[ed->src] : en[ed->src]) + ed->delay_ns;
-        if (at > c->xs[ed->dst])
-            c->xs[ed->dst] = at;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (c->xs[i] > st[i] || c->xs[i] == INT64_MIN)
-            c->xs[i] = st[i];
-}
-
-/* A measured time m (graph time) on thread th moved to the simulation:
- * inside a task linearly onto its exported interval, inside the gap after
- * it with the task's end (scaled as the model scaled the gap) and never
- * past the next task. Monotone, so nested events stay nested. */
+/* A measured time m (graph time) on thread th moved to the simulation by
+ * the simulator's one time map, in its export form (rv_sim.h). */
 static int64_t map_thread(const ctx *c, int32_t thread, int64_t m)
 {
-    const rv_graph *g = c->pg;
-    const rv_thread *th = &g->threads[thread];
-    int32_t lo = th->first, hi = th->first + th->norig;
-    while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-        if (g->tasks[mid].meas_start_ns <= m)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    int32_t p = lo - 1;
-    if (p < th->first)
-        return c->xs[th->first] - (g->tasks[th->first].meas_start_ns - m);
-    const rv_task *t = &g->tasks[p];
-    int64_t ms = t->meas_start_ns, me = ms + t->meas_dur_ns;
-    if (m < me)
-        return lerp(m, ms, me, c->xs[p], c->ps->end_ns[p]);
-    int64_t g0 = c->bg->tasks[p].gap_ns, g1 = t->gap_ns, d = m - me;
-    if (g0 > 0 && g1 != g0)
-        d = (int64_t)((__int128)d * g1 / g0);
-    int64_t v = c->ps->end_ns[p] + d;
-    if (p + 1 < th->first + th->norig && v > c->xs[p + 1])
-        v = c->xs[p + 1];
-    return v;
+    rv_sim_map map = {.g = c->pg, .s = c->ps, .starts = c->xs, .base = c->bg, .stretch = 1};
+    return rv_sim_map_at(&map, thread, m);
 }
 
 /* For threads without tasks: the steps' markers, measured to simulated,
@@ -147,9 +78,9 @@ static int64_t map_steps(const ctx *c, int64_t m)
     size_t i = lo - 1;
     const rv_iter *it = &g->iters[i];
     if (m <= it->end_ns)
-        return lerp(m, it->start_ns, it->end_ns, c->ia[i], c->ib[i]);
+        return rv_sim_lerp(m, it->start_ns, it->end_ns, c->ia[i], c->ib[i]);
     if (i + 1 < n && g->iters[i + 1].start_ns > it->end_ns)
-        return lerp(m, it->end_ns, g->iters[i + 1].start_ns, c->ib[i], c->ia[i + 1]);
+        return rv_sim_lerp(m, it->end_ns, g->iters[i + 1].start_ns, c->ib[i], c->ia[i + 1]);
     return c->ib[i] + (m - it->end_ns);
 }
 
@@ -184,7 +115,7 @@ static int prepare(ctx *c, rv_error *err)
     for (size_t i = 0; i < tr->nevents; i++)
         c->ev2task[i] = -1;
     rv_map_init(&c->threads, (size_t)RV_GRAPH_MAX_THREADS * 4);
-    sync_starts(c);
+    rv_sim_call_starts(c->pg, c->ps, c->bg->ntasks, c->xs);
     for (size_t i = 0; i < bg->ntasks && rc >= 0; i++) {
         const rv_task *t = &bg->tasks[i];
         if (t->event < 0 || (size_t)t->event >= tr->nevents)

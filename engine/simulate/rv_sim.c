@@ -358,8 +358,24 @@ out:
     return rv_error_ensure(err, rc, "simulating the graph");
 }
 
-int64_t rv_sim_map_time(const rv_graph *g, const rv_sim *s, int32_t thread, int64_t meas)
+int64_t rv_sim_lerp(int64_t m, int64_t m0, int64_t m1, int64_t a, int64_t b)
 {
+    if (m1 <= m0)
+        return a;
+    __int128 d = (__int128)(m - m0) * (b - a) / (m1 - m0);
+    return a + (int64_t)d;
+}
+
+/* Where original task i's interval starts under map m. */
+static int64_t start_of(const rv_sim_map *m, int32_t i)
+{
+    return m->starts ? m->starts[i] : m->s->start_ns[i];
+}
+
+int64_t rv_sim_map_at(const rv_sim_map *m, int32_t thread, int64_t meas)
+{
+    const rv_graph *g = m->g;
+    const rv_sim *s = m->s;
     const rv_thread *th = &g->threads[thread];
     if (th->norig == 0)
         return meas;
@@ -374,28 +390,72 @@ int64_t rv_sim_map_time(const rv_graph *g, const rv_sim *s, int32_t thread, int6
     int32_t p = lo - 1;
     if (p < th->first) {
         const rv_task *f = &g->tasks[th->first];
-        int64_t anchor = s->start_ns[th->first];
+        int64_t anchor = start_of(m, th->first);
         /* A first call that waits (a sync on work queued before the
          * window) entered its wait at its measured start, not at its
          * simulated start after the wait: nothing earlier on its thread
-         * could have moved it. */
-        if ((f->flags & RV_TF_SYNC) && f->meas_start_ns >= 0 && f->meas_start_ns < anchor)
+         * could have moved it. Given starts already say so. */
+        if (!m->starts && (f->flags & RV_TF_SYNC) && f->meas_start_ns >= 0 &&
+            f->meas_start_ns < anchor)
             anchor = f->meas_start_ns;
         return anchor - (f->meas_start_ns - meas);
     }
     const rv_task *t = &g->tasks[p];
     int64_t meas_end = t->meas_start_ns + t->meas_dur_ns;
     if (meas < meas_end) {
+        if (m->stretch)
+            return rv_sim_lerp(meas, t->meas_start_ns, meas_end, start_of(m, p), s->end_ns[p]);
         /* Inside the call: a sync call's wait is before its simulated start. */
         int64_t into = meas - t->meas_start_ns - (t->meas_dur_ns - t->dur_ns);
         if (into < 0)
             into = 0;
         return s->start_ns[p] + into;
     }
-    int64_t v = s->end_ns[p] + (meas - meas_end);
-    if (p + 1 < th->first + th->norig && v > s->start_ns[p + 1])
-        v = s->start_ns[p + 1];
+    int64_t d = meas - meas_end;
+    if (m->base) {
+        int64_t g0 = m->base->tasks[p].gap_ns, g1 = t->gap_ns;
+        if (g0 > 0 && g1 != g0)
+            d = (int64_t)((__int128)d * g1 / g0);
+    }
+    int64_t v = s->end_ns[p] + d;
+    if (p + 1 < th->first + th->norig && v > start_of(m, p + 1))
+        v = start_of(m, p + 1);
     return v;
+}
+
+int64_t rv_sim_map_time(const rv_graph *g, const rv_sim *s, int32_t thread, int64_t meas)
+{
+    rv_sim_map m = {.g = g, .s = s};
+    return rv_sim_map_at(&m, thread, meas);
+}
+
+void rv_sim_call_starts(const rv_graph *g, const rv_sim *s, size_t n, int64_t *xs)
+{
+    const int64_t *st = s->start_ns, *en = s->end_ns;
+    for (size_t i = 0; i < n; i++) {
+        const rv_task *t = &g->tasks[i];
+        xs[i] = st[i];
+        if (t->kind != RV_TASK_CPU || !(t->flags & RV_TF_SYNC))
+            continue;
+        const rv_thread *th = &g->threads[t->thread];
+        int32_t k = (int32_t)i;
+        xs[i] = k > th->first && k < th->first + th->norig ? en[k - 1] + g->tasks[k - 1].gap_ns
+                                                           : INT64_MIN;
+    }
+    for (size_t e = 0; e < g->nedges; e++) {
+        const rv_edge *ed = &g->edges[e];
+        if (ed->dst < 0 || (size_t)ed->dst >= n || ed->kind == RV_EDGE_SYNC)
+            continue;
+        const rv_task *t = &g->tasks[ed->dst];
+        if (t->kind != RV_TASK_CPU || !(t->flags & RV_TF_SYNC))
+            continue;
+        int64_t at = (ed->from_start ? st[ed->src] : en[ed->src]) + ed->delay_ns;
+        if (at > xs[ed->dst])
+            xs[ed->dst] = at;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (xs[i] > st[i] || xs[i] == INT64_MIN)
+            xs[i] = st[i];
 }
 
 int64_t rv_sim_iter_ns(const rv_graph *g, const rv_sim *s, size_t i)

@@ -59,10 +59,41 @@ int rv_sim_run_opts(const rv_graph *g, const rv_sim_opts *o, rv_sim **out, rv_er
 
 void rv_sim_free(rv_sim *s);
 
-/* Maps a measured CPU time on thread t (graph time) to simulated time, by
- * its position among that thread's tasks: inside a task it moves with the
- * task, inside a gap with the end of the task before it. */
+/* The one mapping of a measured time (graph time) on a thread onto a
+ * simulation, by its position among that thread's original tasks: inside
+ * a task it moves with the task, inside the gap after it with the task's
+ * end, never past the next task's start. It is monotone, so nested events
+ * stay nested. The reports measure instants (a step's markers): the
+ * default keeps a time's offset inside a call, its wait before the call's
+ * simulated start. The Kineto export places whole events: it passes where
+ * each call's interval starts (rv_sim_call_starts), stretches a call's
+ * inside linearly onto it and scales a gap as the model scaled it. */
+typedef struct rv_sim_map {
+    const rv_graph *g; /* the simulated graph (borrowed) */
+    const rv_sim *s;   /* its simulation (borrowed) */
+    /* Per original task: where its interval starts (borrowed); NULL: the
+     * simulated start, a first call that waits anchored at its measured
+     * start. */
+    const int64_t *starts;
+    const rv_graph *base; /* the measured graph, for gap scaling; NULL: gaps kept */
+    int stretch;          /* inside a call: linear onto [start, end] */
+} rv_sim_map;
+
+int64_t rv_sim_map_at(const rv_sim_map *m, int32_t thread, int64_t meas_ns);
+
+/* a + (m - m0) * (b - a) / (m1 - m0), exact for any span in int64: the
+ * interpolation every time map uses; a for an empty span. */
+int64_t rv_sim_lerp(int64_t m, int64_t m0, int64_t m1, int64_t a, int64_t b);
+
+/* rv_sim_map_at with the reports' defaults. */
 int64_t rv_sim_map_time(const rv_graph *g, const rv_sim *s, int32_t thread, int64_t meas_ns);
+
+/* Fills xs[0..n) (n original tasks, caller-owned) with where each call's
+ * interval starts: its simulated start, except a call that blocked on
+ * the GPU (RV_TF_SYNC), which starts when it would have without the wait
+ * (its thread's previous task and gap done, every other dependency met),
+ * so that the wait is inside the call, as it was measured. */
+void rv_sim_call_starts(const rv_graph *g, const rv_sim *s, size_t n, int64_t *xs);
 
 /* Simulated duration of iteration i (start and end markers mapped). */
 int64_t rv_sim_iter_ns(const rv_graph *g, const rv_sim *s, size_t i);
