@@ -13,6 +13,7 @@
 #include "trace/rv_coll.h"
 #include "models/rv_comm_model.h"
 #include "graph/rv_select.h"
+#include "util/rv_sort.h"
 
 #define job_warn rv_job__warn_build
 
@@ -275,12 +276,6 @@ static int match(rv_job *j, rv_error *err)
     return rc;
 }
 
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Absolute measured end of a task. */
 static double abs_end(const rv_job_member *m, int32_t t)
 {
@@ -326,11 +321,11 @@ static int align(rv_job *j, rv_error *err)
             }
             if (m == 0)
                 continue;
-            qsort(d, m, sizeof(double), cmp_dbl);
+            rv_sort_doubles(d, m);
             double med = d[m / 2];
             for (size_t i = 0; i < m; i++)
                 dev[i] = fabs(d[i] - med);
-            qsort(dev, m, sizeof(double), cmp_dbl);
+            rv_sort_doubles(dev, m);
             double mad = dev[m / 2];
             /* At least 5 us: ends a few microseconds apart are one instant. */
             double band = 3 * 1.4826 * mad > 5000 ? 3 * 1.4826 * mad : 5000;

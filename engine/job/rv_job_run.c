@@ -18,6 +18,7 @@
 #include "simulate/rv_power.h"
 #include "simulate/rv_report.h"
 #include "trace/rv_shapes.h"
+#include "util/rv_sort.h"
 #include "util/rv_stop.h"
 
 void rv_job__warn(rv_job_result *r, const char *code, const char *fmt, ...)
@@ -363,12 +364,6 @@ static void critical_path(rv_job_result *r, const merged *m)
     }
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Network and rank-count what-ifs, through the one communication model
  * (rv_comm_model.h): each collective keeps the message size the traces
  * name, else the size the baseline network needs for its measured
@@ -393,7 +388,7 @@ static int net_ratios(const rv_job *j, const rv_dist *d, int world, double *rati
         for (size_t p = 0; p < j->n; p++)
             if (j->coll_task[c * j->n + p] >= 0)
                 v[nm++] = j->transfer_ns[c * j->n + p];
-        qsort(v, nm, sizeof(int64_t), cmp_i64);
+        rv_sort_i64s(v, nm);
         size_t mid = nm / 2;
         /* A sub-group's collective (fewer members than the job) keeps its
          * own size on both networks; the job's rank count scales the rest. */
@@ -422,15 +417,9 @@ static int net_ratios(const rv_job *j, const rv_dist *d, int world, double *rati
     return 0;
 }
 
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median_of(double *v, size_t n)
 {
-    qsort(v, n, sizeof(double), cmp_dbl);
+    rv_sort_doubles(v, n);
     return n ? v[n / 2] : 0;
 }
 
