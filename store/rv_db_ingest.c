@@ -15,50 +15,14 @@
 #include <unistd.h>
 
 #include "ingest/rv_ingest.h"
+#include "util/rv_buf.h"
 #include "util/rv_sha256.h"
 #include "reader/rv_snapshot.h"
 
 #define COPY_CHUNK (1u << 20)
 
-/* A growable text buffer with a hard cap (the COPY chunk). */
-typedef struct sbuf {
-    char *p;
-    size_t len, cap, max;
-    int failed;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n)
-{
-    if (b->failed)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        if (cap > b->max) {
-            b->failed = 1;
-            return;
-        }
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->failed = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_str(sbuf *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
-
 /* COPY text format escaping. */
-static void sb_copy_text(sbuf *b, const char *s)
+static void add_copy_text(rv_buf *b, const char *s)
 {
     const char *run = s;
     for (; *s; s++) {
@@ -71,38 +35,38 @@ static void sb_copy_text(sbuf *b, const char *s)
         default: break;
         }
         if (esc) {
-            sb_add(b, run, (size_t)(s - run));
-            sb_str(b, esc);
+            rv_buf_add(b, run, (size_t)(s - run));
+            rv_buf_adds(b, esc);
             run = s + 1;
         }
     }
-    sb_add(b, run, (size_t)(s - run));
+    rv_buf_add(b, run, (size_t)(s - run));
 }
 
 /* A sketch's histogram as a PostgreSQL array literal pair ("{k,...}" and
  * "{c,...}"), appended to b. */
-static void sb_sketch_arrays(sbuf *b, const rv_sketch *sk)
+static void add_sketch_arrays(rv_buf *b, const rv_sketch *sk)
 {
     char num[32];
     int first = 1;
-    sb_str(b, "{");
+    rv_buf_adds(b, "{");
     for (uint32_t i = 0; i < sk->nbins; i++) {
         if (!sk->bins[i])
             continue;
         snprintf(num, sizeof(num), first ? "%d" : ",%d", sk->lo + (int32_t)i);
-        sb_str(b, num);
+        rv_buf_adds(b, num);
         first = 0;
     }
-    sb_str(b, "}\t{");
+    rv_buf_adds(b, "}\t{");
     first = 1;
     for (uint32_t i = 0; i < sk->nbins; i++) {
         if (!sk->bins[i])
             continue;
         snprintf(num, sizeof(num), first ? "%llu" : ",%llu", (unsigned long long)sk->bins[i]);
-        sb_str(b, num);
+        rv_buf_adds(b, num);
         first = 0;
     }
-    sb_str(b, "}");
+    rv_buf_adds(b, "}");
 }
 
 /* COPY of the trace's per-group sketches: O(groups x buckets), what the
@@ -110,7 +74,8 @@ static void sb_sketch_arrays(sbuf *b, const rv_sketch *sk)
 static int copy_sketches(rv_db__conn *pc, const rv_trace *t, const rv_db_ingest_prep *p,
                          const char *trace_id, rv_error *err)
 {
-    sbuf b = {.max = (size_t)64 << 20};
+    /* Errors are sticky: one check per line. */
+    rv_buf b = RV_BUF_INIT((size_t)64 << 20);
     int rc = 0;
     PGresult *r = PQexec(pc->c, "COPY trace_overhead_sketches (trace_id, type, op_name, n, zeros, "
                                 "sum, sumsq, min, max, keys, counts) FROM STDIN");
@@ -124,20 +89,20 @@ static int copy_sketches(rv_db__conn *pc, const rv_trace *t, const rv_db_ingest_
         const rv_overhead_sketch_group *g = &p->f.sketches[i];
         char line[64], mom[160];
         snprintf(line, sizeof(line), "%s\t%d\t", trace_id, g->type);
-        sb_str(&b, line);
-        sb_copy_text(&b, g->name == RV_OH_OVERALL ? "*" : rv_trace_str(t, g->name));
+        rv_buf_adds(&b, line);
+        add_copy_text(&b, g->name == RV_OH_OVERALL ? "*" : rv_trace_str(t, g->name));
         snprintf(mom, sizeof(mom), "\t%llu\t%llu\t%.17g\t%.17g\t%.17g\t%.17g\t",
                  (unsigned long long)g->sk.n, (unsigned long long)g->sk.zeros, g->sk.sum,
                  g->sk.sumsq, g->sk.min, g->sk.max);
-        sb_str(&b, mom);
-        sb_sketch_arrays(&b, &g->sk);
-        sb_str(&b, "\n");
-        if (b.failed)
-            rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "COPY: out of memory");
+        rv_buf_adds(&b, mom);
+        add_sketch_arrays(&b, &g->sk);
+        rv_buf_adds(&b, "\n");
+        if (b.err)
+            rc = rv_error_set(err, b.err, -1, -1, "COPY: a sketch line does not fit the buffer");
         else if (b.len >= COPY_CHUNK || i + 1 == p->f.nsketches) {
             if (PQputCopyData(pc->c, b.p, (int)b.len) != 1)
                 rc = rv_db__fail(err, "COPY data", pc->c, NULL);
-            b.len = 0;
+            rv_buf_reset(&b);
         }
     }
     if (PQputCopyEnd(pc->c, rc ? "aborted by client" : NULL) != 1 && !rc)
@@ -147,7 +112,7 @@ static int copy_sketches(rv_db__conn *pc, const rv_trace *t, const rv_db_ingest_
             rc = rv_db__fail(err, "COPY trace_overhead_sketches", pc->c, r);
         PQclear(r);
     }
-    free(b.p);
+    rv_buf_free(&b);
     return rc;
 }
 
