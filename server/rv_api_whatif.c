@@ -20,6 +20,7 @@
 #include "simulate/rv_report.h"
 #include "graph/rv_retime.h"
 #include "run/rv_run.h"
+#include "util/rv_jsonw.h"
 #include "util/rv_sha256.h"
 #include "whatif/rv_whatif.h"
 
@@ -552,59 +553,6 @@ static int64_t measured_to_sim(const rv_graph *g, const rv_sim *s, int64_t meas_
     return rv_sim_map_time(g, s, th, meas_ns);
 }
 
-/* s as a JSON string. Bytes that are not UTF-8 become U+FFFD, so a name
- * with broken bytes in the trace cannot make the whole answer invalid. */
-static void put_json_str(FILE *f, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-
-    fputc('"', f);
-    while (*p) {
-        unsigned c = *p;
-        if (c == '"' || c == '\\') {
-            fputc('\\', f);
-            fputc((int)c, f);
-            p++;
-            continue;
-        }
-        if (c < 0x20) {
-            fprintf(f, "\\u%04x", c);
-            p++;
-            continue;
-        }
-        if (c < 0x80) {
-            fputc((int)c, f);
-            p++;
-            continue;
-        }
-        /* Lead byte -> length and the range of the second byte (RFC 3629). */
-        size_t n = 0;
-        unsigned lo = 0x80, hi = 0xbf;
-        if (c >= 0xc2 && c <= 0xdf) {
-            n = 2;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            n = 3;
-            lo = c == 0xe0 ? 0xa0 : 0x80; /* no overlong forms */
-            hi = c == 0xed ? 0x9f : 0xbf; /* no surrogates */
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            n = 4;
-            lo = c == 0xf0 ? 0x90 : 0x80;
-            hi = c == 0xf4 ? 0x8f : 0xbf; /* at most U+10FFFF */
-        }
-        int ok = n > 0 && p[1] >= lo && p[1] <= hi;
-        for (size_t k = 2; ok && k < n; k++)
-            ok = (p[k] & 0xc0) == 0x80;
-        if (ok) {
-            fwrite(p, 1, n, f);
-            p += n;
-        } else {
-            fputs("\\ufffd", f);
-            p++;
-        }
-    }
-    fputc('"', f);
-}
-
 /* The steps that overlap [from, to), in the tasks' time base: measured
  * markers, or the markers mapped onto the simulation (rv_sim_map_time). */
 static int timeline_iterations(FILE *f, const rv_graph *g, const rv_sim *s, int measured,
@@ -656,7 +604,7 @@ static int timeline_write(FILE *f, int64_t trace_id, const char *source, const r
     for (size_t t = 0; t < g->nthreads; t++) {
         const rv_thread *th = &g->threads[t];
         fprintf(f, "%s{\"id\":%zu,\"label\":", t ? "," : "", t);
-        put_json_str(f, rv_trace_str(g->trace, th->label));
+        rv_jsonw_str_file(f, rv_trace_str(g->trace, th->label));
         fprintf(f, ",\"kind\":\"%s\"}", th->kind < 3 ? kinds[th->kind] : "other");
     }
     fputs("],\"tasks\":[", f);
@@ -681,9 +629,9 @@ static int timeline_write(FILE *f, int64_t trace_id, const char *source, const r
             continue;
         }
         fprintf(f, "%s\n{\"id\":%zu,\"thread\":%d,\"name\":", kept ? "," : "", i, k->thread);
-        put_json_str(f, rv_trace_str(g->trace, k->name));
+        rv_jsonw_str_file(f, rv_trace_str(g->trace, k->name));
         fprintf(f, ",\"kind\":\"%s\",\"layer\":", rv_task_kind_name(k->kind));
-        put_json_str(f, rv_trace_str(g->trace, k->layer));
+        rv_jsonw_str_file(f, rv_trace_str(g->trace, k->layer));
         fprintf(f, ",\"phase\":\"%s\",\"critical\":%s,\"start_us\":%.3f,\"dur_us\":%.3f}",
                 rv_phase_name(k->phase), crit[i] ? "true" : "false", (double)st / 1e3,
                 (double)du / 1e3);
