@@ -4,9 +4,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/rv_models.h"
 #include "whatif/rv_whatif.h"
 
 #define MIB (1024.0 * 1024.0)
+
+/* The baseline network of a traced job when nothing names it
+ * (docs/models/distributed.md, "Constants"). */
+#define COMM_GPUS_PER_NODE 8     /* an 8-GPU node (DGX, HGX) */
+#define COMM_INTER_GBITS   100.0 /* one 100 Gb/s NIC between nodes */
+#define COMM_ALPHA_S       5e-6  /* NCCL's per-step latency, small messages */
+#define COMM_EFFICIENCY    0.8   /* share of a link's bandwidth a ring achieves */
 
 /* ---- sizes --------------------------------------------------------------- */
 
@@ -76,16 +84,16 @@ void rv_comm_net_base(const rv_hw *hw, int n, rv_net *net)
 {
     memset(net, 0, sizeof(*net));
     net->n = n;
-    net->g = n < 8 ? n : 8;
+    net->g = n < COMM_GPUS_PER_NODE ? n : COMM_GPUS_PER_NODE;
     if (net->g < 1)
         net->g = 1;
     if (hw && hw->nvlink_gbps > 0)
         net->intra_bps = hw->nvlink_gbps / 2 * 1e9; /* bidirectional GB/s -> one way */
     else
-        net->intra_bps = (hw ? hw->pcie_gbps : 12) * 1e9;
-    net->inter_bps = 100e9 / 8;
-    net->alpha_s = 5e-6;
-    net->efficiency = 0.8;
+        net->intra_bps = (hw ? hw->pcie_gbps : RV_MODELS_PCIE_GBYTES) * 1e9;
+    net->inter_bps = COMM_INTER_GBITS * 1e9 / 8;
+    net->alpha_s = COMM_ALPHA_S;
+    net->efficiency = COMM_EFFICIENCY;
 }
 
 void rv_comm_net_of(const rv_dist *d, const rv_hw *hw, int n, rv_net *net)
