@@ -276,6 +276,12 @@ static int match(rv_job *j, rv_error *err)
     return rc;
 }
 
+/* The median absolute deviation of normal data times this is its
+ * standard deviation. */
+#define MAD_TO_SIGMA 1.4826
+/* Ends a few microseconds apart are one instant. */
+#define ALIGN_MIN_BAND_NS 5000.0
+
 /* Absolute measured end of a task. */
 static double abs_end(const rv_job_member *m, int32_t t)
 {
@@ -328,7 +334,9 @@ static int align(rv_job *j, rv_error *err)
             rv_sort_doubles(dev, m);
             double mad = dev[m / 2];
             /* At least 5 us: ends a few microseconds apart are one instant. */
-            double band = 3 * 1.4826 * mad > 5000 ? 3 * 1.4826 * mad : 5000;
+            double band = 3 * MAD_TO_SIGMA * mad;
+            if (band < ALIGN_MIN_BAND_NS)
+                band = ALIGN_MIN_BAND_NS;
             double sum = 0;
             size_t in = 0;
             for (size_t i = 0; i < m; i++)

@@ -842,7 +842,7 @@ int rv_job_run(const rv_job *job, const rv_whatif *w, const rv_run_opts *opts, r
         r->samples_per_s = (double)r->batch_per_rank * (double)r->nslots / sum->predicted_us * 1e6;
         r->baseline_samples_per_s = (double)r->batch_per_rank * (double)n / sum->baseline_us * 1e6;
     }
-    if (sum->replay_error > 0.02)
+    if (sum->replay_error > RV_REPLAY_WARN_ERROR)
         rv_job__warn(r, "replay_error",
                      "the job's unmodified graph replays a rank's measured step up to %.1f%% "
                      "off: predictions carry at least that error",

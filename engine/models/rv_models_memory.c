@@ -14,6 +14,10 @@
 #include "cost/rv_memory.h"
 #include "models/rv_models.h"
 
+/* vDNN: a forward kernel whose next kernel is not on its stream offloads
+ * this share of what it could stream in its own time (docs/models/memory.md). */
+#define VDNN_LONE_KERNEL_SHARE 0.1
+
 static int is_kernel(const rv_graph *g, size_t i)
 {
     const rv_task *t = &g->tasks[i];
@@ -130,7 +134,7 @@ static int saver_forward(saver *v, const rv_opt *o, rv_graph *g)
             int32_t nx = v->next[f];
             double bytes = nx >= 0 && is_kernel(g, nx)
                                ? (double)g->tasks[nx].dur_ns * 1e-9 * v->hbm / 2
-                               : (double)fd * 1e-9 * v->hbm * 0.1;
+                               : (double)fd * 1e-9 * v->hbm * VDNN_LONE_KERNEL_SHARE;
             int64_t cd = (int64_t)llround(bytes / v->pcie * 1e9);
             if (v->off_th < 0) {
                 rv_thread a = side_thread_like(g, f), b2 = a;

@@ -166,7 +166,7 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
     const rv_trace *tr = g->trace;
     const rv_run_summary *s = &r->sum;
 
-    if (s->replay_error > 0.02)
+    if (s->replay_error > RV_REPLAY_WARN_ERROR)
         rv_run_warn(r, "replay_error",
                     "the unmodified graph replays the measured step %.1f%% off (%.1f vs %.1f "
                     "ms): predictions carry at least that error",

@@ -13,6 +13,10 @@
 
 #define RV_ITER_MEDIAN (-1)
 
+/* A replay further off its measured step than this (the design's replay
+ * target, 2%) makes every answer on it say so (the replay_error warning). */
+#define RV_REPLAY_WARN_ERROR 0.02
+
 /* Which part of the run a report covers, in simulated time. */
 typedef struct rv_window {
     int64_t t0_ns, t1_ns; /* [t0, t1) */
