@@ -51,10 +51,29 @@ def check(engine):
     return bad
 
 
+def check_docs(engine):
+    """Every folder is in the README's layout table and in engine.md's map,
+    so the two a newcomer reads first cannot fall behind the tree."""
+    bad = []
+    root = os.path.dirname(engine)
+    readme = os.path.join(root, "README.md")
+    internals = os.path.join(root, "docs", "internals", "engine.md")
+    for doc, pattern in ((readme, "| `engine/%s/` |"), (internals, "| %s | ")):
+        if not os.path.isfile(doc):
+            bad.append("%s: missing" % os.path.relpath(doc, root))
+            continue
+        with open(doc, encoding="utf-8") as f:
+            text = f.read()
+        for folder in ORDER:
+            if os.path.isdir(os.path.join(engine, folder)) and pattern % folder not in text:
+                bad.append("%s: no row for engine/%s/" % (os.path.relpath(doc, root), folder))
+    return bad
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     engine = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "..", "engine")
-    bad = check(os.path.normpath(engine))
+    bad = check(os.path.normpath(engine)) + check_docs(os.path.normpath(engine))
     for b in bad:
         print("layout: " + b)
     print("layout: %d violation(s)" % len(bad))
