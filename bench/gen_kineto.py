@@ -3,10 +3,56 @@
 
 Usage: gen_kineto.py PATH [SIZE_MIB]. The mix follows the public traces:
 cpu_op events with Input Dims and Call stack, cuda_runtime launches, kernels
-with launch geometry, ac2g flow pairs and a few memcpys."""
+with launch geometry, ac2g flow pairs and a few memcpys.
+
+Or: gen_kineto.py PATH --steps-of TRACE N. TRACE's events repeated N times,
+one copy after another (its ProfilerStep renumbered, ids kept apart): a
+trace of N real training steps, with the phases, layers, shapes and GPU
+that give a search its full space (bench/advise_time.sh builds one from a
+NeuSight table). PATH and TRACE may be gzipped (.gz)."""
+import gzip
+import json
 import sys
 
+ID_ARGS = ("External id", "correlation")
+
+
+def repeat_steps(path, src, n):
+    with (gzip.open if src.endswith(".gz") else open)(src, "rt") as f:
+        doc = json.load(f)
+    ev = doc["traceEvents"]
+    timed = [e for e in ev if "ts" in e]
+    t0 = min(float(e["ts"]) for e in timed)
+    t1 = max(float(e["ts"]) + float(e.get("dur", 0)) for e in timed)
+    span = t1 - t0 + 100.0  # us: a short pause between the copies
+    top = 0
+    for e in ev:
+        top = max([top, int(e.get("id", 0))] + [int(e.get("args", {}).get(k, 0)) for k in ID_ARGS])
+    out = []
+    for k in range(n):
+        for e in ev:
+            c = dict(e)
+            if "ts" in c:
+                c["ts"] = float(e["ts"]) + k * span
+            if c.get("ph") in ("s", "f") and "id" in c:
+                c["id"] = int(c["id"]) + k * (top + 1)
+            if "args" in c:
+                c["args"] = dict(c["args"])
+                for key in ID_ARGS:
+                    if key in c["args"]:
+                        c["args"][key] = int(c["args"][key]) + k * (top + 1)
+            if str(c.get("name", "")).startswith("ProfilerStep#"):
+                c["name"] = "ProfilerStep#%d" % (k + 1)
+            out.append(c)
+    doc["traceEvents"] = out
+    with (gzip.open if path.endswith(".gz") else open)(path, "wt") as f:
+        json.dump(doc, f)
+
+
 path = sys.argv[1]
+if len(sys.argv) > 2 and sys.argv[2] == "--steps-of":
+    repeat_steps(path, sys.argv[3], int(sys.argv[4]))
+    sys.exit(0)
 target = int(sys.argv[2] if len(sys.argv) > 2 else 256) << 20
 stack = ";".join("/opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py(%d): _call_impl" % i
                  for i in range(4))

@@ -16,8 +16,11 @@
 #include "graph/rv_precision.h"
 #include "hw/rv_hw.h"
 #include "job/rv_job.h"
+#include "models/rv_parallel.h"
 #include "run/rv_run.h"
+#include "simulate/rv_pardims.h"
 #include "simulate/rv_report.h"
+#include "trace/rv_shapes.h"
 #include "util/rv_stop.h"
 #include "whatif/rv_whatif.h"
 
@@ -49,7 +52,10 @@ enum {
     G_BUCKET,
     G_TFUSION,
     G_DGC,
-    G_ZERO
+    G_ZERO,
+    G_TP,
+    G_PP,
+    G_EP
 };
 
 #define MAX_MOVES 64
@@ -69,7 +75,9 @@ typedef struct move {
     double factor;     /* samples per step relative to the trace's batch */
     int memory_only;   /* tried only once memory is the constraint */
     int needs_workers; /* a distributed knob on a one-GPU trace: only with a G_WORKERS move */
-    int workers;       /* G_WORKERS: the data-parallel worker count */
+    int workers;       /* G_WORKERS, or a model-parallel move that re-splits the
+                          trace's GPUs: the data-parallel replicas */
+    int mp;            /* GPUs one replica spans: the tensor or pipeline degree, else 1 */
     json_t *opt;       /* an optimization object, or NULL */
     const char *key;   /* else a top-level member */
     json_t *val;
@@ -115,6 +123,7 @@ typedef struct search {
     char mem_limit_src[96];
     int base_world; /* data-parallel ranks the trace stands for (1: one GPU) */
     int base_gpus;  /* the baseline job's GPUs */
+    int gpus_avail; /* GPUs a plan may use: --gpus, else the baseline's */
     double price;   /* USD per GPU-hour */
     const char *price_src;
     size_t searched, pruned_bound, pruned_no_effect, pruned_dominated, failed;
@@ -147,6 +156,7 @@ static move *add_move(search *s, int group, unsigned res, const char *label, con
     m->group = group;
     m->res = res;
     m->factor = 1;
+    m->mp = 1;
     m->relieves = relieves;
     snprintf(m->label, sizeof(m->label), "%s", label);
     return m;
@@ -159,7 +169,7 @@ static void exclude(search *s, const char *change, const char *reason)
 
 /* What the graph holds that the preconditions ask about. */
 typedef struct facts {
-    int loading, optimizer, fused_optimizer, batchnorm, backward, comm;
+    int loading, optimizer, fused_optimizer, batchnorm, backward, comm, moe;
     double crit_elementwise_us; /* elementwise kernels on the baseline's critical path */
 } facts;
 
@@ -188,6 +198,9 @@ static void read_facts(const search *s, const rv_run_result *r, facts *f)
         f->loading |= t->gap_dl_ns > 0;
         f->backward |= t->phase == RV_PHASE_BACKWARD;
         f->comm |= t->kind == RV_TASK_COMM || (t->flags & RV_TF_NCCL);
+        /* The expert model re-times DeepEP's kernels, taken for collectives. */
+        if ((t->kind == RV_TASK_GPU || t->kind == RV_TASK_COMM) && t->event >= 0)
+            f->moe |= rv_pardims_is_moe_kernel(name);
         if (t->kind != RV_TASK_GPU)
             continue;
         if (t->phase == RV_PHASE_OPTIMIZER) {
@@ -349,6 +362,108 @@ static void space_zero(search *s)
     }
 }
 
+/* Tensor and pipeline degrees split each data-parallel replica over d
+ * GPUs; those must divide the GPUs to spend. A replica count that would
+ * then need more GPUs than there are is brought down to fit (the trace's
+ * GPUs re-split: fewer replicas, fewer samples per step). The model's own
+ * preconditions (layer instances, heads, layers per stage) decide the
+ * rest, its refusal the exclusion's reason. */
+static void add_mp(search *s, int group, int d, int micro)
+{
+    int G = s->gpus_avail;
+    char label[48], why[240];
+    rv_par par = {.zero = -1};
+    rv_error e;
+    if (group == G_TP) {
+        par.tensor = d;
+        snprintf(label, sizeof(label), "tensor %d", d);
+    } else {
+        par.pipeline = d;
+        par.microbatches = micro;
+        snprintf(label, sizeof(label), "pipeline %d x %d micro-batches", d, micro);
+    }
+    if (G % d != 0) {
+        snprintf(why, sizeof(why), "%d does not divide the %d GPUs to spend", d, G);
+        exclude(s, label, why);
+        return;
+    }
+    rv_error_clear(&e);
+    if (rv_parallel_check(&par, s->g, &e) != 0) {
+        exclude(s, label, e.message);
+        return;
+    }
+    move *m =
+        add_move(s, group, group == G_TP ? RES_GPU : RES_GPU | RES_CPU | RES_DATA | RES_COMM, label,
+                 group == G_TP ? "splits each layer's GEMMs over the GPUs, paying two "
+                                 "all-reduces per layer and pass"
+                               : "splits the layers into stages over the GPUs, paying the "
+                                 "pipeline's bubble and sends");
+    if (!m)
+        return;
+    m->mp = d;
+    if (s->base_world * d > G) {
+        m->workers = G / d;
+        m->factor = (double)m->workers / s->base_world;
+        size_t n = strlen(m->label);
+        snprintf(m->label + n, sizeof(m->label) - n, ", %d replica%s", m->workers,
+                 m->workers == 1 ? "" : "s");
+    }
+    m->key = "parallel";
+    m->val = group == G_TP ? json_pack("{s:i}", "tensor", d)
+                           : json_pack("{s:i,s:i}", "pipeline", d, "microbatches", micro);
+}
+
+/* The expert degrees below the traced one (the model re-times the
+ * expert all-to-all by its off-rank share; the GPUs stay). */
+static void space_expert(search *s, const facts *f)
+{
+    if (!f->moe || s->base_world < 2) {
+        exclude(s, "parallel.expert",
+                !f->moe ? "the trace has no expert all-to-all kernels (DeepEP dispatch / combine) "
+                          "to re-time"
+                        : "the trace does not name a world size above 1 to change the expert "
+                          "degree from");
+        return;
+    }
+    for (int d = 2; d < s->base_world; d *= 2) {
+        if (s->base_world % d != 0)
+            continue;
+        char label[48];
+        snprintf(label, sizeof(label), "expert %d", d);
+        move *m = add_move(s, G_EP, RES_COMM, label,
+                           "keeps more of the tokens on their rank in the expert all-to-all");
+        if (!m)
+            return;
+        m->key = "parallel";
+        m->val = json_pack("{s:i}", "expert", d);
+    }
+}
+
+/* Model-parallel degrees 2, 4, 8 (tensor parallelism stays inside a node
+ * of 8 GPUs), when a multi-GPU trace or --gpus gives GPUs to split a
+ * replica over. A pipeline runs 4 micro-batches per stage, at most the
+ * trace's batch: the model prices no smaller-kernel cost of a
+ * micro-batch, so more would always look better. */
+static void space_mp(search *s, const facts *f)
+{
+    static const int degs[] = {2, 4, 8};
+    s->gpus_avail = s->o.gpus > 0 ? s->o.gpus : s->base_gpus;
+    space_expert(s, f);
+    if (s->gpus_avail < 2) {
+        exclude(s, "parallel.tensor, parallel.pipeline",
+                "one GPU, and --gpus gives no more to split the model over");
+        return;
+    }
+    const char *from = NULL;
+    int64_t batch = s->g->trace ? rv_shapes_batch(s->g->trace, &from) : 0;
+    for (size_t i = 0; i < sizeof(degs) / sizeof(degs[0]) && degs[i] <= s->gpus_avail; i++)
+        add_mp(s, G_TP, degs[i], 0);
+    for (size_t i = 0; i < sizeof(degs) / sizeof(degs[0]) && degs[i] <= s->gpus_avail; i++) {
+        int64_t micro = 4LL * degs[i];
+        add_mp(s, G_PP, degs[i], (int)(batch > 0 && batch < micro ? batch : micro));
+    }
+}
+
 /* The distributed knobs: on a trace that communicates (its traced
  * collectives re-timed), or joined to a data-parallel scale on a one-GPU
  * trace (inserted collectives, where bucketing and fusion apply too). */
@@ -414,6 +529,7 @@ static void space_host(search *s, const facts *f, const rv_hw *hw)
             m->opt = json_pack("{s:s,s:i}", "kind", "dataloader", "workers", workers[i]);
     }
     space_dist(s, f);
+    space_mp(s, f);
     if (s->o.objective != RV_ADVISE_ENERGY)
         return;
     if (!hw) {
@@ -436,6 +552,35 @@ static void space_host(search *s, const facts *f, const rv_hw *hw)
 
 /* ---- one plan ----------------------------------------------------------- */
 
+/* The plan's data-parallel workers (its G_WORKERS move, or a
+ * model-parallel move that re-splits the GPUs), else 0. */
+static int workers_of(const search *s, uint64_t mask)
+{
+    for (size_t i = 0; i < s->nmoves; i++)
+        if ((mask & (1ull << i)) && s->moves[i].workers > 0)
+            return s->moves[i].workers;
+    return 0;
+}
+
+/* GPUs one data-parallel replica of the plan spans: its tensor times its
+ * pipeline degree. */
+static int mp_of(const search *s, uint64_t mask)
+{
+    int n = 1;
+    for (size_t i = 0; i < s->nmoves; i++)
+        if (mask & (1ull << i))
+            n *= s->moves[i].mp;
+    return n;
+}
+
+/* The plan's GPUs: its replicas (as traced unless it scales them) times
+ * the GPUs each spans. */
+static long gpus_of(const search *s, uint64_t mask)
+{
+    int w = workers_of(s, mask);
+    return (long)(w > 0 ? w : s->base_world) * mp_of(s, mask);
+}
+
 static json_t *plan_doc(const search *s, uint64_t mask)
 {
     json_t *doc = json_object(), *opts = json_array();
@@ -455,10 +600,16 @@ static json_t *plan_doc(const search *s, uint64_t mask)
         else if (m->key)
             json_object_set_new(doc, m->key, json_deep_copy(m->val));
     }
-    /* The knobs keep the trace's scale unless the plan changes it. */
+    /* The knobs keep the trace's scale unless the plan changes it (its
+     * workers, or a model-parallel degree that re-splits the GPUs). */
+    int wk = workers_of(s, mask);
     json_t *dist = json_object_get(doc, "distributed");
-    if (dist && !json_object_get(dist, "workers"))
-        json_object_set_new(dist, "workers", json_integer(s->base_world));
+    if (!dist && wk > 0) {
+        dist = json_object();
+        json_object_set_new(doc, "distributed", dist);
+    }
+    if (dist)
+        json_object_set_new(dist, "workers", json_integer(wk > 0 ? wk : s->base_world));
     if (json_array_size(opts))
         json_object_set_new(doc, "optimizations", opts);
     else
@@ -505,15 +656,6 @@ static double factor_of(const search *s, uint64_t mask)
     return f;
 }
 
-/* The plan's data-parallel workers (its G_WORKERS move), else 0. */
-static int workers_of(const search *s, uint64_t mask)
-{
-    for (size_t i = 0; i < s->nmoves; i++)
-        if ((mask & (1ull << i)) && s->moves[i].group == G_WORKERS)
-            return s->moves[i].workers;
-    return 0;
-}
-
 /* p->cost_usd and p->obj from its figures; energy_scale turns its energy
  * into the job's. */
 static void set_objective(const search *s, plan *p, double energy_scale)
@@ -539,7 +681,12 @@ static void fill_plan(search *s, plan *p, const rv_run_result *r)
     p->fits = p->mem_peak < 0 || s->mem_limit <= 0 || p->mem_peak <= s->mem_limit;
     read_crit(r->critical_path, &p->cp);
     int w = workers_of(s, p->mask);
-    p->gpus = r->pred_energy.job_gpus > 0 ? r->pred_energy.job_gpus : w > 0 ? w : s->base_gpus;
+    /* The run counts the replicas' GPUs; a model-parallel replica spans
+     * several. */
+    p->gpus = (r->pred_energy.job_gpus > 0 ? r->pred_energy.job_gpus
+               : w > 0                     ? w
+                                           : s->base_gpus) *
+              mp_of(s, p->mask);
     /* The trace's GPUs' energy, scaled to the job's GPUs. */
     set_objective(s, p, (double)p->gpus / (s->base_gpus > 0 ? s->base_gpus : 1));
 }
@@ -573,7 +720,8 @@ static int changes_memory(const search *s, uint64_t mask)
 {
     for (size_t i = 0; i < s->nmoves; i++) {
         int g = s->moves[i].group;
-        if ((mask & (1ull << i)) && (g == G_BATCH || g == G_MEM || g == G_ACCUM || g == G_ZERO))
+        if ((mask & (1ull << i)) &&
+            (g == G_BATCH || g == G_MEM || g == G_ACCUM || g == G_ZERO || g == G_TP || g == G_PP))
             return 1;
     }
     return 0;
@@ -629,9 +777,9 @@ static int run_job_plan(search *s, const rv_whatif *w, plan *p, int *no_effect, 
     if (changes_memory(s, p->mask) && (rc = rank_mem_peak(s, w, &p->mem_peak, e)) != 0)
         goto out;
     p->fits = p->mem_peak < 0 || s->mem_limit <= 0 || p->mem_peak <= s->mem_limit;
-    int wk = workers_of(s, p->mask);
-    p->gpus = wk > 0 ? wk : s->base_gpus;
-    set_objective(s, p, 1); /* the job's energy: every rank's GPUs */
+    int wk = workers_of(s, p->mask), mp = mp_of(s, p->mask);
+    p->gpus = (wk > 0 ? wk : s->base_gpus) * mp;
+    set_objective(s, p, mp); /* the job's energy: every rank's GPUs, each replica's */
 out:
     json_decref(ans);
     rv_job_result_free(jr);
@@ -738,14 +886,19 @@ static int may_add(search *s, const plan *p, size_t i)
         return 0;
     for (size_t k = 0; k < s->nmoves; k++) {
         int og = s->moves[k].group;
+        /* One replica count per plan: a scale, or a re-split. */
         int clash = og == m->group || (og == G_BATCH && m->group == G_ACCUM) ||
-                    (og == G_ACCUM && m->group == G_BATCH);
+                    (og == G_ACCUM && m->group == G_BATCH) ||
+                    (s->moves[k].workers > 0 && m->workers > 0);
         if ((p->mask & (1ull << k)) && clash)
             return 0;
     }
-    /* An over-budget plan only gets what frees memory. */
+    if ((m->mp > 1 || m->workers > 0) && gpus_of(s, p->mask | (1ull << i)) > s->gpus_avail)
+        return 0;
+    /* An over-budget plan only gets what frees memory (a model-parallel
+     * degree shards the model states too). */
     if (!p->fits)
-        return (m->res & RES_MEM) != 0 || m->group == G_ACCUM;
+        return (m->res & RES_MEM) != 0 || m->group == G_ACCUM || m->mp > 1;
     if (m->memory_only && !s->memory_constrained)
         return 0;
     if (m->res & RES_MEM)

@@ -45,7 +45,7 @@ typedef struct rv_advise_opts {
     int objective;             /* rv_advise_objective */
     double budget_s;           /* wall time for the whole search; <= 0: RV_ADVISE_BUDGET_S */
     int64_t max_memory;        /* bytes a plan may peak at; 0: the GPU's memory */
-    int gpus;                  /* GPUs a plan may use (data-parallel workers); 0: the trace's */
+    int gpus;                  /* GPUs of a plan (workers x tensor x pipeline); 0: the trace's */
     double price_per_gpu_hour; /* USD, cost objective; <= 0: RV_ADVISE_PRICE_DEFAULT */
     int beam_width;            /* 0: RV_ADVISE_BEAM */
     int max_depth;             /* changes per plan; 0: RV_ADVISE_DEPTH */

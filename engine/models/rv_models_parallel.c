@@ -667,6 +667,11 @@ static int check(const rv_par *p, const rv_graph *g, rv_error *err)
     return 0;
 }
 
+int rv_parallel_check(const rv_par *p, const rv_graph *g, rv_error *err)
+{
+    return check(p, g, err);
+}
+
 /* Parameter bytes of one step, from the op shapes; 0 unknown. */
 static double parameter_bytes(const rv_graph *g, rv_memory_shapes *b)
 {

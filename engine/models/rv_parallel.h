@@ -9,12 +9,22 @@
 
 #include <jansson.h>
 
+#include "graph/rv_graph.h"
 #include "simulate/rv_pardims.h"
+#include "util/rv_error.h"
 #include "whatif/rv_whatif.h"
+#include "whatif/rv_whatif_types.h"
 
 /* Fills deg[RV_PD_COUNT] with the degrees w's "parallel" sets (0: as
  * traced). Returns deg, or NULL when w sets none. */
 const int32_t *rv_parallel_degrees(const rv_whatif *w, int32_t *deg);
+
+/* The model's preconditions for the degrees p asks of g (borrowed): layer
+ * instances for tensor and pipeline, pipeline stages dividing the layers,
+ * the tensor degree dividing the attention heads, micro-batches only with
+ * a pipeline. 0, or RV_ERR_LIMIT with err naming the field and the reason
+ * (the 422 the what-if answers). Cheap: no graph is rewritten. */
+int rv_parallel_check(const rv_par *p, const rv_graph *g, rv_error *err);
 
 /* Sets memory.predicted_breakdown and predicted_peak_bytes from the
  * "parallel" entry of applied (borrowed): weights, gradients and optimizer
