@@ -407,22 +407,30 @@ static int load_overheads(const sim_args *x, rv_trace **oh_traces, rv_oh_table *
     return 0;
 }
 
-/* The warnings only the CLI knows: pooled statistics of another GPU, and
- * how an --et was joined. */
+/* The warnings only the CLI knows: pooled statistics of another GPU than
+ * the answer's (gpu_to: the what-if's "gpu", may be NULL), and how an --et
+ * was joined. */
 static void cli_warnings(const sim_args *x, const rv_trace *tr, rv_trace *const *oh_traces,
-                         const rv_et_join *join, rv_run_result *res)
+                         const rv_et_join *join, const char *gpu_to, rv_run_result *res)
 {
-    /* Statistics pooled from traces of another GPU are another platform's. */
+    /* Statistics pooled from traces of another GPU are another platform's,
+     * unless that GPU is where the what-if moves the trace: then they are
+     * the target machine's host, which is the point. */
+    const rv_hw *to = gpu_to ? rv_hw_lookup(gpu_to) : NULL;
     for (int i = 0; i < x->n_oh; i++) {
         if (!oh_traces[i]) /* load_overheads loaded each before a run */
             continue;
         const char *a = rv_trace_str(tr, tr->platform_gpu);
         const char *b = rv_trace_str(oh_traces[i], oh_traces[i]->platform_gpu);
-        if (strcmp(a, b) != 0) {
+        if (to)
+            a = to->name;
+        if (to ? rv_hw_lookup(b) != to : strcmp(a, b) != 0) {
             rv_run_warn(res, "platform_pooled",
-                        "--overheads-from %s ran on %s, this trace on %s: the pooled host "
-                        "overheads mix hardware",
-                        x->oh_paths[i], b[0] ? b : "an unknown GPU", a[0] ? a : "an unknown GPU");
+                        "--overheads-from %s ran on %s, %s %s: the pooled host overheads mix "
+                        "hardware",
+                        x->oh_paths[i], b[0] ? b : "an unknown GPU",
+                        to ? "the what-if moves this trace to" : "this trace on",
+                        a[0] ? a : "an unknown GPU");
             break;
         }
     }
@@ -560,7 +568,7 @@ int rv_cmd_simulate(int argc, char **argv)
         print_error(err.code == RV_ERR_NOTFOUND ? path : "what-if failed", &err);
         goto out;
     }
-    cli_warnings(x, tr, oh_traces, &join, res);
+    cli_warnings(x, tr, oh_traces, &join, rv_whatif_gpu_override(w), res);
     out = rv_run_render(res, path);
     if (!out) {
         fprintf(stderr, "reverie: out of memory\n");

@@ -150,7 +150,8 @@ static void diff(rv_req *r, rv_app *a, int post)
         goto out;
     }
     if (post) {
-        if (rv_api_doc_uses_platform(doc) && rv_api_platform_table(a, id, &oh, NULL, 0, &e) != 0) {
+        if (rv_api_doc_uses_platform(doc) &&
+            rv_api_platform_table(a, id, doc, &oh, NULL, 0, &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;
         }

@@ -248,10 +248,28 @@ typedef struct fleet_trace {
     int loaded;    /* 0 not tried, 1 loaded, -1 failed (load_err) */
     int versioned; /* same for version */
     int tabled;    /* same for oh */
-    char version[128];
+    char version[192];
     rv_oh_table *oh;
+    /* The scenario "gpu" the version and table were read for: a host of
+     * another GPU's platform may answer another target (rv_db_host_overheads). */
+    char host_gpu[64];
     rv_error load_err, version_err, table_err;
 } fleet_trace;
+
+/* Forgets ft's platform version and table when doc moves the trace to
+ * another GPU than the one they were read for. */
+static void host_for(fleet_trace *ft, const json_t *doc)
+{
+    const char *gpu = json_string_value(json_object_get(doc, "gpu"));
+    if (!gpu)
+        gpu = "";
+    if (strcmp(ft->host_gpu, gpu) == 0)
+        return;
+    ft->versioned = ft->tabled = 0;
+    rv_oh_table_free(ft->oh);
+    ft->oh = NULL;
+    snprintf(ft->host_gpu, sizeof(ft->host_gpu), "%s", gpu);
+}
 
 /* The keys a fleet row of the answer keyed hash is cached under when it
  * is no full answer: its figures alone ("fleet-row") or a stable error
@@ -349,13 +367,13 @@ static int fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *
     if (uncached)
         known_miss = 1;
     if (platform) {
+        host_for(ft, doc);
         if (!ft->versioned) {
             rv_error_clear(&ft->version_err);
-            ft->versioned =
-                rv_db_trace_overheads(a->db, ft->id, NULL, ft->version, sizeof(ft->version), NULL,
-                                      NULL, &ft->version_err) == 0
-                    ? 1
-                    : -1;
+            ft->versioned = rv_api_platform_version(a, ft->id, doc, ft->version,
+                                                    sizeof(ft->version), &ft->version_err) == 0
+                                ? 1
+                                : -1;
         }
         if (ft->versioned < 0) {
             *e = ft->version_err;
@@ -408,8 +426,8 @@ static int fleet_one(rv_app *a, fleet_trace *ft, const json_t *doc, const char *
     if (platform) {
         if (!ft->tabled) {
             rv_error_clear(&ft->table_err);
-            ft->tabled = rv_api_platform_table(a, ft->id, &ft->oh, ft->version, sizeof(ft->version),
-                                               &ft->table_err) == 0
+            ft->tabled = rv_api_platform_table(a, ft->id, doc, &ft->oh, ft->version,
+                                               sizeof(ft->version), &ft->table_err) == 0
                              ? 1
                              : -1;
         }

@@ -217,13 +217,21 @@ int rv_api_doc_platform_dependent(const json_t *doc);
  * New reference, or NULL with the error answered. */
 json_t *rv_api_whatif_doc(rv_req *r);
 
-/* The overhead table of trace_id's platform from its stored statistics
- * (*out new; rv_oh_table_free) and their version (into version, cap bytes;
- * may be NULL). A platform without statistics is RV_ERR_UNSUPPORTED with
- * field host_overheads and a message that says so; no such trace is
- * RV_ERR_NOTFOUND. */
-int rv_api_platform_table(rv_app *a, int64_t trace_id, struct rv_oh_table **out, char *version,
-                          size_t cap, rv_error *err);
+/* The overhead table a "host_overheads": "platform" document (borrowed)
+ * uses for trace_id, from stored statistics (*out new; rv_oh_table_free),
+ * and their version (into version, cap bytes; may be NULL): with "gpu"
+ * another GPU than the trace's, a stored platform of that GPU when the
+ * store has one (the target machine's host), else the trace's own
+ * platform (rv_db_host_overheads). A platform without statistics is
+ * RV_ERR_UNSUPPORTED with field host_overheads and a message that says
+ * so; no such trace is RV_ERR_NOTFOUND. */
+int rv_api_platform_table(rv_app *a, int64_t trace_id, const json_t *doc, struct rv_oh_table **out,
+                          char *version, size_t cap, rv_error *err);
+
+/* Only the version rv_api_platform_table would read (into version, cap
+ * bytes), for a cache key before the trace is loaded. */
+int rv_api_platform_version(rv_app *a, int64_t trace_id, const json_t *doc, char *version,
+                            size_t cap, rv_error *err);
 
 /* Fleet jobs: init once (names this replica), then call run_one from the
  * fleet threads; it returns 1 after working a job, 0 when the queue is empty. */

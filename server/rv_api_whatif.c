@@ -209,20 +209,40 @@ out:
     return rc;
 }
 
-int rv_api_platform_table(rv_app *a, int64_t trace_id, rv_oh_table **out, char *version, size_t cap,
-                          rv_error *err)
+/* The document's "gpu" (borrowed), or NULL. */
+static const char *doc_gpu(const json_t *doc)
+{
+    return json_string_value(json_object_get(doc, "gpu"));
+}
+
+int rv_api_platform_version(rv_app *a, int64_t trace_id, const json_t *doc, char *version,
+                            size_t cap, rv_error *err)
+{
+    rv_db_host_stats hs;
+    int rc = rv_db_host_overheads(a->db, trace_id, doc_gpu(doc), &hs, NULL, NULL, err);
+    if (rc == 0 && version && cap)
+        snprintf(version, cap, "%s", hs.version);
+    return rc;
+}
+
+int rv_api_platform_table(rv_app *a, int64_t trace_id, const json_t *doc, rv_oh_table **out,
+                          char *version, size_t cap, rv_error *err)
 {
     rv_db_overhead_row *rows = NULL;
+    rv_db_host_stats hs;
     size_t n = 0;
-    int64_t pid = 0;
 
     *out = NULL;
-    int rc = rv_db_trace_overheads(a->db, trace_id, &pid, version, cap, &rows, &n, err);
+    int rc = rv_db_host_overheads(a->db, trace_id, doc_gpu(doc), &hs, &rows, &n, err);
     if (rc != 0)
         return rc;
+    if (version && cap)
+        snprintf(version, cap, "%s", hs.version);
     if (n > 0)
         rc = oh_table_from_rows(rows, n, out, err);
     rv_db_overhead_rows_free(rows, n);
+    if (rc == 0 && *out)
+        snprintf((*out)->gpu, sizeof((*out)->gpu), "%s", hs.gpu_model);
     if (rc == 0 && (!*out || (*out)->n == 0)) {
         rv_oh_table_free(*out);
         *out = NULL;
@@ -230,7 +250,7 @@ int rv_api_platform_table(rv_app *a, int64_t trace_id, rv_oh_table **out, char *
                             "host_overheads is platform but platform %lld (of trace %lld) has no "
                             "host-overhead statistics yet (they come from the launch calls of "
                             "its traces); ask with \"host_overheads\": \"trace\" instead",
-                            (long long)pid, (long long)trace_id);
+                            (long long)hs.platform_id, (long long)trace_id);
     }
     return rc;
 }
@@ -427,8 +447,7 @@ void rv_api_trace_whatif(rv_req *r, void *app)
     /* With the platform's overheads the answer also depends on the platform's
      * statistics, which change with every upload: their version joins the key. */
     int platform = rv_api_doc_uses_platform(doc);
-    if (platform &&
-        rv_db_trace_overheads(a->db, id, NULL, version, sizeof(version), NULL, NULL, &e) != 0) {
+    if (platform && rv_api_platform_version(a, id, doc, version, sizeof(version), &e) != 0) {
         rv_req_error_rv(r, &e);
         goto out;
     }
@@ -471,7 +490,7 @@ void rv_api_trace_whatif(rv_req *r, void *app)
         goto out;
     }
     if (rv_api_doc_uses_platform(doc)) {
-        if (rv_api_platform_table(a, id, &oh, version, sizeof(version), &e) != 0) {
+        if (rv_api_platform_table(a, id, doc, &oh, version, sizeof(version), &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;
         }
@@ -701,7 +720,7 @@ void rv_api_trace_timeline(rv_req *r, void *app)
             goto out;
         }
         if (rv_whatif_uses_platform_overheads(pre.w) &&
-            rv_api_platform_table(a, id, &oh, NULL, 0, &e) != 0) {
+            rv_api_platform_table(a, id, doc, &oh, NULL, 0, &e) != 0) {
             rv_req_error_rv(r, &e);
             goto out;
         }

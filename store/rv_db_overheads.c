@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hw/rv_hw.h"
+
 int rv_db__overheads_rebuild(rv_db__conn *pc, const char *platform_id, size_t *groups,
                              rv_error *err)
 {
@@ -319,6 +321,96 @@ int rv_db_overheads_rebuild(rv_db *db, int64_t platform_id, size_t *groups, rv_e
         *groups = total;
 out:
     free(ids);
+    rv_db__release(db, pc);
+    return rc;
+}
+
+/* One platform as rv_db_host_overheads reads it. */
+typedef struct host_row {
+    int64_t id;
+    const char *gpu_model; /* borrowed from the result */
+    int own;
+    const char *rows, *updated;
+    long long samples;
+} host_row;
+
+static host_row host_row_of(PGresult *r, int i)
+{
+    host_row h = {strtoll(PQgetvalue(r, i, 0), NULL, 10),
+                  PQgetvalue(r, i, 1),
+                  PQgetvalue(r, i, 2)[0] == 't',
+                  PQgetvalue(r, i, 3),
+                  PQgetvalue(r, i, 4),
+                  strtoll(PQgetvalue(r, i, 5), NULL, 10)};
+    return h;
+}
+
+int rv_db_host_overheads(rv_db *db, int64_t trace_id, const char *gpu, rv_db_host_stats *out,
+                         rv_db_overhead_row **rows, size_t *n, rv_error *err)
+{
+    char id_s[24];
+    const rv_hw *to = gpu && *gpu ? rv_hw_lookup(gpu) : NULL;
+    const char *vals[2] = {id_s, to ? "t" : "f"};
+    int rc = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (rows) {
+        *rows = NULL;
+        *n = 0;
+    }
+    snprintf(id_s, sizeof(id_s), "%lld", (long long)trace_id);
+    rv_db__conn *pc = rv_db__acquire(db, err);
+    if (!pc)
+        return RV_ERR_IO;
+    /* The trace's platform, and with a target GPU every platform: which of
+     * them are that GPU is the hardware table's call, made below. */
+    PGresult *r = rv_db__q(
+        pc, "host overheads",
+        "SELECT p.id, p.gpu_model, p.id = t.platform_id, count(o.type), coalesce((extract(epoch "
+        "FROM max(o.updated_at)) * 1000000)::bigint, 0), coalesce(sum(o.n) FILTER (WHERE "
+        "o.op_name = '*'), 0) FROM traces t JOIN platforms p ON p.id = t.platform_id OR $2 "
+        "LEFT JOIN platform_overhead_sketches o ON o.platform_id = p.id WHERE t.id = $1 GROUP BY "
+        "p.id, t.platform_id ORDER BY p.id",
+        2, vals, PGRES_TUPLES_OK, err);
+    if (!r) {
+        rv_db__release(db, pc);
+        return RV_ERR_IO;
+    }
+    int own = -1, best = -1;
+    for (int i = 0; i < PQntuples(r); i++) {
+        host_row h = host_row_of(r, i);
+        if (h.own)
+            own = i;
+        /* The most samples decide among machines of the target GPU; ties
+         * go to the oldest platform, so the choice is stable. */
+        if (to && strcmp(h.rows, "0") != 0 && rv_hw_lookup(h.gpu_model) == to &&
+            (best < 0 || h.samples > host_row_of(r, best).samples))
+            best = i;
+    }
+    if (own < 0) {
+        rc = rv_error_set(err, RV_ERR_NOTFOUND, -1, -1, "no trace with id %lld",
+                          (long long)trace_id);
+        goto out;
+    }
+    /* The trace's own host when it already is the target GPU's. */
+    if (best >= 0 && rv_hw_lookup(host_row_of(r, own).gpu_model) == to)
+        best = -1;
+    host_row h = host_row_of(r, best >= 0 ? best : own);
+    out->platform_id = h.id;
+    out->target = best >= 0;
+    snprintf(out->gpu_model, sizeof(out->gpu_model), "%s", h.gpu_model);
+    /* The trace's own platform keeps the version text it always had, so
+     * cached answers stay keyed as before. */
+    if (out->target && to)
+        snprintf(out->version, sizeof(out->version), "gpu %s: platform %lld, %s rows, updated %s",
+                 to->name, (long long)h.id, h.rows, h.updated);
+    else
+        snprintf(out->version, sizeof(out->version), "platform %lld, %s rows, updated %s",
+                 (long long)h.id, h.rows, h.updated);
+    if (rows && strcmp(h.rows, "0") != 0)
+        rc = rv_db_overheads_load(db, h.id, rows, n, err);
+out:
+    PQclear(r);
     rv_db__release(db, pc);
     return rc;
 }

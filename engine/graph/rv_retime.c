@@ -2,6 +2,7 @@
 #include "graph/rv_retime.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,6 +128,14 @@ int rv_oh_table_from_traces(const rv_trace *const *traces, size_t n, rv_oh_table
         e->type = pl.g[i].type;
         e->name = pl.g[i].name == RV_OH_OVERALL ? NULL : rv_strtab_get(&tab->names, pl.g[i].name);
         e->mean_us = st.mean;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *gpu = rv_trace_str(traces[i], traces[i]->platform_gpu);
+        if (i > 0 && strcmp(gpu, tab->gpu) != 0) {
+            tab->gpu[0] = '\0';
+            break;
+        }
+        snprintf(tab->gpu, sizeof(tab->gpu), "%s", gpu);
     }
     *out = tab;
     tab = NULL;

@@ -34,11 +34,15 @@ typedef struct rv_oh_table {
     rv_oh_entry *entries;
     size_t n;
     rv_strtab names; /* owns the name strings */
+    /* The GPU of the machines measured, as their traces name it; "" when
+     * unknown or mixed. It says whose host the statistics describe, so a
+     * move to another GPU can tell the target machine's from its own. */
+    char gpu[128];
 } rv_oh_table;
 
 /* Builds the statistics of traces[0..n) pooled together (outliers removed
- * per group as in rv_overhead_stats). *out is new; free with
- * rv_oh_table_free. */
+ * per group as in rv_overhead_stats); the table's gpu is the traces' when
+ * they all name the same. *out is new; free with rv_oh_table_free. */
 int rv_oh_table_from_traces(const rv_trace *const *traces, size_t n, rv_oh_table **out,
                             rv_error *err);
 void rv_oh_table_free(rv_oh_table *t);

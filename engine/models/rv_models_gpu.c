@@ -13,6 +13,7 @@
 #include "models/rv_models.h"
 #include "trace/rv_kname.h"
 #include "graph/rv_precision.h"
+#include "graph/rv_retime.h"
 
 /* Class-level ratios for kernels without a cost: compute (GEMM, conv,
  * attention by name) and the rest (memory-bound). */
@@ -232,9 +233,39 @@ static void report_platform(const struct rv_whatif *w, const rv_hw *from, const 
                         to->name, from->name);
 }
 
+/* Whose host the answer's CPU time is: the target machine's when the
+ * document's host statistics were measured with the target GPU
+ * ("host_overheads": "platform", the service choosing a stored platform
+ * of that GPU, or --overheads-from traces of it), else the trace's own,
+ * which the answer must say. */
+static void report_host(const struct rv_whatif *w, const rv_hw *to, json_t *o)
+{
+    const rv_oh_table *oh = w->platform_overheads ? w->overheads : NULL;
+    if (oh && oh->gpu[0] && rv_hw_lookup(oh->gpu) == to) {
+        json_object_set_new(o, "host", json_string("target"));
+        json_object_set_new(o, "host_gpu", json_string(oh->gpu));
+        return;
+    }
+    json_object_set_new(o, "host", json_string("kept"));
+    if (oh)
+        rv_models__warn(o, "gpu_host_kept",
+                        "CPU time (framework ops, launches, data loading) is re-timed from host "
+                        "statistics measured with %s, not with the target %s: the target "
+                        "machine's host is not modelled; stored traces of a platform with that "
+                        "GPU (or --overheads-from traces of one) would re-time it",
+                        oh->gpu[0] ? oh->gpu : "mixed or unknown GPUs", to->name);
+    else
+        rv_models__warn(o, "gpu_host_kept",
+                        "CPU time (framework ops, launches, data loading) is kept as traced: the "
+                        "host of a %s machine is not modelled; \"host_overheads\": "
+                        "\"platform\" with stored traces of that platform re-times launches "
+                        "and ops",
+                        to->name);
+}
+
 /* The applied entry's figures and the warnings they rest on. */
-static void report(const rv_graph *g, const rv_hw *from, const rv_hw *to, const gpu_tally *c,
-                   json_t *o)
+static void report(const struct rv_whatif *w, const rv_graph *g, const rv_hw *from, const rv_hw *to,
+                   const gpu_tally *c, json_t *o)
 {
     double share = c->k_before > 0 ? (c->k_class + c->k_kept) / c->k_before : 0;
     json_object_set_new(o, "rescaled", json_true());
@@ -251,11 +282,7 @@ static void report(const rv_graph *g, const rv_hw *from, const rv_hw *to, const 
                         json_real(c->k_before > 0 ? c->k_eff[RV_KEFF_FITTED] / c->k_before : 0));
     json_object_set_new(o, "kernel_time_share_estimated_efficiency",
                         json_real(c->k_before > 0 ? c->k_eff[RV_KEFF_ESTIMATED] / c->k_before : 0));
-    rv_models__warn(o, "gpu_host_kept",
-                    "CPU time (framework ops, launches, data loading) is kept as traced: the "
-                    "host of a %s machine is not modelled; \"host_overheads\": \"platform\" "
-                    "with stored traces of that platform re-times launches and ops",
-                    to->name);
+    report_host(w, to, o);
     if (c->k_eff[RV_KEFF_ESTIMATED] > 0)
         rv_models__warn(o, "gpu_efficiency_estimated",
                         "%.1f%% of kernel time is fp32 work moved with efficiencies estimated "
@@ -358,7 +385,7 @@ int rv_models__gpu(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_e
     free(on_target);
     if (w->platform_kmodels)
         report_platform(w, from, to, &c, o);
-    report(g, from, to, &c, o);
+    report(w, g, from, to, &c, o);
 done:
     json_array_append_new(applied, o);
     return 0;

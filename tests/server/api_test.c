@@ -631,6 +631,82 @@ static void test_whatif_platform_overheads(void)
     json_decref(j);
 }
 
+/* The applied "gpu" entry of an answer (borrowed), or NULL. */
+static json_t *applied_gpu(json_t *j)
+{
+    json_t *a;
+    size_t i;
+    json_array_foreach(json_object_get(j, "applied"), i,
+                       a) if (json_string_value(json_object_get(a, "model")) &&
+                              strcmp(json_string_value(json_object_get(a, "model")), "gpu") ==
+                                  0) return a;
+    return NULL;
+}
+
+static int has_warning(json_t *j, const char *code)
+{
+    json_t *w;
+    size_t i;
+    json_array_foreach(json_object_get(j, "warnings"), i,
+                       w) if (strcmp(json_string_value(json_object_get(w, "code")), code) ==
+                              0) return 1;
+    return 0;
+}
+
+/* A trace moved to another GPU with "host_overheads": "platform" takes
+ * the host statistics of a stored platform of that GPU (the H100 trace's
+ * machine), not its own: the answer says whose host it is, and without
+ * such a platform (no L4 trace is stored) it says the host was kept. */
+static void test_whatif_target_host(void)
+{
+    json_t *j = whatif_json(id_resnet, "{\"gpu\":\"H100\",\"host_overheads\":\"platform\"}", 200);
+    json_t *g = applied_gpu(j);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(g, "host")), "target");
+    CU_ASSERT_PTR_NOT_NULL(strstr(json_string_value(json_object_get(g, "host_gpu")), "H100"));
+    CU_ASSERT_FALSE(has_warning(j, "gpu_host_kept"));
+    double target = json_number_value(json_object_get(j, "predicted_us"));
+    char hash[80];
+    snprintf(hash, sizeof(hash), "%s", json_string_value(json_object_get(j, "request_hash")));
+    json_decref(j);
+
+    /* No L4 machine is stored: the trace's own host statistics, said so. */
+    j = whatif_json(id_resnet, "{\"gpu\":\"L4\",\"host_overheads\":\"platform\"}", 200);
+    g = applied_gpu(j);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(g, "host")), "kept");
+    CU_ASSERT_TRUE(has_warning(j, "gpu_host_kept"));
+    CU_ASSERT_STRING_NOT_EQUAL(json_string_value(json_object_get(j, "request_hash")), hash);
+    json_decref(j);
+    j = whatif_json(id_resnet, "{\"gpu\":\"H100\"}", 200);
+    g = applied_gpu(j);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(g, "host")), "kept");
+    CU_ASSERT_TRUE(has_warning(j, "gpu_host_kept"));
+    /* The H100 machine's launches are not the V100 machine's. */
+    CU_ASSERT_TRUE(fabs(json_number_value(json_object_get(j, "predicted_us")) - target) >
+                   0.01 * target);
+    json_decref(j);
+
+    /* Fleet rows choose the same host per scenario. */
+    char body[320];
+    tc_resp r;
+    snprintf(body, sizeof(body),
+             "{\"select\":{\"trace_ids\":[%lld]},\"scenarios\":[{\"gpu\":\"L4\","
+             "\"host_overheads\":\"platform\"},{\"gpu\":\"H100\",\"host_overheads\":"
+             "\"platform\"}]}",
+             (long long)id_resnet);
+    CU_ASSERT_EQUAL(
+        req(port_a, "POST", "/v1/fleet/whatif", tok_read, "application/json", body, NULL, &r), 200);
+    j = body_json(&r);
+    tc_resp_free(&r);
+    json_t *row1 = json_array_get(
+        json_object_get(json_array_get(json_object_get(j, "scenarios"), 1), "rows"), 0);
+    CU_ASSERT_PTR_NULL(json_object_get(row1, "error"));
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(row1, "predicted_us")), target,
+                           target * 1e-9);
+    json_decref(j);
+}
+
 /* "kernel_models": "platform": the server completes the trace's kernel
  * efficiencies with its platform's, stored at upload (migration 0008). The
  * ResNet trace is alone on its platform: GET .../kernel-models lists its
@@ -995,6 +1071,7 @@ int main(void)
     CU_add_test(s, "whatif", test_whatif);
     CU_add_test(s, "same_answer_as_cli", test_same_answer_as_cli);
     CU_add_test(s, "whatif_platform_overheads", test_whatif_platform_overheads);
+    CU_add_test(s, "whatif_target_host", test_whatif_target_host);
     CU_add_test(s, "platform_kernel_models", test_platform_kernel_models);
     CU_add_test(s, "catalogs", test_catalogs);
     CU_add_test(s, "fleet_inline_and_job", test_fleet_inline_and_job);
