@@ -123,6 +123,7 @@ typedef struct search {
     char mem_limit_src[96];
     int base_world; /* data-parallel ranks the trace stands for (1: one GPU) */
     int base_gpus;  /* the baseline job's GPUs */
+    int base_ranks; /* the data-parallel ranks the baseline run's energy stands for */
     int gpus_avail; /* GPUs a plan may use: --gpus, else the baseline's */
     double price;   /* USD per GPU-hour */
     const char *price_src;
@@ -680,15 +681,13 @@ static void fill_plan(search *s, plan *p, const rv_run_result *r)
     p->mem_peak = mem_peak_of(r);
     p->fits = p->mem_peak < 0 || s->mem_limit <= 0 || p->mem_peak <= s->mem_limit;
     read_crit(r->critical_path, &p->cp);
-    int w = workers_of(s, p->mask);
-    /* The run counts the replicas' GPUs; a model-parallel replica spans
-     * several. */
-    p->gpus = (r->pred_energy.job_gpus > 0 ? r->pred_energy.job_gpus
-               : w > 0                     ? w
-                                           : s->base_gpus) *
-              mp_of(s, p->mask);
-    /* The trace's GPUs' energy, scaled to the job's GPUs. */
-    set_objective(s, p, (double)p->gpus / (s->base_gpus > 0 ? s->base_gpus : 1));
+    /* The run's figures, as simulate prints them: energy_j the GPUs the
+     * trace's work runs on (every GPU of a model-parallel replica), gpus
+     * the job's (job.gpus). */
+    p->gpus = r->pred_energy.job_gpus > 0 ? r->pred_energy.job_gpus : (int)gpus_of(s, p->mask);
+    /* The job's energy, in the baseline's replicas. */
+    int ranks = r->pred_energy.ranks > 0 ? r->pred_energy.ranks : 1;
+    set_objective(s, p, (double)ranks / (s->base_ranks > 0 ? s->base_ranks : 1));
 }
 
 /* A model that changed nothing on this graph: the plan is the same as
@@ -777,9 +776,12 @@ static int run_job_plan(search *s, const rv_whatif *w, plan *p, int *no_effect, 
     if (changes_memory(s, p->mask) && (rc = rank_mem_peak(s, w, &p->mem_peak, e)) != 0)
         goto out;
     p->fits = p->mem_peak < 0 || s->mem_limit <= 0 || p->mem_peak <= s->mem_limit;
-    int wk = workers_of(s, p->mask), mp = mp_of(s, p->mask);
-    p->gpus = (wk > 0 ? wk : s->base_gpus) * mp;
-    set_objective(s, p, mp); /* the job's energy: every rank's GPUs, each replica's */
+    /* The job answer's energy is every rank's, each replica's GPUs
+     * included; it prints no GPU count: the ranks times what the same
+     * document makes a replica span (the energy's own count). */
+    int wk = workers_of(s, p->mask);
+    p->gpus = (wk > 0 ? wk : s->base_gpus) * rv_parallel_replica_gpus(w);
+    set_objective(s, p, 1);
 out:
     json_decref(ans);
     rv_job_result_free(jr);
@@ -1295,6 +1297,7 @@ static int run_baseline(search *s, rv_error *err)
     const rv_trace *tr = s->g->trace;
     s->base_world = tr && tr->world_size > 1 ? tr->world_size : 1;
     s->base_gpus = r->base_energy.job_gpus > 0 ? r->base_energy.job_gpus : s->base_world;
+    s->base_ranks = r->base_energy.ranks;
     fill_plan(s, b, r);
     b->warnings = rv_run_warnings_json(r);
     if (s->job && (rc = job_baseline(s, err)) != 0)

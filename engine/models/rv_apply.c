@@ -10,6 +10,7 @@
 
 #include "graph/rv_retime.h"
 #include "models/rv_models.h"
+#include "models/rv_parallel.h"
 
 /* ---- apply -------------------------------------------------------------- */
 
@@ -257,7 +258,13 @@ void rv_apply_energy_params(const rv_whatif *w, const rv_graph *g, rv_energy_par
     out->ranks = 1;
     if (w && w->has_dist)
         out->ranks = w->dist.workers;
+    else if (w && w->has_par && w->par.data > 0)
+        out->ranks = w->par.data;
     else if (g->trace && g->trace->world_size > 1)
         out->ranks = g->trace->world_size;
+    /* Every GPU of a tensor / pipeline replica is taken to run like the
+     * simulated one: its share of the work, idle otherwise. */
+    out->replica_gpus = rv_parallel_replica_gpus(w);
+    out->bubble_share = rv_parallel_bubble_share(w);
     out->batch_size = w ? w->batch_size : 0;
 }

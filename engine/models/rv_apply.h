@@ -30,9 +30,10 @@ int rv_apply_stop(const rv_whatif *w, rv_graph *g, const rv_stop *stop, json_t *
 
 /* What the energy of a simulated g under w (NULL: the trace as it ran)
  * assumes: its GPU (the override when given), the cap (the what-if's, else
- * the trace's), the ranks one simulated rank stands for (the workers of a
- * data-parallel what-if, else the world size of a multi-rank trace) and
- * the batch size. */
+ * the trace's), the data-parallel replicas one simulated rank stands for
+ * (distributed.workers, else parallel.data, else the world size of a
+ * multi-rank trace), the GPUs each replica spans (parallel tensor x
+ * pipeline) with the pipeline's bubble share, and the batch size. */
 void rv_apply_energy_params(const rv_whatif *w, const rv_graph *g, rv_energy_params *out);
 
 #endif

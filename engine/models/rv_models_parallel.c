@@ -845,6 +845,22 @@ const int32_t *rv_parallel_degrees(const rv_whatif *w, int32_t *deg)
     return deg;
 }
 
+int rv_parallel_replica_gpus(const rv_whatif *w)
+{
+    if (!w || !w->has_par)
+        return 1;
+    const rv_par *p = &w->par;
+    return (p->tensor > 1 ? p->tensor : 1) * (p->pipeline > 1 ? p->pipeline : 1);
+}
+
+double rv_parallel_bubble_share(const rv_whatif *w)
+{
+    if (!w || !w->has_par || w->par.pipeline <= 1)
+        return 0;
+    int P = w->par.pipeline, M = w->par.microbatches > 0 ? w->par.microbatches : 1;
+    return (double)(P - 1) / (M + P - 1);
+}
+
 static double getnum(const json_t *o, const char *k, double dflt)
 {
     const json_t *v = json_object_get(o, k);

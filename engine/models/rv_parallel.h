@@ -19,6 +19,17 @@
  * traced). Returns deg, or NULL when w sets none. */
 const int32_t *rv_parallel_degrees(const rv_whatif *w, int32_t *deg);
 
+/* The GPUs one data-parallel replica spans under w: its tensor times its
+ * pipeline degree (1 without them). The energy and the job's GPU count
+ * take every one of them (rv_apply_energy_params). */
+int rv_parallel_replica_gpus(const rv_whatif *w);
+
+/* The share of a pipeline stage's modelled busy time that is its bubble,
+ * (P-1)/(M+P-1): the model stretches every task of the step by
+ * (M+P-1)/(M*P), so a stage's own work is M/(M+P-1) of it. 0 without a
+ * pipeline. */
+double rv_parallel_bubble_share(const rv_whatif *w);
+
 /* The model's preconditions for the degrees p asks of g (borrowed): layer
  * instances for tensor and pipeline, pipeline stages dividing the layers,
  * the tensor degree dividing the attention heads, micro-batches only with

@@ -112,6 +112,31 @@ static void sort_pw(pw_ev *ev, size_t n)
     rv_sort_u64(ev, n, sizeof(*ev), offsetof(pw_ev, dev));
 }
 
+/* The figures of out from the energy e_j of the ndev devices that ran
+ * work over secs. gpus, energy and power count the GPUs the trace's work
+ * runs on (those devices, times the GPUs a model-parallel replica spans,
+ * each taken to run like the simulated one); the job's figures (times the
+ * data-parallel ranks it stands for) are kept apart so a rank of a 64-GPU
+ * job does not report 64 GPUs. */
+static void energy_figures(const rv_energy_params *p, int ndev, double e_j, double secs,
+                           rv_energy *out)
+{
+    int ranks = p->ranks > 0 ? p->ranks : 1;
+    int split = p->replica_gpus > 1 ? p->replica_gpus : 1;
+    out->ngpus = ndev * split;
+    out->energy_j = e_j * split;
+    out->energy_per_gpu_j = e_j / ndev;
+    out->avg_power_w = out->energy_j / secs;
+    out->avg_power_per_gpu_w = out->avg_power_w / out->ngpus;
+    out->ranks = ranks;
+    out->job_gpus = out->ngpus * ranks;
+    out->job_energy_j = out->energy_j * ranks;
+    out->job_avg_power_w = out->avg_power_w * ranks;
+    /* Each data-parallel rank runs the batch; a replica's GPUs share it. */
+    if (p->batch_size > 0 && out->job_energy_j > 0)
+        out->samples_per_j = (double)p->batch_size * ranks / out->job_energy_j;
+}
+
 int rv_power_energy(const rv_graph *g, const rv_sim *s, const rv_energy_params *p, int64_t t0_ns,
                     int64_t t1_ns, rv_energy *out)
 {
@@ -170,7 +195,7 @@ int rv_power_energy(const rv_graph *g, const rv_sim *s, const rv_energy_params *
         ev[n++] = (pw_ev){(uint64_t)(b - t0_ns) << 1, pw, dev};
     }
     sort_pw(ev, n);
-    double e_j = 0;
+    double e_j = 0, bubble_j = 0;
     int ndev = 0;
     size_t i = 0;
     while (i < n) {
@@ -182,6 +207,7 @@ int rv_power_energy(const rv_graph *g, const rv_sim *s, const rv_energy_params *
         int cnt[64];
         int nv = 0;
         int64_t prev = t0_ns, busy = 0;
+        double busy_j = 0;
         for (; i < n && ev[i].dev == dev; i++) {
             double cur = 0;
             for (int k = 0; k < nv; k++)
@@ -190,6 +216,7 @@ int rv_power_energy(const rv_graph *g, const rv_sim *s, const rv_energy_params *
             int64_t t = t0_ns + (int64_t)(ev[i].at >> 1);
             if (nv > 0 && cur > 0) {
                 e_j += cur * (double)(t - prev) * 1e-9;
+                busy_j += cur * (double)(t - prev) * 1e-9;
                 busy += t - prev;
             }
             prev = t;
@@ -211,29 +238,19 @@ int rv_power_energy(const rv_graph *g, const rv_sim *s, const rv_energy_params *
                 nv = 0;
         }
         e_j += pm.idle_w * (double)((t1_ns - t0_ns) - busy) * 1e-9;
+        /* A pipeline stage idles through its bubble, which the model's
+         * stretched tasks hold: that share of the busy time at idle power. */
+        bubble_j += busy_j - pm.idle_w * (double)busy * 1e-9;
     }
     free(ev);
     free(cls_of_name);
     if (ndev == 0) {
         ndev = 1;
         e_j = pm.idle_w * (double)(t1_ns - t0_ns) * 1e-9;
+    } else if (p->bubble_share > 0 && p->bubble_share < 1) {
+        e_j -= p->bubble_share * bubble_j;
     }
-    /* gpus, energy and power count the devices that ran work in this
-     * trace; the job's figures (times the ranks it stands for) are kept
-     * apart so a rank of a 64-GPU job does not report 64 GPUs. */
-    int ranks = p->ranks > 0 ? p->ranks : 1;
-    double secs = (double)(t1_ns - t0_ns) * 1e-9;
-    out->ngpus = ndev;
-    out->energy_j = e_j;
-    out->energy_per_gpu_j = e_j / ndev;
-    out->avg_power_w = e_j / secs;
-    out->avg_power_per_gpu_w = out->avg_power_w / ndev;
-    out->ranks = ranks;
-    out->job_gpus = ndev * ranks;
-    out->job_energy_j = e_j * ranks;
-    out->job_avg_power_w = out->avg_power_w * ranks;
-    if (p->batch_size > 0 && out->job_energy_j > 0)
-        out->samples_per_j = (double)p->batch_size * ranks / out->job_energy_j;
+    energy_figures(p, ndev, e_j, (double)(t1_ns - t0_ns) * 1e-9, out);
     return 0;
 }
 

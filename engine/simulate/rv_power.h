@@ -50,25 +50,34 @@ double rv_power_slowdown(const rv_power_model *m, int kclass, double cap_trace_w
 double rv_power_kernel_w(const rv_power_model *m, int kclass, double cap_w);
 
 /* What an energy figure assumes: the GPU (NULL: the V100-like default),
- * the cap it runs at, how many ranks one simulated rank stands for, and
- * the samples per iteration (0 unknown). */
+ * the cap it runs at, how many data-parallel ranks one simulated rank
+ * stands for, how many GPUs its work is split over (tensor x pipeline
+ * degrees; each taken to run like the simulated one), the share of the
+ * simulated busy time that is pipeline bubble (drawn at idle power), and
+ * the samples per iteration (0 unknown). Zeroed fields: one GPU, no
+ * bubble. */
 typedef struct rv_energy_params {
     const rv_hw *hw;
     double cap_w;
     int ranks;
+    int replica_gpus;    /* 0 or 1: the trace's GPUs alone */
+    double bubble_share; /* in [0, 1) */
     int batch_size;
 } rv_energy_params;
 
 typedef struct rv_energy {
-    /* The GPUs of the trace that ran work in the window. */
+    /* The GPUs the trace's work runs on: those that ran work in the
+     * window, times replica_gpus. energy_per_gpu_j and avg_power_per_gpu_w
+     * are one of them. */
     double energy_j;
     double avg_power_w;
     double power_limit_w; /* the cap the figure assumes */
     int ngpus;
     double energy_per_gpu_j;
     double avg_power_per_gpu_w;
-    /* The whole job: the trace's GPUs times the ranks one trace stands for
-     * (the workers of a data-parallel what-if, or the world size). */
+    /* The whole job: those GPUs times the data-parallel ranks one trace
+     * stands for (the workers of a data-parallel what-if, or the world
+     * size). */
     int ranks;
     int job_gpus;
     double job_energy_j;

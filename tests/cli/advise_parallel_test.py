@@ -7,7 +7,8 @@
   space lists tensor 2 and 4 and pipeline 2 and 4; a tensor or pipeline
   plan is a candidate (TP4 quarters the GEMMs), on at most 4 GPUs; the
   candidates' what-ifs, given to `reverie simulate --whatif`, give the same
-  step (within 0.5%);
+  step and energy_j (within 0.5%) and GPUs (job.gpus: a tensor or
+  pipeline split counted);
 - on the 8-rank DLRM job (tests/data/public/param/dlrm-8rank, no layer
   instances), every tensor and pipeline degree dividing its 8 GPUs is
   excluded with the model's own reason.
@@ -79,8 +80,16 @@ def check_gpt2(trace):
     for c in rerun:
         sim = reverie(["simulate", trace, "--compact", "--whatif", json.dumps(c["whatif"])])
         want, got = c["predicted_us"], sim["predicted_us"]
+        doc = json.dumps(c["whatif"], separators=(",", ":"))
         check(abs(got - want) <= 0.005 * want, "simulate --whatif %s: %.1f vs %.1f ms" % (
-            json.dumps(c["whatif"], separators=(",", ":")), got / 1e3, want / 1e3))
+            doc, got / 1e3, want / 1e3))
+        # The GPUs and energy are simulate's too: job.gpus, energy_j (every
+        # GPU of a model-parallel replica).
+        gpus = sim["job"]["gpus"]["predicted"]
+        check(c["gpus"] == gpus, "simulate --whatif %s: %d GPUs vs %d" % (doc, gpus, c["gpus"]))
+        want, got = c["energy_j"], sim["energy_j"]["predicted"]
+        check(want is not None and abs(got - want) <= 0.005 * want,
+              "simulate --whatif %s: %.1f vs %s J" % (doc, got, want))
 
 
 def check_dlrm():
