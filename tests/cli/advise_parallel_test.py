@@ -19,26 +19,10 @@ import subprocess
 import sys
 import tempfile
 
-SRC = os.environ.get("RV_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-BIN = os.path.join(os.environ.get("RV_BIN_DIR") or os.path.join(SRC, "build/bin"), "reverie")
+from clitest import BIN, SRC, check, finish, reverie
 TABLE = os.path.join(SRC, "tests/data/neusight/NVIDIA_H100_80GB_HBM3/gpt2_large-train-1024-4.csv")
 DLRM = [os.path.join(SRC, "tests/data/public/param/dlrm-8rank/worker%d.kineto.json.gz" % i)
         for i in range(8)]
-failures = []
-
-
-def check(ok, what):
-    print("%s %s" % ("ok  " if ok else "FAIL", what))
-    if not ok:
-        failures.append(what)
-
-
-def reverie(args):
-    p = subprocess.run([BIN] + args, capture_output=True, text=True, timeout=600)
-    if p.returncode != 0:
-        raise RuntimeError("reverie %s: %s" % (" ".join(args[:1]), p.stderr.strip()))
-    return json.loads(p.stdout)
 
 
 def is_mp(label):
@@ -115,8 +99,7 @@ def main():
                         trace, "--layers"], check=True, stdout=subprocess.DEVNULL)
         check_gpt2(trace)
     check_dlrm()
-    print("%d failures" % len(failures))
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

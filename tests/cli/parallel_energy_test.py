@@ -18,18 +18,9 @@ import subprocess
 import sys
 import tempfile
 
-SRC = os.environ.get("RV_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-BIN = os.path.join(os.environ.get("RV_BIN_DIR") or os.path.join(SRC, "build/bin"), "reverie")
+from clitest import BIN, SRC, check, finish
 TABLE = os.path.join(SRC, "tests/data/neusight/NVIDIA_H100_80GB_HBM3/gpt2_large-train-1024-4.csv")
 SCRIPT = os.path.join(SRC, "scripts/neusight_to_kineto.py")
-failures = []
-
-
-def check(ok, what):
-    print("%s %s" % ("ok  " if ok else "FAIL", what))
-    if not ok:
-        failures.append(what)
 
 
 def simulate(trace, whatif):
@@ -102,8 +93,7 @@ def main():
         check(near(pred(a["job"], "energy_j"), 2 * pred(a, "energy_j"), 1e-6),
               "TP2 x 2 workers: job energy %.1f J = 2 replicas x %.1f J" % (
                   pred(a["job"], "energy_j"), pred(a, "energy_j")))
-    print("%d failure(s)" % len(failures))
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -18,17 +18,8 @@ import subprocess
 import sys
 import tempfile
 
-SRC = os.environ.get("RV_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-BIN = os.path.join(os.environ.get("RV_BIN_DIR") or os.path.join(SRC, "build/bin"), "reverie")
+from clitest import BIN, SRC, check, finish
 TABLE = os.path.join(SRC, "tests/data/neusight/NVIDIA_H100_80GB_HBM3/gpt2_large-train-1024-4.csv")
-failures = []
-
-
-def check(ok, what):
-    print("%s %s" % ("ok  " if ok else "FAIL", what))
-    if not ok:
-        failures.append(what)
 
 
 def simulate(trace, whatif):
@@ -78,8 +69,7 @@ def main():
 
         a, e = simulate(trace, {"parallel": {"pipeline": 4}})
         check(abs(e["bubble_share"] - 0.75) < 1e-4, "PP4, one micro-batch: bubble %.4f" % e["bubble_share"])
-    print("%d failure(s)" % len(failures))
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

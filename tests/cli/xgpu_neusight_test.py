@@ -14,27 +14,11 @@ import subprocess
 import sys
 import tempfile
 
-SRC = os.environ.get("RV_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-BIN = os.path.join(os.environ.get("RV_BIN_DIR") or os.path.join(SRC, "build/bin"), "reverie")
+from clitest import BIN, SRC, check, finish, reverie
 DATA = os.path.join(SRC, "tests/data/neusight")
 GPUS = {"Tesla_V100-PCIE-32GB": "V100-PCIe", "NVIDIA_A100-PCIE-40GB": "A100-PCIe",
         "NVIDIA_H100_80GB_HBM3": "H100-SXM5", "AMD_Instinct_MI210": "MI210"}
 TABLE = "bert_large-inf-512-8.csv"
-failures = []
-
-
-def check(ok, what):
-    print("%s %s" % ("ok  " if ok else "FAIL", what))
-    if not ok:
-        failures.append(what)
-
-
-def run(argv):
-    p = subprocess.run([BIN] + argv, capture_output=True, text=True, timeout=300)
-    if p.returncode != 0:
-        raise RuntimeError("reverie %s: %s" % (" ".join(argv[:2]), p.stderr.strip()))
-    return json.loads(p.stdout)
 
 
 def main():
@@ -56,30 +40,30 @@ def main():
                 kernel_ms[g] = sum(e["dur"] for e in json.load(f)["traceEvents"]
                                    if e.get("cat") == "kernel") / 1e3
         for src in GPUS:
-            k = run(["kernels", traces[src]] + sum((["--to", GPUS[d]] for d in GPUS if d != src), []))
+            to = sum((["--to", GPUS[d]] for d in GPUS if d != src), [])
+            k = reverie(["kernels", traces[src]] + to)
             for r in k["rescaled"]:
                 dst = next(d for d in GPUS if GPUS[d] == r["gpu"])
                 err = r["predicted_ms"] / kernel_ms[dst] - 1
                 check(abs(err) <= 0.15, "%s -> %s: predicted %.2f ms, measured %.2f ms (%+.1f%%)" % (
                     GPUS[src], r["gpu"], r["predicted_ms"], kernel_ms[dst], err * 100))
         # One path: the what-if's kernel time equals kernels --to's.
-        sim = run(["simulate", traces["Tesla_V100-PCIE-32GB"], "--compact", "--whatif",
-                   json.dumps({"gpu": "H100-SXM5"})])
+        sim = reverie(["simulate", traces["Tesla_V100-PCIE-32GB"], "--compact", "--whatif",
+                       json.dumps({"gpu": "H100-SXM5"})])
         gpu = next(a for a in sim["applied"] if a.get("model") == "gpu")
-        k = run(["kernels", traces["Tesla_V100-PCIE-32GB"], "--to", "H100-SXM5"])["rescaled"][0]
+        k = reverie(["kernels", traces["Tesla_V100-PCIE-32GB"], "--to", "H100-SXM5"])["rescaled"][0]
         check(abs(gpu["kernel_us_after"] / 1e3 - k["predicted_ms"]) <= 1e-3 * k["predicted_ms"],
               "kernels --to %.3f ms = gpu what-if %.3f ms" % (k["predicted_ms"], gpu["kernel_us_after"] / 1e3))
         check(gpu.get("kernel_time_share_fitted_efficiency", 0) > 0.9,
               "V100 -> H100 moved on fitted efficiencies (share %.3f)" %
               gpu.get("kernel_time_share_fitted_efficiency", 0))
         # A GPU the table lacks: estimated, and the answer says so.
-        sim = run(["simulate", traces["NVIDIA_H100_80GB_HBM3"], "--compact", "--whatif",
+        sim = reverie(["simulate", traces["NVIDIA_H100_80GB_HBM3"], "--compact", "--whatif",
                    json.dumps({"gpu": "L4"})])
         codes = {w["code"] for w in sim.get("warnings", [])}
         check("gpu_efficiency_estimated" in codes, "H100 -> L4 warns gpu_efficiency_estimated")
         check("gpu_host_kept" in codes, "the gpu what-if warns gpu_host_kept")
-    print("%d failure(s)" % len(failures))
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":
