@@ -19,6 +19,7 @@
 #include "cost/rv_keff.h"
 #include "cost/rv_kmodel.h"
 #include "graph/rv_graph.h"
+#include "trace/rv_kname.h"
 #include "models/rv_apply.h"
 #include "whatif/rv_whatif.h"
 
@@ -72,8 +73,10 @@ out:
 }
 
 /* Every costed kernel of t: class, size bucket, fp32 efficiency on hw
- * (roofline over measured time, no TF32) and measured us, in trace order:
- * what scripts/fit_keff.py fits the cross-GPU table from. */
+ * (roofline over measured time, no TF32), measured us and the dtype it
+ * computed in (TF32 where its name says so), in trace order: what
+ * scripts/fit_keff.py fits the cross-GPU table and the tensor-core
+ * efficiencies from. */
 static json_t *efficiencies(const rv_trace *t, const rv_flops_trace *f, const rv_hw *hw)
 {
     json_t *a = json_array();
@@ -86,11 +89,20 @@ static json_t *efficiencies(const rv_trace *t, const rv_flops_trace *f, const rv
         double roof = rv_kmodel_roofline_s(hw, rv_kmodel_dtype(hw, f->ptype[i], cls, 0),
                                            f->flops[i], f->bytes[i]);
         double s = (double)e->dur_ns * 1e-9;
-        json_array_append_new(a, json_pack("{s:s,s:i,s:f,s:f,s:f,s:f}", "class",
-                                           rv_flops_class_name(cls), "bucket",
-                                           rv_keff_bucket(cls, f->flops[i], f->bytes[i]), "eff",
-                                           roof > 0 ? roof / s : 0.0, "us", s * 1e6, "flops",
-                                           f->flops[i], "bytes", f->bytes[i]));
+        const char *name = rv_trace_str(t, e->name);
+        int tf32 = name && rv_kname_dtype(name) == RV_DT_TF32;
+        int dt = rv_kmodel_dtype(hw, f->ptype[i], cls, tf32);
+        double peak = rv_hw_peak(hw, dt) * 1e12, bw = hw ? hw->hbm_gbps * 1e9 : 0;
+        json_t *k = json_pack("{s:s,s:i,s:f,s:f,s:f,s:f,s:s}", "class", rv_flops_class_name(cls),
+                              "bucket", rv_keff_bucket(cls, f->flops[i], f->bytes[i]), "eff",
+                              roof > 0 ? roof / s : 0.0, "us", s * 1e6, "flops", f->flops[i],
+                              "bytes", f->bytes[i], "dtype", rv_dtype_name(dt));
+        /* The roofline's two sides at that dtype, for the tensor-core fit. */
+        if (k && peak > 0 && bw > 0) {
+            json_object_set_new(k, "compute_us", json_real(f->flops[i] / peak * 1e6));
+            json_object_set_new(k, "memory_us", json_real(f->bytes[i] / bw * 1e6));
+        }
+        json_array_append_new(a, k);
     }
     return a;
 }

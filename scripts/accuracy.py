@@ -983,10 +983,14 @@ def render_md(rows):
         add("## Cross-GPU predictions (reported, not targeted)")
         add("")
         add("Kernel time rescaled to another GPU: a costed kernel keeps its measured efficiency "
-            "and takes the target's roofline (fp32 GEMM/conv as TF32 where the target has it); "
+            "and takes the target's roofline (fp32 GEMM/conv as TF32 where the target has it), "
+            "a tensor-core peak derated by the share of it kernels reach relative to fp32 where "
+            "that share was measured (TF32 on the A100 0.22, 16-bit on the H100 0.44: "
+            "`scripts/fit_keff.py`, from the shared traces' tensor-core GEMMs, not from DLE); "
             "other kernels scale with memory bandwidth. The `gpu` what-if uses the same rule "
-            "with fp32 convolutions as TF32 and fp32 matmuls as fp32, wave quantization by SM "
-            "count and class ratios for kernels without shapes (docs/models/kernels.md).")
+            "with fp32 convolutions as TF32 and fp32 matmuls as fp32, the fitted fp32 "
+            "efficiencies of both GPUs, wave quantization by SM count and class ratios for "
+            "kernels without shapes (docs/models/kernels.md).")
         add("")
         add("| comparison | measured | predicted | error |")
         add("|---|---|---|---|")
@@ -1036,9 +1040,11 @@ def render_md(rows):
                                                cellf(errs(sel, "lomo")), cellf(errs(sel, "logo"))))
         add("")
         add("Cells: median / worst absolute error (rows). Where it must not be trusted: AMP, "
-            "TF32 and fp8 kernels (the tables are fp32: those moves keep the kernel's share of "
-            "peak and say so), GPUs far from the four measured (L4, T4: estimated from V100, "
-            "A100 and H100), kernels the converter could not cost (backward ops).")
+            "TF32 and fp8 kernels (the tables are fp32: those moves take the tensor-core share "
+            "fitted on a few shared traces where one was measured, A100 TF32 and H100 16-bit, "
+            "and keep the kernel's share of peak elsewhere; docs/models/kernels.md), GPUs far "
+            "from the four measured (L4, T4: estimated from V100, A100 and H100), kernels the "
+            "converter could not cost (backward ops).")
         add("")
 
     ns = [r for r in rows if r["kind"] == "neusight_step"]

@@ -25,7 +25,23 @@ Kernels pair by (class, FLOPs, bytes) and occurrence: the tables of one
 model list the same operators, not always in the same order; the
 comparison runs over the paired kernels.
 
-Usage: fit_keff.py [--neusight DIR] [--reverie BIN] [--write TABLE.c] [--json OUT.json]
+Tensor-core shares (kappa, rv_keff_tc_share). NeuSight's tables are fp32;
+a TF32, fp16 or bf16 kernel reaches a different share of its (8-16x
+higher) peak. The shared traces whose GEMMs ran on tensor cores with op
+shapes (TC_TRACES: TF32 on an A100, bf16 on an H100) give it: each such
+GEMM, timed as t = max(F / (kappa x peak_dtype), B / BW) / eta, where eta
+is the fitted fp32 efficiency of its family, class and size (the table
+above), has kappa_i = (F / peak_dtype) / (t x eta) when the compute side
+binds (t x eta > B / BW). kappa per family and width (TF32; 16 bits and
+below: fp16, bf16 and fp8 share it) is the median of kappa_i weighted by
+the kernel's time. Only the families measured get a row: tensor cores
+differ between generations (Volta, Ampere, Hopper), and a family without
+one keeps its fp32 share (kappa 1, the old rule). Error: the model's time of each of those GEMMs against the
+measured one, in-sample and with the kernel's trace left out, next to
+kappa = 1 (the old rule: the fp32 share of the tensor-core peak).
+
+Usage: fit_keff.py [--neusight DIR] [--traces DIR] [--reverie BIN] [--write TABLE.c]
+                   [--json OUT.json]
 """
 import argparse
 import collections
@@ -45,6 +61,12 @@ VENDOR = {"V100": "nvidia", "A100": "nvidia", "H100": "nvidia", "MI210": "amd"}
 CLASS_IDS = {"gemm": 1, "conv": 2, "attention": 3, "embedding": 4, "norm": 5, "softmax": 6,
              "elementwise": 7, "reduce": 8, "optimizer": 9}
 REACH = 2
+# Shared traces with tensor-core GEMMs and op shapes, and their family.
+TC_TRACES = [("hta/a100-rank0-of-16-five-streams.json.gz", "A100"),
+             ("tracelens/h100-bert-small-forward.json.gz", "H100"),
+             ("tracelens/h100-falconsai-vit-forward.json.gz", "H100")]
+DTYPE_IDS = {"tf32": 1, "fp16": 2, "bf16": 3, "fp8": 4}
+WIDTH = {"tf32": "tf32", "fp16": "16", "bf16": "16", "fp8": "16"}
 
 
 def kernels_of(reverie, csv_path, tmp):
@@ -214,7 +236,86 @@ def summary(rows, key):
     return {"pairs": len(errs), "median": statistics.median(errs), "worst": max(errs)}
 
 
-def write_table(full, floors, path, version):
+def tc_kernels(reverie, traces):
+    """[(trace, family, kernel)] of the tensor-core GEMMs of TC_TRACES."""
+    out = []
+    for rel, fam in TC_TRACES:
+        path = os.path.join(traces, rel)
+        if not os.path.exists(path):
+            continue
+        r = subprocess.run([reverie, "kernels", path, "--efficiencies"], check=True,
+                           capture_output=True, text=True)
+        for k in json.loads(r.stdout)["kernels"]:
+            if k["class"] == "gemm" and k.get("dtype") in WIDTH and k.get("compute_us"):
+                out.append((rel, fam, k))
+    return out
+
+
+def weighted_median(pairs):
+    """Median of the values of (value, weight) pairs, by weight."""
+    pairs = sorted(pairs)
+    total, acc = sum(w for _, w in pairs), 0.0
+    for v, w in pairs:
+        acc += w
+        if acc >= total / 2:
+            return v
+    return None
+
+
+def kappa_of(full, fam, k):
+    """(kappa_i, eta) of one tensor-core kernel; kappa_i None when memory binds."""
+    eta = eff_of(full.get(fam), "gemm", k["bucket"])
+    if eta <= 0 or k["us"] * eta <= k["memory_us"]:
+        return None, eta
+    return k["compute_us"] / (k["us"] * eta), eta
+
+
+def fit_tc(full, ks, keep=lambda rel: True):
+    """{(family or "", width): (kappa, kernels)} from the kernels keep() accepts."""
+    cells = collections.defaultdict(list)
+    for rel, fam, k in ks:
+        if not keep(rel):
+            continue
+        kap, _ = kappa_of(full, fam, k)
+        if kap is not None:
+            cells[(fam, WIDTH[k["dtype"]])].append((kap, k["us"]))
+            cells[("", WIDTH[k["dtype"]])].append((kap, k["us"]))
+    return {key: (weighted_median(v), len(v)) for key, v in cells.items()}
+
+
+def tc_lookup(tc, fam, width):
+    v = tc.get((fam, width)) or tc.get(("", width))
+    return v[0] if v else None
+
+
+def tc_error(full, ks):
+    """Median |error| of the tensor-core GEMMs' modelled time: in-sample, each
+    kernel's trace left out, and kappa = 1 (the fp32 share of the tensor peak)."""
+    tc = fit_tc(full, ks)
+    out = {}
+    for key in ("fitted", "loto", "kappa1"):
+        errs = collections.defaultdict(list)
+        for rel, fam, k in ks:
+            eta = eff_of(full.get(fam), "gemm", k["bucket"])
+            if eta <= 0:
+                continue
+            w = WIDTH[k["dtype"]]
+            if key == "fitted":
+                kap = tc_lookup(tc, fam, w)
+            elif key == "loto":
+                kap = tc_lookup(fit_tc(full, ks, lambda r, rel=rel: r != rel), fam, w)
+            else:
+                kap = 1.0
+            if not kap:
+                continue
+            t = max(k["compute_us"] / kap, k["memory_us"]) / eta
+            errs[(fam, k["dtype"])].append(abs(t - k["us"]) / k["us"])
+        out[key] = {"%s %s" % fk: {"kernels": len(v), "median": statistics.median(v),
+                                   "worst": max(v)} for fk, v in sorted(errs.items())}
+    return tc, out
+
+
+def write_table(full, floors, tc, path, version):
     lines = ["/* Generated by scripts/fit_keff.py from NeuSight's per-operator tables",
              " * (sitar-lab/NeuSight @ 6945927d, scripts/asplos/label, MIT): do not edit. */",
              '#include "cost/rv_keff.h"', "", "/* clang-format off */",
@@ -231,7 +332,19 @@ def write_table(full, floors, path, version):
     for (fam, cls), (t0, e) in sorted(floors.items(), key=lambda x: (x[0][0], CLASS_IDS[x[0][1]])):
         lines.append('    {"%s", "%s", %d, %.6g, %.6g},' % (fam, VENDOR[fam], CLASS_IDS[cls], t0, e))
         m += 1
-    lines += ["};", "const unsigned rv_keff_nfloors = %d;" % m, "/* clang-format on */", ""]
+    lines += ["};", "const unsigned rv_keff_nfloors = %d;" % m, "",
+              "/* Tensor-core shares relative to fp32, fitted on the shared traces' tensor-core",
+              " * GEMMs (scripts/fit_keff.py: TC_TRACES). */",
+              "const rv_keff_tc rv_keff_tcs[] = {"]
+    t = 0
+    for (fam, width), (kap, cnt) in sorted(tc.items()):
+        if not fam:
+            continue  # pooled: for the error only, not a GPU's row
+        for dt in sorted(DTYPE_IDS, key=DTYPE_IDS.get):
+            if WIDTH[dt] == width:
+                lines.append('    {"%s", %d, %.4g, %d},' % (fam, DTYPE_IDS[dt], kap, cnt))
+                t += 1
+    lines += ["};", "const unsigned rv_keff_ntcs = %d;" % t, "/* clang-format on */", ""]
     with open(path, "w") as f:
         f.write("\n".join(lines))
 
@@ -240,6 +353,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--neusight", default=os.path.join(HERE, "..", "..", "shared", "traces",
                                                        "ground-truth", "neusight"))
+    ap.add_argument("--traces", default=os.path.join(HERE, "..", "..", "shared", "traces"))
     ap.add_argument("--reverie", default=os.path.join(HERE, "..", "build", "bin", "reverie"))
     ap.add_argument("--write")
     ap.add_argument("--json")
@@ -255,12 +369,16 @@ def main():
         per_pair[(r["from"], r["to"])].append(r)
     out["per_pair"] = [{"from": f, "to": t, **{k: summary(v, k + "_ms") for k in ("keep", "fitted", "lomo", "logo")}}
                        for (f, t), v in sorted(per_pair.items())]
+    tc, tc_err = tc_error(full, tc_kernels(a.reverie, a.traces))
+    out["tensor_core"] = {"kappa": {"%s %s" % (f or "pooled", w): {"kappa": v[0], "kernels": v[1]}
+                                    for (f, w), v in sorted(tc.items())},
+                          "error": tc_err}
     if a.write:
-        write_table(full, floors, a.write, "neusight-6945927d-1")
+        write_table(full, floors, tc, a.write, "neusight-6945927d-2")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
-    print(json.dumps(out["summary"], indent=1))
+    print(json.dumps({"summary": out["summary"], "tensor_core": out["tensor_core"]}, indent=1))
     return 0
 
 

@@ -86,18 +86,37 @@ static double floor_us(const rv_hw *hw, int cls, double roof_us)
     return 0;
 }
 
+static double tc_row(const char *family, int dtype)
+{
+    for (unsigned i = 0; i < rv_keff_ntcs; i++)
+        if (rv_keff_tcs[i].dtype == dtype && strcmp(rv_keff_tcs[i].family, family) == 0)
+            return rv_keff_tcs[i].kappa;
+    return 0;
+}
+
+double rv_keff_tc_share(const rv_hw *hw, int dtype)
+{
+    /* Only a dtype with a faster path than fp32 has a share to lose. */
+    if (!hw || dtype == RV_DT_FP32 || rv_hw_peak(hw, dtype) <= rv_hw_peak(hw, RV_DT_FP32))
+        return 1;
+    /* Only the generation measured: Volta's, Ampere's and Hopper's tensor
+     * cores differ, so a family without its own row keeps its fp32 share. */
+    const char *family = rv_keff_family(hw);
+    double k = family ? tc_row(family, dtype) : 0;
+    return k > 0 ? k : 1;
+}
+
 double rv_keff_factor(const rv_hw *from, const rv_hw *to, int cls, int dtype_from, int dtype_to,
                       double flops, double bytes, double roof_from, double roof_to, int *how)
 {
     double f = 1;
     int h = RV_KEFF_KEPT;
-    if (dtype_from == RV_DT_FP32 && dtype_to == RV_DT_FP32 && roof_from > 0 && roof_to > 0 &&
-        rv_keff_family(from) != rv_keff_family(to)) {
+    if (roof_from > 0 && roof_to > 0 && rv_keff_family(from) != rv_keff_family(to)) {
         double a = rv_keff_eff(from, cls, flops, bytes), b = rv_keff_eff(to, cls, flops, bytes);
         if (a > 0 && b > 0) {
             f = a / b;
             h = RV_KEFF_FITTED;
-        } else {
+        } else if (dtype_from == RV_DT_FP32 && dtype_to == RV_DT_FP32) {
             double ms = floor_us(from, cls, roof_from * 1e6), md = floor_us(to, cls, roof_to * 1e6);
             if (ms > 0 && md > 0) {
                 f = (md / ms) / (roof_to / roof_from);

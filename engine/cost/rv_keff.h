@@ -33,10 +33,23 @@ typedef struct rv_keff_floor {
     double eff;
 } rv_keff_floor;
 
+/* A tensor-core dtype's achievable share of its peak relative to the share
+ * the fp32 path reaches on the same GPU (kappa), fitted on traces whose
+ * kernels ran in that dtype (scripts/fit_keff.py): a family, an rv_dtype,
+ * kappa and the kernels behind it. */
+typedef struct rv_keff_tc {
+    const char *family;
+    int dtype;
+    double kappa;
+    int n;
+} rv_keff_tc;
+
 extern const rv_keff_row rv_keff_rows[];
 extern const unsigned rv_keff_nrows;
 extern const rv_keff_floor rv_keff_floors[];
 extern const unsigned rv_keff_nfloors;
+extern const rv_keff_tc rv_keff_tcs[];
+extern const unsigned rv_keff_ntcs;
 extern const char rv_keff_version[];
 
 /* How rv_keff_factor moved a kernel. */
@@ -56,11 +69,17 @@ const char *rv_keff_family(const rv_hw *hw);
  * (a factor of 4 in size), else the class's; 0 when none. */
 double rv_keff_eff(const rv_hw *hw, int cls, double flops, double bytes);
 
+/* The tensor-core share kappa of dtype on hw (rv_keff_tc): its family's;
+ * 1 (the fp32 share, unmeasured) for a family without a row, for fp32 and
+ * for a dtype hw runs at no more than its fp32 peak (no tensor cores). */
+double rv_keff_tc_share(const rv_hw *hw, int dtype);
+
 /* The factor a kernel's time moved from `from` to `to` takes beyond the
- * roofline ratio roof_to / roof_from (seconds, both > 0), when it computes
- * in fp32 on both (dtype_from == dtype_to == RV_DT_FP32: the table's
- * precision): eff(from) / eff(to) when both GPUs have a fitted efficiency
- * for its class and size (RV_KEFF_FITTED); when a GPU is not in the table,
+ * roofline ratio roof_to / roof_from (seconds, both > 0; tensor-core
+ * peaks derated by rv_keff_tc_share, which is relative to the fp32 path):
+ * eff(from) / eff(to) when both GPUs have a fitted fp32 efficiency for its
+ * class and size (RV_KEFF_FITTED), whatever its dtypes; when a GPU is not
+ * in the table and it computes in fp32 on both (the floors' precision),
  * the ratio of the two sides' floor models, the missing side's from the
  * mean of its vendor's families (any family's when its vendor has none),
  * over the roofline ratio (RV_KEFF_ESTIMATED); 1 otherwise (RV_KEFF_KEPT).

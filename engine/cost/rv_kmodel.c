@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost/rv_keff.h"
 #include "trace/rv_kname.h"
 #include "util/rv_sort.h"
 
@@ -32,6 +33,26 @@ double rv_kmodel_roofline_s(const rv_hw *hw, int dtype, double flops, double byt
 {
     double peak = rv_hw_peak(hw, dtype) * 1e12;
     double bw = (hw && hw->hbm_gbps > 0 ? hw->hbm_gbps : 0) * 1e9;
+    if (peak <= 0 || bw <= 0)
+        return 0;
+    double a = flops / peak, b = bytes / bw;
+    return a > b ? a : b;
+}
+
+double rv_kmodel_move_roofline_s(const rv_hw *hw, int dtype, double flops, double bytes)
+{
+    return rv_kmodel_roofline_share_s(hw, dtype, rv_keff_tc_share(hw, dtype), flops, bytes);
+}
+
+double rv_kmodel_roofline_share_s(const rv_hw *hw, int dtype, double kappa, double flops,
+                                  double bytes)
+{
+    double peak = rv_hw_peak(hw, dtype) * kappa * 1e12;
+    double fp32 = rv_hw_peak(hw, RV_DT_FP32) * 1e12;
+    double bw = (hw && hw->hbm_gbps > 0 ? hw->hbm_gbps : 0) * 1e9;
+    /* A library falls back to the fp32 path rather than run slower. */
+    if (peak < fp32)
+        peak = fp32;
     if (peak <= 0 || bw <= 0)
         return 0;
     double a = flops / peak, b = bytes / bw;
@@ -265,8 +286,10 @@ double rv_kmodel_rescale_s(const rv_hw *from, const rv_hw *to, int cls, int ptyp
     if (!from || !to || from->hbm_gbps <= 0 || to->hbm_gbps <= 0)
         return t_s;
     if (cls > RV_FC_NONE && cls < RV_FC_COUNT && (flops > 0 || bytes > 0)) {
-        double a = rv_kmodel_roofline_s(from, rv_kmodel_dtype(from, ptype, cls, 0), flops, bytes);
-        double b = rv_kmodel_roofline_s(to, rv_kmodel_dtype(to, ptype, cls, tf32_to), flops, bytes);
+        double a =
+            rv_kmodel_move_roofline_s(from, rv_kmodel_dtype(from, ptype, cls, 0), flops, bytes);
+        double b =
+            rv_kmodel_move_roofline_s(to, rv_kmodel_dtype(to, ptype, cls, tf32_to), flops, bytes);
         if (a > 0 && b > 0)
             return t_s * b / a;
     }

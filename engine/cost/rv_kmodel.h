@@ -33,6 +33,18 @@ int rv_kmodel_dtype(const rv_hw *hw, int ptype, int cls, int tf32);
  * a rate). */
 double rv_kmodel_roofline_s(const rv_hw *hw, int dtype, double flops, double bytes);
 
+/* The roofline a kernel moved to another dtype or GPU is timed against:
+ * rv_kmodel_roofline_s with a tensor-core dtype's peak derated by the
+ * share of it kernels reach relative to fp32 (rv_keff_tc_share), never
+ * below the fp32 peak. A kernel that keeps its efficiency against this
+ * roofline keeps its share of the path it runs on, not of the nominal
+ * tensor-core peak (docs/models/kernels.md). */
+double rv_kmodel_move_roofline_s(const rv_hw *hw, int dtype, double flops, double bytes);
+
+/* The same with the share kappa given (the gpu what-if's pairs). */
+double rv_kmodel_roofline_share_s(const rv_hw *hw, int dtype, double kappa, double flops,
+                                  double bytes);
+
 /* The share of an embedding op's gathered rows that hit in hw's L2 when
  * its tables take table_bytes: min(1, L2 / table_bytes), the DLRM
  * performance paper's hit rate with every table of the op in flight; 0
@@ -91,7 +103,8 @@ void rv_kmodel_error(const rv_kmodel *m, const rv_trace *t, const rv_flops_trace
 
 /* Seconds a task measured at t_s on `from` takes on `to`: a costed task
  * (cls != RV_FC_NONE) keeps its efficiency, t_s x roofline(to) /
- * roofline(from); anything else scales with memory bandwidth. tf32_to: fp32
+ * roofline(from) (rv_kmodel_move_roofline_s); anything else scales with
+ * memory bandwidth. tf32_to: fp32
  * GEMM/conv/attention run as TF32 on `to` where it has it. */
 double rv_kmodel_rescale_s(const rv_hw *from, const rv_hw *to, int cls, int ptype, double flops,
                            double bytes, double t_s, int tf32_to);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cost/rv_flops.h"
+#include "cost/rv_keff.h"
 #include "cost/rv_kmodel.h"
 #include "models/rv_models.h"
 #include "graph/rv_precision.h"
@@ -100,14 +101,18 @@ static double amp_costed_ratio(const amp_costing *c, const rv_graph *g, size_t i
     double cs = cast_share(cls), rb = rv_dtype_bytes(dt) / rv_dtype_bytes(d0);
     double b1 = f->bytes[e] * (1 - cs + cs * rb);
     double s = (double)t->dur_ns * 1e-9;
-    double r0 = rv_kmodel_roofline_s(c->hw, src_dtype(c->hw, cls, d0), f->flops[e], f->bytes[e]);
-    double r1 = rv_kmodel_roofline_s(c->hw, dt, f->flops[e], b1);
+    /* Both rooflines at the share of peak each path reaches (the tensor-core
+     * shares, rv_keff_tc_share): a kernel keeps its efficiency against it. */
+    double r0 =
+        rv_kmodel_move_roofline_s(c->hw, src_dtype(c->hw, cls, d0), f->flops[e], f->bytes[e]);
+    double r1 = rv_kmodel_move_roofline_s(c->hw, dt, f->flops[e], b1);
     double s1 = rv_kmodel_keep_eff_s(r0, r1, s);
     if (s1 <= 0)
         return 0;
     double eff = c->have_target ? rv_kmodel_bucket_eff(&c->at_target, cls, f->flops[e], b1) : 0;
     if (eff > 0) {
-        s1 = r1 / eff;
+        /* The bucket's efficiency was fitted against the plain roofline. */
+        s1 = rv_kmodel_roofline_s(c->hw, dt, f->flops[e], b1) / eff;
         *moved = 1;
     }
     /* A lower precision is not slower: a bucket's efficiency can be. */
@@ -358,6 +363,13 @@ static json_t *amp_report(const amp_pass *a, const rv_opt *o, const rv_graph *g,
                                       (json_int_t)a->n_moved, "time_share", a->costed_ns / b,
                                       "roofline_ratio", "kernels", (json_int_t)a->n_ratio,
                                       "time_share", a->ratio_ns / b));
+        /* The tensor-core shares the costed kernels were moved with
+         * (rv_keff_tc_share; 1: unmeasured, the fp32 share kept). */
+        if (a->hw)
+            json_object_set_new(r, "tensor_core_share",
+                                json_pack("{s:f,s:f}", rv_dtype_name(a->dt),
+                                          rv_keff_tc_share(a->hw, a->dt), "tf32",
+                                          rv_keff_tc_share(a->hw, RV_DT_TF32)));
         if (a->ratio_ns > 0.5 * a->before && a->before > 0)
             rv_models__warn(r, "amp_ratio_fallback",
                             "%.0f%% of the scaled kernel time has no FLOPs or bytes from op "

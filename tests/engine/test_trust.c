@@ -288,9 +288,16 @@ static void test_gpu_override_rescales(void)
     CU_ASSERT(after < before / 2 && after > before / 30);
     CU_ASSERT(json_object_size(json_object_get(a, "model_error")) > 0);
     CU_ASSERT(r->sum.predicted_us < r->sum.baseline_us);
-    /* The V100's fp32 convolutions move to TF32 at their fp32 efficiency:
-     * the answer says that is optimistic (+50% on ResNet-50 to an A100). */
+    /* The V100's fp32 convolutions move to TF32 at their fp32 efficiency
+     * (no TF32 share measured on Hopper): the answer says that is
+     * optimistic. */
     CU_ASSERT(has_warning(r, "tf32_optimistic"));
+    rv_run_result_free(r);
+    /* On an A100 the TF32 share was measured: the answer says it used it. */
+    r = run(&l, "{\"gpu\":\"A100-SXM4-80GB\"}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT(has_warning(r, "tf32_fitted"));
+    CU_ASSERT_FALSE(has_warning(r, "tf32_optimistic"));
     rv_run_result_free(r);
     /* To a GPU without TF32 there is nothing to warn of. */
     r = run(&l, "{\"gpu\":\"V100-PCIe\"}");
