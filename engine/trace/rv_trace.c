@@ -136,6 +136,21 @@ void rv_event_init(rv_event *ev)
     ev->peer = RV_NONE;
 }
 
+int rv_trace_reserve(rv_trace *t, size_t n)
+{
+    if (n > RV_TRACE_MAX_EVENTS)
+        n = RV_TRACE_MAX_EVENTS;
+    if (n <= t->cap_events)
+        return 0;
+    rv_event *e = realloc(t->events, n * sizeof(*e));
+    if (!e)
+        return RV_ERR_NOMEM;
+    t->events = e;
+    rv_mem_huge(e, n * sizeof(*e));
+    t->cap_events = n;
+    return 0;
+}
+
 int64_t rv_trace_push(rv_trace *t, const rv_event *ev)
 {
     if (t->nevents == t->cap_events) {

@@ -215,6 +215,12 @@ int rv_trace_source(const rv_trace *t);
 #define RV_TRACE_MAX_EVENTS ((size_t)64 * 1024 * 1024)
 int64_t rv_trace_push(rv_trace *t, const rv_event *ev);
 
+/* Makes room for n events at once (at most RV_TRACE_MAX_EVENTS), so that a
+ * reader that can estimate the count does not copy the array as it grows.
+ * Memory not yet written costs address space only. 0 or RV_ERR_NOMEM (the
+ * array is as it was: growing by push still works). */
+int rv_trace_reserve(rv_trace *t, size_t n);
+
 /* Appends a device record (copied); 0, RV_ERR_NOMEM, or RV_ERR_LIMIT past
  * RV_TRACE_MAX_DEVICES. */
 #define RV_TRACE_MAX_DEVICES 65536

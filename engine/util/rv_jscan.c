@@ -5,6 +5,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #ifdef RV_HAVE_ISAL
 #include <isa-l/igzip_lib.h>
@@ -213,6 +215,35 @@ int rv_jscan_refill(rv_jscan *s)
     return 1;
 }
 
+/* A gzip member's ISIZE (its last 4 bytes, little-endian), or 0 when it
+ * cannot be the input's size: modulo 4 GiB, it is smaller than the
+ * compressed bytes only when it wrapped (or lies). */
+static size_t gzip_isize(const unsigned char *tail4, size_t compressed)
+{
+    size_t v =
+        (size_t)tail4[0] | (size_t)tail4[1] << 8 | (size_t)tail4[2] << 16 | (size_t)tail4[3] << 24;
+    return v >= compressed ? v : 0;
+}
+
+/* What the input says its decompressed size is (rv_jscan.size_hint). A
+ * stream that is not a regular file says nothing. */
+static size_t size_hint_of(const unsigned char *mem, size_t len, FILE *f, int gz)
+{
+    if (mem)
+        return !gz ? len : len >= 18 ? gzip_isize(mem + len - 4, len) : 0;
+    struct stat st;
+    int fd = fileno(f);
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 18)
+        return 0;
+    if (!gz)
+        return (size_t)st.st_size;
+    unsigned char tail[4];
+    /* pread leaves the stream's offset where it is. */
+    if (pread(fd, tail, 4, st.st_size - 4) != 4)
+        return 0;
+    return gzip_isize(tail, (size_t)st.st_size);
+}
+
 int rv_jscan_open(rv_jscan *s, const void *mem, size_t len, FILE *f, size_t max_input,
                   rv_error *err)
 {
@@ -235,6 +266,7 @@ int rv_jscan_open(rv_jscan *s, const void *mem, size_t len, FILE *f, size_t max_
             return s->rc = rv_error_set(err, RV_ERR_IO, 0, -1, "read error");
     }
     s->gz = nmagic == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+    s->size_hint = size_hint_of(mem, len, f, s->gz);
 
     if (s->gz) {
 #ifdef RV_HAVE_ISAL

@@ -51,6 +51,10 @@ typedef struct rv_jscan {
     int own_buf, eof;
     int64_t base; /* offset of buf[0] in the decompressed stream */
     size_t max_input;
+    /* The decompressed size the input announces (a plain input's length,
+     * a gzip member's ISIZE), 0 when unknown: a hint to size arrays once,
+     * never trusted as a bound. */
+    size_t size_hint;
 
     rv_error *err;         /* borrowed; may be NULL */
     int rc;                /* first error, sticky */

@@ -12,6 +12,7 @@
 
 #include "util/rv_jsonw.h"
 #include "reader/rv_kineto.h"
+#include "util/rv_jscan.h"
 #include "common/rv_test_util.h"
 
 static const char *g_shared; /* NULL when the public traces are absent */
@@ -660,6 +661,28 @@ static void test_gzip_plain_identical(void)
     CU_ASSERT(traces_equal(a, d));
     CU_ASSERT_EQUAL(a->input_bytes, len);
     CU_ASSERT(len > 30u << 20); /* crosses many 1 MiB refills */
+    /* The event array was sized once from the announced size. */
+    CU_ASSERT(b->cap_events >= b->nevents && b->cap_events == len / 200);
+
+    /* The announced size: a gzip member's ISIZE (buffer or file), a plain
+     * input's length; an ISIZE below the compressed size announces nothing. */
+    rv_jscan js;
+    CU_ASSERT_EQUAL(rv_jscan_open(&js, zipped, zlen, NULL, SIZE_MAX, NULL), 0);
+    CU_ASSERT_EQUAL(js.size_hint, len);
+    rv_jscan_close(&js);
+    f = fopen(p, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL(rv_jscan_open(&js, NULL, 0, f, SIZE_MAX, NULL), 0);
+    CU_ASSERT_EQUAL(js.size_hint, len);
+    rv_jscan_close(&js);
+    fclose(f);
+    CU_ASSERT_EQUAL(rv_jscan_open(&js, plain, len, NULL, SIZE_MAX, NULL), 0);
+    CU_ASSERT_EQUAL(js.size_hint, len);
+    rv_jscan_close(&js);
+    memcpy(zipped + zlen - 4, "\x01\0\0\0", 4);
+    CU_ASSERT_EQUAL(rv_jscan_open(&js, zipped, zlen, NULL, SIZE_MAX, NULL), 0);
+    CU_ASSERT_EQUAL(js.size_hint, 0);
+    rv_jscan_close(&js);
     rv_trace_free(a);
     rv_trace_free(b);
     rv_trace_free(c);
