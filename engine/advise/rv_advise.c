@@ -776,11 +776,8 @@ static int run_job_plan(search *s, const rv_whatif *w, plan *p, int *no_effect, 
     if (changes_memory(s, p->mask) && (rc = rank_mem_peak(s, w, &p->mem_peak, e)) != 0)
         goto out;
     p->fits = p->mem_peak < 0 || s->mem_limit <= 0 || p->mem_peak <= s->mem_limit;
-    /* The job answer's energy is every rank's, each replica's GPUs
-     * included; it prints no GPU count: the ranks times what the same
-     * document makes a replica span (the energy's own count). */
-    int wk = workers_of(s, p->mask);
-    p->gpus = (wk > 0 ? wk : s->base_gpus) * rv_parallel_replica_gpus(w);
+    /* The job answer's GPUs, as its energy counts them. */
+    p->gpus = (int)num_at(json_object_get(ans, "gpus"), "predicted");
     set_objective(s, p, 1);
 out:
     json_decref(ans);

@@ -86,6 +86,10 @@ struct rv_job_result {
     /* The whole job per step: energy of every rank's GPUs, and samples per
      * second (each rank's batch over the job's step); < 0 unknown. */
     double energy_j, baseline_energy_j;
+    /* The GPUs the job runs on: one per traced rank before, every GPU of
+     * each rank's replica after (rv_parallel_replica_gpus), as energy_j
+     * counts them. */
+    long gpus, baseline_gpus;
     double samples_per_s, baseline_samples_per_s;
     int64_t batch_per_rank; /* 0: unknown (the ranks disagree, or no shapes) */
     size_t nallreduce;      /* collectives that are all-reduces */

@@ -143,6 +143,9 @@ json_t *rv_job_render(const rv_job_result *r, const char *label)
         json_object_set_new(jo, "straggler_gpu_factor", json_real(r->straggler_factor));
     }
     bad |= put(o, "job_whatif", jo);
+    bad |= put(o, "gpus",
+               json_pack("{s:I,s:I}", "baseline", (json_int_t)r->baseline_gpus, "predicted",
+                         (json_int_t)r->gpus));
     bad |=
         put(o, "energy_j",
             r->energy_j >= 0 && r->baseline_energy_j >= 0

@@ -14,6 +14,7 @@
 #include "models/rv_comm_model.h"
 #include "hw/rv_hw.h"
 #include "models/rv_apply.h"
+#include "models/rv_parallel.h"
 #include "simulate/rv_pardims.h"
 #include "simulate/rv_power.h"
 #include "simulate/rv_report.h"
@@ -668,6 +669,8 @@ static int slot_figures(const rv_job *job, const rv_whatif *w, int64_t iteration
     int rc = 0;
     rv_run_summary *sum = &r->sum;
     r->energy_j = r->baseline_energy_j = 0;
+    r->baseline_gpus = (long)n;
+    r->gpus = (long)r->nslots * rv_parallel_replica_gpus(w);
     for (size_t s = 0; s < r->nslots; s++) {
         rv_job_slot *sl = &r->slots[s];
         size_t p = (size_t)sl->pos;

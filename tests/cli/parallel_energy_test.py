@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-from clitest import BIN, SRC, check, finish
+from clitest import BIN, SRC, check, finish, reverie
 TABLE = os.path.join(SRC, "tests/data/neusight/NVIDIA_H100_80GB_HBM3/gpt2_large-train-1024-4.csv")
 SCRIPT = os.path.join(SRC, "scripts/neusight_to_kineto.py")
 
@@ -93,7 +93,24 @@ def main():
         check(near(pred(a["job"], "energy_j"), 2 * pred(a, "energy_j"), 1e-6),
               "TP2 x 2 workers: job energy %.1f J = 2 replicas x %.1f J" % (
                   pred(a["job"], "energy_j"), pred(a, "energy_j")))
+    check_job()
     return finish()
+
+
+def check_job():
+    """A job answer (several traced ranks) counts its GPUs as its energy does."""
+    ranks = [os.path.join(SRC, "tests/data/public/param/dlrm-8rank/worker%d.kineto.json.gz" % i)
+             for i in range(8)]
+    if not all(os.path.isfile(r) for r in ranks):
+        check(False, "the DLRM job's traces ship with the repository: missing")
+        return
+    a = reverie(["simulate"] + ranks + ["--compact", "--whatif", '{"distributed":{"workers":16}}'])
+    g, e = a["gpus"], a["energy_j"]
+    check(g["baseline"] == 8 and g["predicted"] == 16,
+          "DLRM job, 16 workers: gpus %d -> %d" % (g["baseline"], g["predicted"]))
+    check(1.8 * e["baseline"] < e["predicted"] < 2.5 * e["baseline"],
+          "DLRM job, 16 workers: energy %.2f -> %.2f J, about twice" % (e["baseline"],
+                                                                    e["predicted"]))
 
 
 if __name__ == "__main__":
