@@ -984,8 +984,9 @@ def render_md(rows):
         add("")
         add("Kernel time rescaled to another GPU: a costed kernel keeps its measured efficiency "
             "and takes the target's roofline (fp32 GEMM/conv as TF32 where the target has it), "
-            "a tensor-core peak derated by the share of it kernels reach relative to fp32 where "
-            "that share was measured (TF32 on the A100 0.22, 16-bit on the H100 0.44: "
+            "a tensor-core peak derated by the share of it kernels of its size reach relative "
+            "to fp32 where that share was measured (TF32 on the A100, 16-bit on the H100; "
+            "rising with size, 0.20 and 0.45 at 1 GFLOP, 0.42 and 0.70 at 10 GFLOP: "
             "`scripts/fit_keff.py`, from the shared traces' tensor-core GEMMs, not from DLE); "
             "other kernels scale with memory bandwidth. The `gpu` what-if uses the same rule "
             "with fp32 convolutions as TF32 and fp32 matmuls as fp32, the fitted fp32 "

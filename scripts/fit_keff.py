@@ -67,6 +67,14 @@ TC_TRACES = [("hta/a100-rank0-of-16-five-streams.json.gz", "A100"),
              ("tracelens/h100-falconsai-vit-forward.json.gz", "H100")]
 DTYPE_IDS = {"tf32": 1, "fp16": 2, "bf16": 3, "fp8": 4}
 WIDTH = {"tf32": "tf32", "fp16": "16", "bf16": "16", "fp8": "16"}
+# The fp32 peak over the tensor-core peak of the TC_TRACES' GPUs (engine/hw/rv_hw.c:
+# A100 19.5 / 156 TF32; H100 SXM5 67 / 989 bf16): the least kappa the engine takes.
+FP32_SHARE = {("A100", "tf32"): 19.5 / 156, ("H100", "16"): 67 / 989}
+# The size curve: its shape is fitted on the cells with kernels of this many
+# size buckets (log2 FLOPs) or more and shared by the rest, which fit only
+# its level (lg F0, searched over CURVE_LG0).
+CURVE_MIN_SIZES = 3
+CURVE_LG0 = (6.0, 13.0)
 
 
 def kernels_of(reverie, csv_path, tmp):
@@ -270,44 +278,94 @@ def kappa_of(full, fam, k):
     return k["compute_us"] / (k["us"] * eta), eta
 
 
+def kappa_at(curve, lgf):
+    """kappa of a kernel of 10^lgf FLOPs: 1 / (1 + (F0 / F)^p), curve = (lg F0, p);
+    rv_keff_tc_share_at."""
+    return 1.0 / (1.0 + 10 ** (curve[1] * (curve[0] - lgf)))
+
+
+def curve_loss(pts, lg0, p):
+    """Time-weighted mean |log| ratio of the curve's kappa (at least the fp32
+    floor, as the engine takes it) to the kernels' kappa_i."""
+    return sum(w * abs(math.log(max(kappa_at((lg0, p), x), fl) / kap))
+               for x, kap, w, fl in pts) / sum(w for _, _, w, _ in pts)
+
+
+def grid(lo, hi, step):
+    return [lo + i * step for i in range(int(round((hi - lo) / step)) + 1)]
+
+
+def fit_level(pts, p):
+    """(loss, lg F0) of the best level for shape p: a coarse grid, then a fine one."""
+    best = min((curve_loss(pts, l, p), l) for l in grid(CURVE_LG0[0], CURVE_LG0[1], 0.1))
+    return min((curve_loss(pts, l, p), l) for l in grid(best[1] - 0.1, best[1] + 0.1, 0.01))
+
+
+def fit_shape(cells):
+    """The shared shape p: the total loss over the cells with CURVE_MIN_SIZES
+    size buckets or more, each at its best level; None when none has."""
+    many = [pts for pts in cells.values() if len({b for _, _, _, _, b in pts}) >= CURVE_MIN_SIZES]
+    if not many:
+        return None
+    many = [[q[:4] for q in pts] for pts in many]
+    best = min((sum(fit_level(pts, p)[0] for pts in many), p) for p in grid(0.1, 2.0, 0.1))
+    return min((sum(fit_level(pts, p)[0] for pts in many), p)
+               for p in grid(max(0.05, best[1] - 0.1), best[1] + 0.1, 0.01))[1]
+
+
 def fit_tc(full, ks, keep=lambda rel: True):
-    """{(family or "", width): (kappa, kernels)} from the kernels keep() accepts."""
+    """{(family or "", width): (kappa, kernels, curve)} from the kernels keep()
+    accepts: kappa the time-weighted median; curve (lg F0, p) the size curve,
+    p shared across the cells (fitted on those with enough sizes), F0 per
+    cell; None when no cell has enough sizes."""
     cells = collections.defaultdict(list)
     for rel, fam, k in ks:
         if not keep(rel):
             continue
         kap, _ = kappa_of(full, fam, k)
         if kap is not None:
-            cells[(fam, WIDTH[k["dtype"]])].append((kap, k["us"]))
-            cells[("", WIDTH[k["dtype"]])].append((kap, k["us"]))
-    return {key: (weighted_median(v), len(v)) for key, v in cells.items()}
+            w = WIDTH[k["dtype"]]
+            q = (math.log10(k["flops"]), kap, k["us"], FP32_SHARE[(fam, w)], k["bucket"])
+            cells[(fam, w)].append(q)
+            cells[("", w)].append(q)
+    p = fit_shape({key: v for key, v in cells.items() if key[0]})
+    out = {}
+    for key, v in cells.items():
+        curve = (fit_level([q[:4] for q in v], p)[1], p) if p else None
+        out[key] = (weighted_median([(q[1], q[2]) for q in v]), len(v), curve)
+    return out
 
 
-def tc_lookup(tc, fam, width):
+def tc_lookup(tc, fam, width, lgf=None):
+    """kappa of a cell (the pooled one when the family has none): its curve's
+    at 10^lgf FLOPs when lgf is given and it has one, else its median."""
     v = tc.get((fam, width)) or tc.get(("", width))
-    return v[0] if v else None
+    if not v:
+        return None
+    return kappa_at(v[2], lgf) if lgf is not None and v[2] else v[0]
 
 
 def tc_error(full, ks):
-    """Median |error| of the tensor-core GEMMs' modelled time: in-sample, each
-    kernel's trace left out, and kappa = 1 (the fp32 share of the tensor peak)."""
+    """Median |error| of the tensor-core GEMMs' modelled time: in-sample and
+    with each kernel's trace left out (loto), for kappa by size (curve) and
+    the size-blind median (median), and at kappa = 1 (the fp32 share of the
+    tensor peak). kappa is floored at the fp32 peak, as the engine does."""
     tc = fit_tc(full, ks)
+    loto = {rel: fit_tc(full, ks, lambda r, rel=rel: r != rel) for rel in {k[0] for k in ks}}
     out = {}
-    for key in ("fitted", "loto", "kappa1"):
+    for key in ("curve", "curve_loto", "median", "median_loto", "kappa1"):
         errs = collections.defaultdict(list)
         for rel, fam, k in ks:
             eta = eff_of(full.get(fam), "gemm", k["bucket"])
             if eta <= 0:
                 continue
             w = WIDTH[k["dtype"]]
-            if key == "fitted":
-                kap = tc_lookup(tc, fam, w)
-            elif key == "loto":
-                kap = tc_lookup(fit_tc(full, ks, lambda r, rel=rel: r != rel), fam, w)
-            else:
-                kap = 1.0
+            lgf = math.log10(k["flops"]) if key.startswith("curve") else None
+            cell = loto[rel] if key.endswith("loto") else tc
+            kap = 1.0 if key == "kappa1" else tc_lookup(cell, fam, w, lgf)
             if not kap:
                 continue
+            kap = max(kap, FP32_SHARE[(fam, w)])
             t = max(k["compute_us"] / kap, k["memory_us"]) / eta
             errs[(fam, k["dtype"])].append(abs(t - k["us"]) / k["us"])
         out[key] = {"%s %s" % fk: {"kernels": len(v), "median": statistics.median(v),
@@ -334,15 +392,20 @@ def write_table(full, floors, tc, path, version):
         m += 1
     lines += ["};", "const unsigned rv_keff_nfloors = %d;" % m, "",
               "/* Tensor-core shares relative to fp32, fitted on the shared traces' tensor-core",
-              " * GEMMs (scripts/fit_keff.py: TC_TRACES). */",
+              " * GEMMs (scripts/fit_keff.py: TC_TRACES): family, dtype, the time-weighted",
+              " * median, kernels, and the size curve kappa(F) = 1 / (1 + (F0 / F)^p) as",
+              " * lg F0 and p (its shape p shared, fitted where a family has kernels of",
+              " * %d sizes or more). */" % CURVE_MIN_SIZES,
               "const rv_keff_tc rv_keff_tcs[] = {"]
     t = 0
-    for (fam, width), (kap, cnt) in sorted(tc.items()):
+    for (fam, width), (kap, cnt, curve) in sorted(tc.items()):
         if not fam:
             continue  # pooled: for the error only, not a GPU's row
+        lg0, p = curve or (0, 0)
         for dt in sorted(DTYPE_IDS, key=DTYPE_IDS.get):
             if WIDTH[dt] == width:
-                lines.append('    {"%s", %d, %.4g, %d},' % (fam, DTYPE_IDS[dt], kap, cnt))
+                lines.append('    {"%s", %d, %.4g, %d, %.4g, %.4g},'
+                             % (fam, DTYPE_IDS[dt], kap, cnt, lg0, p))
                 t += 1
     lines += ["};", "const unsigned rv_keff_ntcs = %d;" % t, "/* clang-format on */", ""]
     with open(path, "w") as f:
@@ -370,11 +433,14 @@ def main():
     out["per_pair"] = [{"from": f, "to": t, **{k: summary(v, k + "_ms") for k in ("keep", "fitted", "lomo", "logo")}}
                        for (f, t), v in sorted(per_pair.items())]
     tc, tc_err = tc_error(full, tc_kernels(a.reverie, a.traces))
-    out["tensor_core"] = {"kappa": {"%s %s" % (f or "pooled", w): {"kappa": v[0], "kernels": v[1]}
+    out["tensor_core"] = {"kappa": {"%s %s" % (f or "pooled", w): {
+        "kappa": v[0], "kernels": v[1], "curve_lg_f0": v[2] and v[2][0],
+        "curve_p": v[2] and v[2][1],
+        "curve_at": v[2] and {"1e%d" % e: kappa_at(v[2], e) for e in (7, 8, 9, 10, 11)}}
                                     for (f, w), v in sorted(tc.items())},
                           "error": tc_err}
     if a.write:
-        write_table(full, floors, tc, a.write, "neusight-6945927d-2")
+        write_table(full, floors, tc, a.write, "neusight-6945927d-3")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

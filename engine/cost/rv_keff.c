@@ -86,24 +86,37 @@ static double floor_us(const rv_hw *hw, int cls, double roof_us)
     return 0;
 }
 
-static double tc_row(const char *family, int dtype)
+/* The row of dtype on hw; NULL when its share is the fp32 one. */
+static const rv_keff_tc *tc_row(const rv_hw *hw, int dtype)
 {
-    for (unsigned i = 0; i < rv_keff_ntcs; i++)
+    /* Only a dtype with a faster path than fp32 has a share to lose. */
+    if (!hw || dtype == RV_DT_FP32 || rv_hw_peak(hw, dtype) <= rv_hw_peak(hw, RV_DT_FP32))
+        return NULL;
+    /* Only the generation measured: Volta's, Ampere's and Hopper's tensor
+     * cores differ, so a family without its own row keeps its fp32 share. */
+    const char *family = rv_keff_family(hw);
+    for (unsigned i = 0; family && i < rv_keff_ntcs; i++)
         if (rv_keff_tcs[i].dtype == dtype && strcmp(rv_keff_tcs[i].family, family) == 0)
-            return rv_keff_tcs[i].kappa;
-    return 0;
+            return rv_keff_tcs[i].kappa > 0 ? &rv_keff_tcs[i] : NULL;
+    return NULL;
 }
 
 double rv_keff_tc_share(const rv_hw *hw, int dtype)
 {
-    /* Only a dtype with a faster path than fp32 has a share to lose. */
-    if (!hw || dtype == RV_DT_FP32 || rv_hw_peak(hw, dtype) <= rv_hw_peak(hw, RV_DT_FP32))
+    const rv_keff_tc *r = tc_row(hw, dtype);
+    return r ? r->kappa : 1;
+}
+
+double rv_keff_tc_share_at(const rv_hw *hw, int dtype, double flops)
+{
+    const rv_keff_tc *r = tc_row(hw, dtype);
+    if (!r)
         return 1;
-    /* Only the generation measured: Volta's, Ampere's and Hopper's tensor
-     * cores differ, so a family without its own row keeps its fp32 share. */
-    const char *family = rv_keff_family(hw);
-    double k = family ? tc_row(family, dtype) : 0;
-    return k > 0 ? k : 1;
+    if (r->p <= 0 || flops <= 0)
+        return r->kappa;
+    /* Saturating in log F towards the fp32 share: small kernels cannot fill
+     * the tensor cores, large ones reach about what the fp32 path does. */
+    return 1 / (1 + pow(10, r->p * (r->lg_f0 - log10(flops))));
 }
 
 double rv_keff_factor(const rv_hw *from, const rv_hw *to, int cls, int dtype_from, int dtype_to,

@@ -36,12 +36,16 @@ typedef struct rv_keff_floor {
 /* A tensor-core dtype's achievable share of its peak relative to the share
  * the fp32 path reaches on the same GPU (kappa), fitted on traces whose
  * kernels ran in that dtype (scripts/fit_keff.py): a family, an rv_dtype,
- * kappa and the kernels behind it. */
+ * the kernels' time-weighted median kappa and their count, and kappa by
+ * size, kappa(F) = 1 / (1 + (F0 / F)^p), as lg_f0 = log10 F0 and p (p 0:
+ * no curve, the median at every size). */
 typedef struct rv_keff_tc {
     const char *family;
     int dtype;
     double kappa;
     int n;
+    double lg_f0;
+    double p;
 } rv_keff_tc;
 
 extern const rv_keff_row rv_keff_rows[];
@@ -69,10 +73,16 @@ const char *rv_keff_family(const rv_hw *hw);
  * (a factor of 4 in size), else the class's; 0 when none. */
 double rv_keff_eff(const rv_hw *hw, int cls, double flops, double bytes);
 
-/* The tensor-core share kappa of dtype on hw (rv_keff_tc): its family's;
- * 1 (the fp32 share, unmeasured) for a family without a row, for fp32 and
- * for a dtype hw runs at no more than its fp32 peak (no tensor cores). */
+/* The tensor-core share kappa of dtype on hw (rv_keff_tc): its family's
+ * median over sizes; 1 (the fp32 share, unmeasured) for a family without a
+ * row, for fp32 and for a dtype hw runs at no more than its fp32 peak (no
+ * tensor cores). A summary: kernels move at rv_keff_tc_share_at. */
 double rv_keff_tc_share(const rv_hw *hw, int dtype);
+
+/* The same for a kernel of F FLOPs: the family's size curve at F (small
+ * kernels reach less of the tensor-core peak than large ones), the median
+ * where the row has no curve or F is 0; 1 where rv_keff_tc_share is 1. */
+double rv_keff_tc_share_at(const rv_hw *hw, int dtype, double flops);
 
 /* The factor a kernel's time moved from `from` to `to` takes beyond the
  * roofline ratio roof_to / roof_from (seconds, both > 0; tensor-core

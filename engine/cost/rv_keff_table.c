@@ -3,7 +3,7 @@
 #include "cost/rv_keff.h"
 
 /* clang-format off */
-const char rv_keff_version[] = "neusight-6945927d-2";
+const char rv_keff_version[] = "neusight-6945927d-3";
 const rv_keff_row rv_keff_rows[] = {
     {"A100", 1, -1, 0.6729, 1498},
     {"A100", 1, 15, 0.000214772, 1},
@@ -243,12 +243,15 @@ const rv_keff_floor rv_keff_floors[] = {
 const unsigned rv_keff_nfloors = 20;
 
 /* Tensor-core shares relative to fp32, fitted on the shared traces' tensor-core
- * GEMMs (scripts/fit_keff.py: TC_TRACES). */
+ * GEMMs (scripts/fit_keff.py: TC_TRACES): family, dtype, the time-weighted
+ * median, kernels, and the size curve kappa(F) = 1 / (1 + (F0 / F)^p) as
+ * lg F0 and p (its shape p shared, fitted where a family has kernels of
+ * 3 sizes or more). */
 const rv_keff_tc rv_keff_tcs[] = {
-    {"A100", 1, 0.2223, 15},
-    {"H100", 2, 0.4419, 99},
-    {"H100", 3, 0.4419, 99},
-    {"H100", 4, 0.4419, 99},
+    {"A100", 1, 0.2223, 15, 10.31, 0.46},
+    {"H100", 2, 0.4419, 99, 9.18, 0.46},
+    {"H100", 3, 0.4419, 99, 9.18, 0.46},
+    {"H100", 4, 0.4419, 99, 9.18, 0.46},
 };
 const unsigned rv_keff_ntcs = 4;
 /* clang-format on */

@@ -41,7 +41,8 @@ double rv_kmodel_roofline_s(const rv_hw *hw, int dtype, double flops, double byt
 
 double rv_kmodel_move_roofline_s(const rv_hw *hw, int dtype, double flops, double bytes)
 {
-    return rv_kmodel_roofline_share_s(hw, dtype, rv_keff_tc_share(hw, dtype), flops, bytes);
+    return rv_kmodel_roofline_share_s(hw, dtype, rv_keff_tc_share_at(hw, dtype, flops), flops,
+                                      bytes);
 }
 
 double rv_kmodel_roofline_share_s(const rv_hw *hw, int dtype, double kappa, double flops,

@@ -35,8 +35,8 @@ double rv_kmodel_roofline_s(const rv_hw *hw, int dtype, double flops, double byt
 
 /* The roofline a kernel moved to another dtype or GPU is timed against:
  * rv_kmodel_roofline_s with a tensor-core dtype's peak derated by the
- * share of it kernels reach relative to fp32 (rv_keff_tc_share), never
- * below the fp32 peak. A kernel that keeps its efficiency against this
+ * share of it kernels of its size reach relative to fp32
+ * (rv_keff_tc_share_at), never below the fp32 peak. A kernel that keeps its efficiency against this
  * roofline keeps its share of the path it runs on, not of the nominal
  * tensor-core peak (docs/models/kernels.md). */
 double rv_kmodel_move_roofline_s(const rv_hw *hw, int dtype, double flops, double bytes);

@@ -102,7 +102,8 @@ static double amp_costed_ratio(const amp_costing *c, const rv_graph *g, size_t i
     double b1 = f->bytes[e] * (1 - cs + cs * rb);
     double s = (double)t->dur_ns * 1e-9;
     /* Both rooflines at the share of peak each path reaches (the tensor-core
-     * shares, rv_keff_tc_share): a kernel keeps its efficiency against it. */
+     * shares by size, rv_keff_tc_share_at): a kernel keeps its efficiency
+     * against it. */
     double r0 =
         rv_kmodel_move_roofline_s(c->hw, src_dtype(c->hw, cls, d0), f->flops[e], f->bytes[e]);
     double r1 = rv_kmodel_move_roofline_s(c->hw, dt, f->flops[e], b1);
@@ -363,8 +364,9 @@ static json_t *amp_report(const amp_pass *a, const rv_opt *o, const rv_graph *g,
                                       (json_int_t)a->n_moved, "time_share", a->costed_ns / b,
                                       "roofline_ratio", "kernels", (json_int_t)a->n_ratio,
                                       "time_share", a->ratio_ns / b));
-        /* The tensor-core shares the costed kernels were moved with
-         * (rv_keff_tc_share; 1: unmeasured, the fp32 share kept). */
+        /* The tensor-core shares the costed kernels were moved with, the
+         * medians over sizes (rv_keff_tc_share; each kernel moved at its
+         * size's, rv_keff_tc_share_at; 1: unmeasured, the fp32 share kept). */
         if (a->hw)
             json_object_set_new(r, "tensor_core_share",
                                 json_pack("{s:f,s:f}", rv_dtype_name(a->dt),

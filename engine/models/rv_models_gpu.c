@@ -50,7 +50,8 @@ static double costed_s(const rv_hw *from, const rv_hw *to, int cls, int ptype, d
 {
     int dt_from = rv_kmodel_dtype(from, ptype, cls, was_tf32);
     int dt_to = rv_kmodel_dtype(to, ptype, cls, rv_kmodel_tf32_default(cls, was_tf32));
-    double ka = rv_keff_tc_share(from, dt_from), kb = rv_keff_tc_share(to, dt_to);
+    double ka = rv_keff_tc_share_at(from, dt_from, flops);
+    double kb = rv_keff_tc_share_at(to, dt_to, flops);
     /* One tensor-core dtype on both, its share measured on one GPU only:
      * that share on both (the generations' difference is not measured). */
     if (dt_from == dt_to && (ka < 1) != (kb < 1))
@@ -268,22 +269,24 @@ static void report_host(const struct rv_whatif *w, const rv_hw *to, json_t *o)
                         to->name);
 }
 
-/* fp32 kernels moved to TF32: at the TF32 share measured for the target's
- * generation (rv_keff_tc_share), or, where none was, at their fp32 share. */
+/* fp32 kernels moved to TF32: at the TF32 share by size measured for the
+ * target's generation (rv_keff_tc_share_at), or, where none was, at their
+ * fp32 share. */
 static void report_tf32(const rv_hw *to, const gpu_tally *c, json_t *o)
 {
     double share = c->k_before > 0 ? c->k_tf32_kept / c->k_before * 100 : 0;
-    double kappa = rv_keff_tc_share(to, RV_DT_TF32);
     if (c->n_tf32_kept == 0)
         return;
-    if (kappa < 1)
+    if (rv_keff_tc_share(to, RV_DT_TF32) < 1)
         rv_models__warn(o, "tf32_fitted",
-                        "%zu fp32 kernels (%.1f%% of kernel time) move to TF32 on %s at %.2f "
-                        "of the share of peak they reached in fp32 (fitted on the TF32 GEMMs "
-                        "of a shared A100 trace, docs/models/kernels.md); ResNet-50 V100 -> "
-                        "A100 this way is about a quarter too slow against NVIDIA's measured "
+                        "%zu fp32 kernels (%.1f%% of kernel time) move to TF32 on %s at a "
+                        "share of the share of peak they reached in fp32 that grows with size "
+                        "(%.2f at 1 GFLOP, %.2f at 10 GFLOP; fitted on the TF32 GEMMs of a "
+                        "shared A100 trace, none above 1.5 GFLOP, docs/models/kernels.md); "
+                        "ResNet-50 V100 -> A100 this way is within 10%% of NVIDIA's measured "
                         "speedup (docs/ACCURACY.md)",
-                        c->n_tf32_kept, share, to->name, kappa);
+                        c->n_tf32_kept, share, to->name, rv_keff_tc_share_at(to, RV_DT_TF32, 1e9),
+                        rv_keff_tc_share_at(to, RV_DT_TF32, 1e10));
     else
         rv_models__warn(o, "tf32_optimistic",
                         "%zu fp32 kernels (%.1f%% of kernel time) move to TF32 on %s at the "
