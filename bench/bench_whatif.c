@@ -6,7 +6,9 @@
  * what-ifs with a power cap not asked before (150.00..249.99 W), each
  * parsed, run and rendered as the API answers it, and prints their p50
  * and p95 in ms as one JSON line. With OUT, the answers go there, one a
- * line, so two builds can be compared byte for byte. */
+ * line, so two builds can be compared byte for byte. The allocator is
+ * set as reveried sets it (freed arrays stay on the heap). */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -72,6 +74,9 @@ int main(int argc, char **argv)
     rv_error err;
     int rc = 1;
 
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    mallopt(M_TOP_PAD, 64 << 20);
     rv_error_clear(&err);
     if (runs < 1 || (argc > 3 && !out) || !(ms = malloc((size_t)runs * sizeof(*ms)))) {
         fprintf(stderr, "bench_whatif: bad RUNS or OUT\n");
