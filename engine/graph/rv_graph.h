@@ -115,6 +115,7 @@ typedef struct rv_graph {
     size_t ntasks, cap_tasks;
     rv_edge *edges;
     size_t nedges, cap_edges;
+    int edges_borrowed; /* edges are the source's (rv_graph_clone_cow) until one is added */
     rv_thread *threads;
     size_t nthreads, cap_threads;
     rv_iter *iters;
@@ -193,6 +194,14 @@ int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **
 
 /* Deep copy for what-ifs (the trace stays borrowed). NULL on OOM. */
 rv_graph *rv_graph_clone(const rv_graph *g);
+
+/* rv_graph_clone whose edges stay g's (borrowed) until the copy first adds
+ * or reserves edges (rv_graph_add_edge, rv_graph_reserve_edges, which
+ * copy them then): most what-ifs change durations only, and copying the
+ * edges was a third of the clone. g must outlive the copy and keep its
+ * edges unchanged meanwhile; nothing may write rv_graph.edges but those
+ * two. Free with rv_graph_free. NULL on OOM. */
+rv_graph *rv_graph_clone_cow(const rv_graph *g);
 
 void rv_graph_free(rv_graph *g);
 

@@ -61,10 +61,32 @@ static size_t edges_cap(const rv_graph *g)
     return g->max_edges && g->max_edges < RV_GRAPH_MAX_EDGES ? g->max_edges : RV_GRAPH_MAX_EDGES;
 }
 
+/* A graph whose edges are borrowed (rv_graph_clone_cow) takes its own copy
+ * before it changes them. 0 or RV_ERR_NOMEM. */
+static int own_edges(rv_graph *g)
+{
+    if (!g->edges_borrowed)
+        return 0;
+    size_t cap = g->cap_edges > g->nedges ? g->cap_edges : g->nedges + 1;
+    rv_edge *e = malloc(cap * sizeof(rv_edge));
+    if (!e)
+        return RV_ERR_NOMEM;
+    rv_mem_huge(e, cap * sizeof(rv_edge));
+    if (g->nedges)
+        memcpy(e, g->edges, g->nedges * sizeof(rv_edge));
+    g->edges = e;
+    g->cap_edges = cap;
+    g->edges_borrowed = 0;
+    return 0;
+}
+
 int rv_graph_add_edge(rv_graph *g, int32_t src, int32_t dst, int64_t delay_ns, int kind,
                       int from_start)
 {
-    int rc = grow((void **)&g->edges, &g->cap_edges, g->nedges + 1, sizeof(rv_edge), edges_cap(g));
+    int rc = own_edges(g);
+    if (rc)
+        return rc;
+    rc = grow((void **)&g->edges, &g->cap_edges, g->nedges + 1, sizeof(rv_edge), edges_cap(g));
     if (rc)
         return rc;
     rv_edge *e = &g->edges[g->nedges++];
@@ -127,7 +149,8 @@ void rv_graph_free(rv_graph *g)
     if (!g)
         return;
     free(g->tasks);
-    free(g->edges);
+    if (!g->edges_borrowed)
+        free(g->edges);
     free(g->threads);
     free(g->iters);
     free(g->extra_names);
@@ -142,7 +165,9 @@ void rv_graph_free(rv_graph *g)
     free(g);
 }
 
-rv_graph *rv_graph_clone(const rv_graph *g)
+/* The copy of g (borrowed) rv_graph_clone and rv_graph_clone_cow make;
+ * with borrow, g's edges are not copied. */
+static rv_graph *clone(const rv_graph *g, int borrow)
 {
     rv_graph *c = calloc(1, sizeof(*c));
     if (!c)
@@ -150,6 +175,7 @@ rv_graph *rv_graph_clone(const rv_graph *g)
     *c = *g;
     c->tasks = NULL;
     c->edges = NULL;
+    c->edges_borrowed = 0;
     c->threads = NULL;
     c->iters = NULL;
     c->extra_names = NULL;
@@ -159,19 +185,24 @@ rv_graph *rv_graph_clone(const rv_graph *g)
     c->max_tasks = c->max_edges = 0;
     c->stop = NULL;
     c->tasks = malloc((g->cap_tasks ? g->cap_tasks : 1) * sizeof(rv_task));
-    c->edges = malloc((g->cap_edges ? g->cap_edges : 1) * sizeof(rv_edge));
     rv_mem_huge(c->tasks, g->cap_tasks * sizeof(rv_task));
-    rv_mem_huge(c->edges, g->cap_edges * sizeof(rv_edge));
+    if (borrow) {
+        c->edges = g->edges;
+        c->edges_borrowed = 1;
+    } else {
+        c->edges = malloc((g->cap_edges ? g->cap_edges : 1) * sizeof(rv_edge));
+        rv_mem_huge(c->edges, g->cap_edges * sizeof(rv_edge));
+    }
     c->threads = malloc((g->cap_threads ? g->cap_threads : 1) * sizeof(rv_thread));
     c->iters = malloc((g->niters ? g->niters : 1) * sizeof(rv_iter));
-    if (!c->tasks || !c->edges || !c->threads || !c->iters) {
+    if (!c->tasks || (!c->edges && !borrow) || !c->threads || !c->iters) {
         rv_graph_free(c);
         return NULL;
     }
     /* memcpy from NULL is undefined even for zero bytes. */
     if (g->ntasks)
         memcpy(c->tasks, g->tasks, g->ntasks * sizeof(rv_task));
-    if (g->nedges)
+    if (g->nedges && !borrow)
         memcpy(c->edges, g->edges, g->nedges * sizeof(rv_edge));
     if (g->nthreads)
         memcpy(c->threads, g->threads, g->nthreads * sizeof(rv_thread));
@@ -180,8 +211,21 @@ rv_graph *rv_graph_clone(const rv_graph *g)
     return c;
 }
 
+rv_graph *rv_graph_clone(const rv_graph *g)
+{
+    return clone(g, 0);
+}
+
+rv_graph *rv_graph_clone_cow(const rv_graph *g)
+{
+    return clone(g, 1);
+}
+
 int rv_graph_reserve_edges(rv_graph *g, size_t n)
 {
+    int rc = own_edges(g);
+    if (rc)
+        return rc;
     return grow((void **)&g->edges, &g->cap_edges, n, sizeof(rv_edge), edges_cap(g));
 }
 

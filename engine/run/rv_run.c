@@ -30,11 +30,12 @@ static double ratio(double num, double den)
 }
 
 /* Applies w to a clone of g and simulates it, both stopping when stop
- * says so. */
+ * says so. The clone borrows g's edges until a model adds one: g outlives
+ * r's predicted graph. */
 static int predict(rv_run_result *r, const rv_whatif *w, const rv_run_opts *o, const rv_stop *stop,
                    rv_error *err)
 {
-    r->pred_graph = rv_graph_clone(r->graph);
+    r->pred_graph = rv_graph_clone_cow(r->graph);
     if (!r->pred_graph)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory cloning the graph");
     json_decref(r->applied);

@@ -553,27 +553,94 @@ static rv_window path_window(const rv_graph *g, const rv_sim *s, const rv_window
     return rv_report_window(g, s, (int32_t)pick);
 }
 
-/* One stretch of the path: [a, b) on a resource. */
-static int add_stretch(json_t *arr, size_t *n, const char *resource, const char *kind,
-                       int32_t thread, int64_t a, int64_t b, int64_t t0, size_t tasks,
-                       const char *first)
+/* One stretch of the path: [start_us, end_us) on a resource, relative to
+ * the window's start. Strings are borrowed (the trace's or literals). */
+typedef struct stretch {
+    const char *resource, *kind, *first;
+    int32_t thread;
+    double start_us, end_us;
+    int64_t tasks;
+} stretch;
+
+/* The stretches of a path, kept as plain records while the path is cut
+ * (a path has a stretch per few tasks, and most are dropped); only those
+ * listed become JSON (stretches_json). */
+typedef struct stretches {
+    stretch *v;
+    size_t n, cap;
+} stretches;
+
+/* Extends the last stretch when it is of the same thread and kind, else
+ * appends one: 0 or RV_ERR_NOMEM. */
+static int add_stretch(stretches *sv, const char *resource, const char *kind, int32_t thread,
+                       int64_t a, int64_t b, int64_t t0, size_t tasks, const char *first)
 {
-    json_t *last = *n ? json_array_get(arr, *n - 1) : NULL;
-    if (last && json_integer_value(json_object_get(last, "thread")) == thread &&
-        strcmp(json_string_value(json_object_get(last, "kind")), kind) == 0) {
-        json_object_set_new(last, "end_us", json_real(us(b - t0)));
-        json_object_set_new(
-            last, "tasks",
-            json_integer(json_integer_value(json_object_get(last, "tasks")) + (json_int_t)tasks));
+    stretch *last = sv->v && sv->n ? &sv->v[sv->n - 1] : NULL;
+    if (last && last->thread == thread && strcmp(last->kind, kind) == 0) {
+        last->end_us = us(b - t0);
+        last->tasks += (int64_t)tasks;
         return 0;
     }
-    json_t *st = json_pack("{s:s, s:s, s:i, s:f, s:f, s:I, s:s}", "resource", resource, "kind",
-                           kind, "thread", thread, "start_us", us(a - t0), "end_us", us(b - t0),
-                           "tasks", (json_int_t)tasks, "first_task", first);
-    if (!st || json_array_append_new(arr, st) != 0)
-        return RV_ERR_NOMEM;
-    (*n)++;
+    if (!sv->v || sv->n == sv->cap) {
+        size_t cap = sv->cap ? sv->cap * 2 : 256;
+        stretch *v = realloc(sv->v, cap * sizeof(*v));
+        if (!v)
+            return RV_ERR_NOMEM;
+        sv->v = v;
+        sv->cap = cap;
+    }
+    sv->v[sv->n++] =
+        (stretch){resource, kind, first, thread, us(a - t0), us(b - t0), (int64_t)tasks};
     return 0;
+}
+
+static json_t *stretch_json(const stretch *st)
+{
+    return json_pack("{s:s, s:s, s:i, s:f, s:f, s:I, s:s}", "resource", st->resource, "kind",
+                     st->kind, "thread", st->thread, "start_us", st->start_us, "end_us", st->end_us,
+                     "tasks", (json_int_t)st->tasks, "first_task", st->first);
+}
+
+/* The listed stretches as JSON: all, or past max (> 0) the longest max
+ * in time order, the rest counted in *omitted and *omitted_us so that the
+ * listed ones plus omitted_us still add up to length_us. NULL on OOM. */
+static json_t *stretches_json(const stretches *sv, int max, size_t *omitted, double *omitted_us)
+{
+    json_t *arr = json_array();
+    double cut = 0;
+    size_t nk = 0;
+
+    *omitted = 0;
+    *omitted_us = 0;
+    if (!arr)
+        return NULL;
+    int all = max <= 0 || sv->n <= (size_t)max;
+    if (!all) {
+        double *sorted = malloc(sv->n * sizeof(double));
+        if (!sorted) {
+            json_decref(arr);
+            return NULL;
+        }
+        for (size_t i = 0; i < sv->n; i++)
+            sorted[i] = sv->v[i].end_us - sv->v[i].start_us;
+        rv_sort_doubles(sorted, sv->n);
+        cut = sorted[sv->n - (size_t)max];
+        free(sorted);
+    }
+    for (size_t i = 0; i < sv->n; i++) {
+        double len = sv->v[i].end_us - sv->v[i].start_us;
+        if (all || (len >= cut && nk < (size_t)max)) {
+            if (json_array_append_new(arr, stretch_json(&sv->v[i])) != 0) {
+                json_decref(arr);
+                return NULL;
+            }
+            nk++;
+        } else {
+            *omitted_us += len;
+            (*omitted)++;
+        }
+    }
+    return arr;
 }
 
 /* What bounds the step: the resource with the largest share of the path,
@@ -610,12 +677,12 @@ json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_win
     rv_window w = path_window(g, s, win);
     int32_t *path = malloc((g->ntasks + 1) * sizeof(int32_t));
     uint8_t *seen = calloc(g->ntasks + 1, 1);
-    json_t *out = json_object(), *stretches = json_array();
-    size_t n = 0, nstretch = 0;
-    if (!path || !seen || !out || !stretches) {
+    json_t *out = json_object();
+    stretches sv = {0};
+    size_t n = 0;
+    if (!path || !seen || !out) {
         free(path);
         free(seen);
-        json_decref(stretches);
         return out;
     }
     for (int32_t u = window_sink(g, s, &w); u >= 0 && n < g->ntasks; u = s->binder[u]) {
@@ -654,8 +721,7 @@ json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_win
                     data += d;
                 else
                     cpu_gap += d;
-                if (add_stretch(stretches, &nstretch,
-                                loading ? "data loading" : rv_trace_str(g->trace, th->label),
+                if (add_stretch(&sv, loading ? "data loading" : rv_trace_str(g->trace, th->label),
                                 loading ? "data" : "cpu", t->thread, cursor, gap_end, w.t0_ns, 0,
                                 rv_trace_str(g->trace, t->name)) != 0)
                     break;
@@ -665,58 +731,31 @@ json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_win
                 waits += (double)(a - cursor);
                 /* A queue gap between two tasks of one thread stays in its
                  * stretch; a real wait is a stretch of its own. */
-                json_t *last = nstretch ? json_array_get(stretches, nstretch - 1) : NULL;
-                int fold = last && a - cursor <= 4 * g->gpu_gap_ns + 1000 &&
-                           json_integer_value(json_object_get(last, "thread")) == t->thread;
+                stretch *last = sv.v && sv.n ? &sv.v[sv.n - 1] : NULL;
+                int fold =
+                    last && a - cursor <= 4 * g->gpu_gap_ns + 1000 && last->thread == t->thread;
                 if (fold)
-                    json_object_set_new(last, "end_us", json_real(us(a - w.t0_ns)));
-                else if (add_stretch(stretches, &nstretch, rv_trace_str(g->trace, th->label),
-                                     "wait", t->thread, cursor, a, w.t0_ns, 0,
-                                     rv_trace_str(g->trace, t->name)) != 0)
+                    last->end_us = us(a - w.t0_ns);
+                else if (add_stretch(&sv, rv_trace_str(g->trace, th->label), "wait", t->thread,
+                                     cursor, a, w.t0_ns, 0, rv_trace_str(g->trace, t->name)) != 0)
                     break;
             }
         }
         busy[ri] += (double)(b - a);
-        if (add_stretch(stretches, &nstretch, rv_trace_str(g->trace, g->threads[t->thread].label),
-                        rk, t->thread, a, b, w.t0_ns, 1, rv_trace_str(g->trace, t->name)) != 0)
+        if (add_stretch(&sv, rv_trace_str(g->trace, g->threads[t->thread].label), rk, t->thread, a,
+                        b, w.t0_ns, 1, rv_trace_str(g->trace, t->name)) != 0)
             break;
         cursor = b;
     }
     free(path);
-    /* Keep the output bounded: the longest stretches, in time order; the
-     * rest is counted, so the listed ones plus omitted_us still add up to
-     * length_us. */
+    /* Keep the output bounded: the longest stretches, in time order. */
     double omitted_us = 0;
     size_t omitted = 0;
-    if (max_stretches > 0 && nstretch > (size_t)max_stretches) {
-        double *lens = malloc(nstretch * sizeof(double));
-        double *sorted = malloc(nstretch * sizeof(double));
-        json_t *kept = json_array();
-        if (lens && sorted && kept) {
-            for (size_t i = 0; i < nstretch; i++) {
-                json_t *st = json_array_get(stretches, i);
-                lens[i] = json_real_value(json_object_get(st, "end_us")) -
-                          json_real_value(json_object_get(st, "start_us"));
-            }
-            memcpy(sorted, lens, nstretch * sizeof(double));
-            rv_sort_doubles(sorted, nstretch);
-            double cut = sorted[nstretch - (size_t)max_stretches];
-            size_t nk = 0;
-            for (size_t i = 0; i < nstretch; i++)
-                if (lens[i] >= cut && nk < (size_t)max_stretches) {
-                    json_array_append(kept, json_array_get(stretches, i));
-                    nk++;
-                } else {
-                    omitted_us += lens[i];
-                    omitted++;
-                }
-            json_decref(stretches);
-            stretches = kept;
-            kept = NULL;
-        }
-        json_decref(kept);
-        free(sorted);
-        free(lens);
+    json_t *listed = stretches_json(&sv, max_stretches, &omitted, &omitted_us);
+    free(sv.v);
+    if (!listed) {
+        json_decref(out);
+        return NULL;
     }
     double total = busy[0] + busy[1] + busy[2] + cpu_gap + data + waits;
     json_t *shares = NULL;
@@ -734,7 +773,7 @@ json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_win
     json_object_set_new(out, "shares", shares ? shares : json_object());
     json_object_set_new(out, "omitted_stretches", json_integer((json_int_t)omitted));
     json_object_set_new(out, "omitted_us", json_real(omitted_us));
-    json_object_set_new(out, "stretches", stretches);
+    json_object_set_new(out, "stretches", listed);
     return out;
 }
 

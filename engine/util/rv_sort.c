@@ -5,8 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DIGITS 65536 /* 16-bit digits */
-#define SMALL  32    /* below this an insertion sort beats the passes */
+/* Digits of 11 bits below BIG_N records, 16 above: a 16-bit pass clears
+ * and sums 65,536 counters, more than a small sort's records, and spreads
+ * its writes over as many places; 11-bit passes stay in the cache (three
+ * of them cost what two 16-bit ones do at 200k records). */
+#define BIG_N    ((size_t)1 << 20)
+#define MAX_BITS 16
+#define SMALL    32 /* below this an insertion sort beats the passes */
 
 #define SIGN_FLIP 0x8000000000000000ULL
 
@@ -126,7 +131,7 @@ void rv_sort__inplace(void *base, size_t n, size_t size, size_t key_off, int is_
 #define SCATTER(SZ)                                                                                \
     for (size_t i = 0; i < n; i++) {                                                               \
         const char *r_ = src + i * (SZ);                                                           \
-        size_t d_ = (size_t)(((key_at(r_, key_off, flip) - lo) >> shift) & 0xffff);                \
+        size_t d_ = (size_t)(((key_at(r_, key_off, flip) - lo) >> shift) & mask);                  \
         memcpy(dst + count[d_]++ * (SZ), r_, (SZ));                                                \
     }
 
@@ -150,24 +155,37 @@ static void sort_keyed(void *base, size_t n, size_t size, size_t key_off, uint64
     uint64_t range = hi - lo;
     if (range == 0)
         return;
+    int bits = n < BIG_N ? 11 : MAX_BITS, npass = 0;
+    size_t digits = (size_t)1 << bits, mask = digits - 1;
+    while (npass * bits < 64 && (range >> (npass * bits)) != 0)
+        npass++;
     char *tmp = n <= SIZE_MAX / size ? malloc(n * size) : NULL;
-    size_t *count = malloc((DIGITS + 1) * sizeof(*count)); /* off the stack: worker threads */
-    if (!tmp || !count) {
+    /* Every pass's counts from one read (off the stack: worker threads). */
+    size_t *counts = calloc((size_t)npass * digits, sizeof(*counts));
+    if (!tmp || !counts) {
         free(tmp);
-        free(count);
+        free(counts);
         sort_inplace(v, n, size, key_off, flip);
         return;
     }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = key_at(v + i * size, key_off, flip) - lo;
+        for (int p = 0; p < npass; p++)
+            counts[(size_t)p * digits + ((k >> (p * bits)) & mask)]++;
+    }
     char *src = v, *dst = tmp;
-    for (int shift = 0; shift < 64 && (range >> shift) != 0; shift += 16) {
-        memset(count, 0, (DIGITS + 1) * sizeof(*count));
-        for (size_t i = 0; i < n; i++)
-            count[((key_at(src + i * size, key_off, flip) - lo) >> shift & 0xffff) + 1]++;
-        size_t first = (size_t)((key_at(src, key_off, flip) - lo) >> shift & 0xffff);
-        if (count[first + 1] == n)
+    for (int p = 0; p < npass; p++) {
+        size_t *count = counts + (size_t)p * digits;
+        int shift = p * bits;
+        size_t first = (size_t)((key_at(src, key_off, flip) - lo) >> shift & mask);
+        if (count[first] == n)
             continue; /* one digit everywhere: the pass would copy in order */
-        for (size_t d = 1; d <= DIGITS; d++)
-            count[d] += count[d - 1];
+        /* Counts to starts. */
+        for (size_t d = 0, at = 0; d < digits; d++) {
+            size_t c = count[d];
+            count[d] = at;
+            at += c;
+        }
         switch (size) {
         case 8: SCATTER(8); break;
         case 16: SCATTER(16); break;
@@ -182,7 +200,7 @@ static void sort_keyed(void *base, size_t n, size_t size, size_t key_off, uint64
     if (src != v)
         memcpy(v, src, n * size);
     free(tmp);
-    free(count);
+    free(counts);
 }
 
 void rv_sort_u64(void *base, size_t n, size_t size, size_t key_off)

@@ -1,12 +1,14 @@
 /* The one radix sort: a stable sort of fixed-size records by a 64-bit key
  * inside each record, linear in the record count.
  *
- * LSD radix on 16-bit digits of key - min: only the digits the key range
- * spans get a pass (a 100 ms window of ns timestamps takes two), and a pass
- * whose digit is the same everywhere is skipped. Stability makes multi-key
+ * LSD radix on 11-bit digits of key - min (16-bit from a million records
+ * on): only the digits the key range spans get a pass (a 1 s window of ns
+ * timestamps takes three), one read counts them all, and a pass whose
+ * digit is the same everywhere is skipped. Stability makes multi-key
  * orders easy: sort by the least significant key first, then by each more
- * significant one. Scratch is one copy of the records plus 512 KiB; when
- * that cannot be had the sort still finishes, stable, in place, in
+ * significant one. Scratch is one copy of the records plus the counts (at
+ * most 2 MiB); when that cannot be had the sort still finishes, stable, in
+ * place, in
  * O(n log^2 n) (rotation-based merges). See docs/internals/engine.md. */
 #ifndef RV_SORT_H
 #define RV_SORT_H

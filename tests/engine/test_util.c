@@ -280,9 +280,10 @@ static void fill(rec *v, size_t n, uint64_t mask, int negative)
 
 static void test_sort(void)
 {
-    const size_t sizes[] = {0, 1, 2, 31, 33, 1000, 100000};
+    /* 1100000: past a million records the digits are 16 bits, not 11. */
+    const size_t sizes[] = {0, 1, 2, 31, 33, 1000, 100000, 1100000};
     const uint64_t masks[] = {0, 7, 0xffff, 0xfffffffffULL, UINT64_MAX};
-    size_t nmax = 100000;
+    size_t nmax = 1100000;
     rec *v = malloc(nmax * sizeof(*v));
     CU_ASSERT_PTR_NOT_NULL_FATAL(v);
     for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
