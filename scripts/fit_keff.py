@@ -392,8 +392,8 @@ def write_table(full, floors, tc, path, version):
         m += 1
     lines += ["};", "const unsigned rv_keff_nfloors = %d;" % m, "",
               "/* Tensor-core shares relative to fp32, fitted on the shared traces' tensor-core",
-              " * GEMMs (scripts/fit_keff.py: TC_TRACES): family, dtype, the time-weighted",
-              " * median, kernels, and the size curve kappa(F) = 1 / (1 + (F0 / F)^p) as",
+              " * GEMMs (scripts/fit_keff.py: TC_TRACES): family, dtype, kernels, the",
+              " * time-weighted median, and the size curve kappa(F) = 1 / (1 + (F0 / F)^p) as",
               " * lg F0 and p (its shape p shared, fitted where a family has kernels of",
               " * %d sizes or more). */" % CURVE_MIN_SIZES,
               "const rv_keff_tc rv_keff_tcs[] = {"]
@@ -404,8 +404,8 @@ def write_table(full, floors, tc, path, version):
         lg0, p = curve or (0, 0)
         for dt in sorted(DTYPE_IDS, key=DTYPE_IDS.get):
             if WIDTH[dt] == width:
-                lines.append('    {"%s", %d, %.4g, %d, %.4g, %.4g},'
-                             % (fam, DTYPE_IDS[dt], kap, cnt, lg0, p))
+                lines.append('    {"%s", %d, %d, %.4g, %.4g, %.4g},'
+                             % (fam, DTYPE_IDS[dt], cnt, kap, lg0, p))
                 t += 1
     lines += ["};", "const unsigned rv_keff_ntcs = %d;" % t, "/* clang-format on */", ""]
     with open(path, "w") as f:

@@ -36,14 +36,14 @@ typedef struct rv_keff_floor {
 /* A tensor-core dtype's achievable share of its peak relative to the share
  * the fp32 path reaches on the same GPU (kappa), fitted on traces whose
  * kernels ran in that dtype (scripts/fit_keff.py): a family, an rv_dtype,
- * the kernels' time-weighted median kappa and their count, and kappa by
+ * the kernels' count and their time-weighted median kappa, and kappa by
  * size, kappa(F) = 1 / (1 + (F0 / F)^p), as lg_f0 = log10 F0 and p (p 0:
  * no curve, the median at every size). */
 typedef struct rv_keff_tc {
     const char *family;
     int dtype;
-    double kappa;
     int n;
+    double kappa;
     double lg_f0;
     double p;
 } rv_keff_tc;

@@ -243,15 +243,15 @@ const rv_keff_floor rv_keff_floors[] = {
 const unsigned rv_keff_nfloors = 20;
 
 /* Tensor-core shares relative to fp32, fitted on the shared traces' tensor-core
- * GEMMs (scripts/fit_keff.py: TC_TRACES): family, dtype, the time-weighted
- * median, kernels, and the size curve kappa(F) = 1 / (1 + (F0 / F)^p) as
+ * GEMMs (scripts/fit_keff.py: TC_TRACES): family, dtype, kernels, the
+ * time-weighted median, and the size curve kappa(F) = 1 / (1 + (F0 / F)^p) as
  * lg F0 and p (its shape p shared, fitted where a family has kernels of
  * 3 sizes or more). */
 const rv_keff_tc rv_keff_tcs[] = {
-    {"A100", 1, 0.2223, 15, 10.31, 0.46},
-    {"H100", 2, 0.4419, 99, 9.18, 0.46},
-    {"H100", 3, 0.4419, 99, 9.18, 0.46},
-    {"H100", 4, 0.4419, 99, 9.18, 0.46},
+    {"A100", 1, 15, 0.2223, 10.31, 0.46},
+    {"H100", 2, 99, 0.4419, 9.18, 0.46},
+    {"H100", 3, 99, 0.4419, 9.18, 0.46},
+    {"H100", 4, 99, 0.4419, 9.18, 0.46},
 };
 const unsigned rv_keff_ntcs = 4;
 /* clang-format on */
