@@ -33,7 +33,7 @@ static double ratio(double num, double den)
  * says so. The clone borrows g's edges until a model adds one: g outlives
  * r's predicted graph. */
 static int predict(rv_run_result *r, const rv_whatif *w, const rv_run_opts *o, const rv_stop *stop,
-                   rv_error *err)
+                   const rv_sim_adj *adj, rv_error *err)
 {
     r->pred_graph = rv_graph_clone_cow(r->graph);
     if (!r->pred_graph)
@@ -45,7 +45,8 @@ static int predict(rv_run_result *r, const rv_whatif *w, const rv_run_opts *o, c
         rc = rv_stop_check(stop, err);
     if (rc != 0)
         return rc;
-    rv_sim_opts so = {.policy = rv_whatif_schedule(w), .stop = stop};
+    /* The baseline's packed edges serve while the clone borrows its edges. */
+    rv_sim_opts so = {.policy = rv_whatif_schedule(w), .stop = stop, .adj = adj};
     rc = rv_sim_run_opts(r->pred_graph, &so, &r->pred_sim, err);
     if (rc == 0)
         rc = rv_stop_check(stop, err);
@@ -366,6 +367,7 @@ void rv_run_prep_free(rv_run_prep *p)
     json_decref(p->memory);
     json_decref(p->flops);
     rv_pardims_calls_free(p->calls);
+    rv_sim_adj_free(p->adj);
     free(p);
 }
 
@@ -382,6 +384,10 @@ int rv_run_prep_new(const rv_graph *g, const rv_sim *base, int64_t iteration, rv
     if (!p->breakdown || !p->per_iteration || !p->memory || !p->calls) {
         rv_run_prep_free(p);
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory preparing the baseline");
+    }
+    if ((rc = rv_sim_adj_new(g, &p->adj, err)) != 0) {
+        rv_run_prep_free(p);
+        return rc;
     }
     *out = p;
     return 0;
@@ -471,7 +477,7 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     r->base_win = pp->win;
 
     if (w && !rv_whatif_is_empty(w)) {
-        rc = predict(r, w, &o, &stop, err);
+        rc = predict(r, w, &o, &stop, pp->adj, err);
         if (rc != 0)
             goto out;
     } else {

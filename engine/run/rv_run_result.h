@@ -69,6 +69,9 @@ typedef struct rv_run_prep {
     /* The memory report's warnings, added to each run's at the same place. */
     rv_warning mem_warnings[4];
     size_t mem_nwarnings;
+    /* Owned: the graph's packed edges, for the simulations of what-ifs that
+     * keep them (rv_run_prep_new only; NULL in a run's own prep). */
+    rv_sim_adj *adj;
 } rv_run_prep;
 
 typedef struct rv_run_result {

@@ -115,7 +115,8 @@ typedef struct sim_ctx {
     const rv_graph *g;
     rv_sim *s;
     rv_schedule policy;
-    int32_t *head, *next, *indeg, *last_on, *fifo;
+    const rv_sim_adj *adj;
+    int32_t *indeg, *last_on, *fifo;
     int64_t *ready, *progress;
     heap h;
     size_t ftail, done;
@@ -151,8 +152,8 @@ static int finish(sim_ctx *c, int32_t u, int64_t start)
     if (s->end_ns[u] > c->last)
         c->last = s->end_ns[u];
     c->done++;
-    for (int32_t e = c->head[u]; e >= 0; e = c->next[e]) {
-        const rv_edge *ed = &g->edges[e];
+    const rv_sim_out *ed = c->adj->out + c->adj->off[u], *end = c->adj->out + c->adj->off[u + 1];
+    for (; ed < end; ed++) {
         int64_t v_at = clock_add(ed->from_start ? start : s->end_ns[u], ed->delay_ns, &c->over);
         if (ed->kind == RV_EDGE_THREAD)
             v_at = clock_add(v_at, t->gap_ns, &c->over);
@@ -176,33 +177,87 @@ static int finish(sim_ctx *c, int32_t u, int64_t start)
     return 0;
 }
 
-/* Ready times of the roots, in-degrees, and out-edges as linked lists
- * threaded through next[] (no sort needed). 0 or RV_ERR_INVALID. */
-static int link_lists(sim_ctx *c, const int32_t *gang, size_t ngangs, rv_error *err)
+void rv_sim_adj_free(rv_sim_adj *a)
+{
+    if (!a)
+        return;
+    free(a->off);
+    free(a->out);
+    free(a->indeg);
+    free(a);
+}
+
+int rv_sim_adj_new(const rv_graph *g, rv_sim_adj **out, rv_error *err)
+{
+    size_t n = g->ntasks, m = g->nedges;
+    rv_sim_adj *a = calloc(1, sizeof(*a));
+    int32_t *at = NULL;
+    int rc = 0;
+    *out = NULL;
+    if (!a)
+        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    a->edges = g->edges;
+    a->nedges = m;
+    a->ntasks = n;
+    a->off = calloc(n + 2, sizeof(int32_t));
+    a->out = malloc((m + 1) * sizeof(rv_sim_out));
+    a->indeg = calloc(n + 1, sizeof(int32_t));
+    at = malloc((n + 1) * sizeof(int32_t));
+    if (!a->off || !a->out || !a->indeg || !at) {
+        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory simulating %zu tasks", n);
+        goto out;
+    }
+    for (size_t e = 0; e < m; e++) {
+        const rv_edge *ed = &g->edges[e];
+        if (ed->src < 0 || (size_t)ed->src >= n || ed->dst < 0 || (size_t)ed->dst >= n) {
+            rc = rv_error_set(err, RV_ERR_INVALID, -1, -1, "edge %zu points outside the graph", e);
+            goto out;
+        }
+        a->off[ed->src + 1]++;
+        a->indeg[ed->dst]++;
+    }
+    for (size_t i = 0; i < n; i++) {
+        a->off[i + 1] += a->off[i];
+        at[i] = a->off[i];
+    }
+    /* Each task's edges in edge order: the order the simulator always
+     * walked them in (a tie in a child's ready time keeps the first). */
+    for (size_t e = 0; e < m; e++) {
+        const rv_edge *ed = &g->edges[e];
+        a->out[at[ed->src]++] = (rv_sim_out){ed->delay_ns, ed->dst, ed->kind, ed->from_start};
+    }
+    *out = a;
+    a = NULL;
+out:
+    free(at);
+    rv_sim_adj_free(a);
+    return rc;
+}
+
+/* Whether a was built from g's edges as they are. */
+static int adj_fits(const rv_sim_adj *a, const rv_graph *g)
+{
+    return a && a->edges == g->edges && a->nedges == g->nedges && a->ntasks == g->ntasks;
+}
+
+/* In-degrees, the roots' ready times and the gangs checked. 0 or
+ * RV_ERR_INVALID. */
+static int prepare(sim_ctx *c, const int32_t *gang, size_t ngangs, rv_error *err)
 {
     const rv_graph *g = c->g;
     size_t n = g->ntasks;
+    memcpy(c->indeg, c->adj->indeg, n * sizeof(int32_t));
     for (size_t i = 0; i < n; i++) {
-        c->head[i] = -1;
         c->s->binder[i] = -1;
         /* Roots start no earlier than they did: whatever held them back
-         * (process start, the profiler's window) is outside the graph. */
-        c->ready[i] = g->tasks[i].meas_start_ns > 0 ? g->tasks[i].meas_start_ns : 0;
+         * (process start, the profiler's window) is outside the graph.
+         * Other tasks are set by their parents. */
+        int64_t meas = g->tasks[i].meas_start_ns;
+        c->ready[i] = c->indeg[i] ? INT64_MIN : meas > 0 ? meas : 0;
         if (gang && gang[i] >= 0 && (size_t)gang[i] >= ngangs) {
             return rv_error_set(err, RV_ERR_INVALID, -1, -1, "task %zu names gang %d of %zu", i,
                                 gang[i], ngangs);
         }
-    }
-    for (size_t e = g->nedges; e-- > 0;) {
-        const rv_edge *ed = &g->edges[e];
-        if (ed->src < 0 || (size_t)ed->src >= n || ed->dst < 0 || (size_t)ed->dst >= n) {
-            return rv_error_set(err, RV_ERR_INVALID, -1, -1, "edge %zu points outside the graph",
-                                e);
-        }
-        c->next[e] = c->head[ed->src];
-        c->head[ed->src] = (int32_t)e;
-        if (c->indeg[ed->dst]++ == 0)
-            c->ready[ed->dst] = INT64_MIN; /* set by its parents from now on */
     }
     for (size_t t = 0; t < g->nthreads; t++)
         c->last_on[t] = -1;
@@ -221,18 +276,23 @@ int rv_sim_run_opts(const rv_graph *g, const rv_sim_opts *o, rv_sim **out, rv_er
     sim_ctx c = {.g = g, .s = s, .policy = policy, .first = INT64_MAX, .last = INT64_MIN};
     int32_t *gnext = NULL, *ghead = NULL, *gcount = NULL, *glast = NULL;
     int64_t *gmax = NULL;
+    rv_sim_adj *own_adj = NULL;
     *out = NULL;
     if (!s)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    c.adj = o ? o->adj : NULL;
+    if (!adj_fits(c.adj, g)) {
+        if ((rc = rv_sim_adj_new(g, &own_adj, err)) != 0)
+            goto out;
+        c.adj = own_adj;
+    }
     s->ntasks = n;
     s->start_ns = malloc((n + 1) * sizeof(int64_t));
     s->end_ns = malloc((n + 1) * sizeof(int64_t));
     rv_mem_huge(s->start_ns, (n + 1) * sizeof(int64_t));
     rv_mem_huge(s->end_ns, (n + 1) * sizeof(int64_t));
     s->binder = malloc((n + 1) * sizeof(int32_t));
-    c.head = malloc((n + 1) * sizeof(int32_t));
-    c.next = malloc((g->nedges + 1) * sizeof(int32_t));
-    c.indeg = calloc(n + 1, sizeof(int32_t));
+    c.indeg = malloc((n + 1) * sizeof(int32_t));
     c.ready = malloc((n + 1) * sizeof(int64_t));
     c.progress = calloc(g->nthreads + 1, sizeof(int64_t));
     c.last_on = malloc((g->nthreads + 1) * sizeof(int32_t));
@@ -248,14 +308,14 @@ int rv_sim_run_opts(const rv_graph *g, const rv_sim_opts *o, rv_sim **out, rv_er
         gmax = malloc((ngangs + 1) * sizeof(int64_t));
         gang_nomem = !s->arrive_ns || !gnext || !ghead || !gcount || !glast || !gmax;
     }
-    if (!s->start_ns || !s->end_ns || !s->binder || !c.head || !c.next || !c.indeg || !c.ready ||
-        !c.progress || !c.last_on || (policy == RV_SCHED_FIFO && !c.fifo) || gang_nomem) {
+    if (!s->start_ns || !s->end_ns || !s->binder || !c.indeg || !c.ready || !c.progress ||
+        !c.last_on || (policy == RV_SCHED_FIFO && !c.fifo) || gang_nomem) {
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory simulating %zu tasks", n);
         goto out;
     }
     for (size_t k = 0; k < ngangs; k++)
         ghead[k] = -1;
-    if ((rc = link_lists(&c, gang, ngangs, err)) != 0)
+    if ((rc = prepare(&c, gang, ngangs, err)) != 0)
         goto out;
 
     size_t fhead = 0;
@@ -341,8 +401,7 @@ int rv_sim_run_opts(const rv_graph *g, const rv_sim_opts *o, rv_sim **out, rv_er
     s = NULL;
 out:
     rv_sim_free(s);
-    free(c.head);
-    free(c.next);
+    rv_sim_adj_free(own_adj);
     free(c.indeg);
     free(c.ready);
     free(c.progress);

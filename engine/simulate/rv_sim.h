@@ -39,6 +39,32 @@ typedef struct rv_sim {
  * a message when the graph has a cycle (some tasks never become ready). */
 int rv_sim_run(const rv_graph *g, rv_schedule policy, rv_sim **out, rv_error *err);
 
+/* One out-edge as the simulator walks it. */
+typedef struct rv_sim_out {
+    int64_t delay_ns;
+    int32_t dst;
+    uint8_t kind; /* rv_edge_kind */
+    uint8_t from_start;
+} rv_sim_out;
+
+/* A graph's out-edges packed by source task (each task's in edge order),
+ * so that the simulator walks them in sequence, and each task's in-degree.
+ * Built once for a graph whose edges no what-if changes (a copy-on-write
+ * clone borrows them), it spares every simulation of it the building. */
+typedef struct rv_sim_adj {
+    const rv_edge *edges;  /* the edges it was built from (borrowed, compared only) */
+    size_t nedges, ntasks; /* and their counts */
+    int32_t *off;          /* task u's out-edges are out[off[u] .. off[u + 1]) */
+    rv_sim_out *out;
+    int32_t *indeg;
+} rv_sim_adj;
+
+/* The adjacency of g. 0 and *out (new; rv_sim_adj_free), RV_ERR_NOMEM, or
+ * RV_ERR_INVALID when an edge points outside the graph. */
+int rv_sim_adj_new(const rv_graph *g, rv_sim_adj **out, rv_error *err);
+
+void rv_sim_adj_free(rv_sim_adj *a);
+
 /* How rv_sim_run_opts simulates. */
 typedef struct rv_sim_opts {
     int policy;          /* rv_schedule */
@@ -51,6 +77,9 @@ typedef struct rv_sim_opts {
     const int32_t *gang;
     const int32_t *gang_size;
     size_t ngangs;
+    /* Borrowed, may be NULL: used when it was built from the simulated
+     * graph's own edges (same array and counts), else built anew. */
+    const rv_sim_adj *adj;
 } rv_sim_opts;
 
 /* rv_sim_run with options (NULL: earliest start, never stops). Also returns

@@ -135,6 +135,59 @@ void rv_sort__inplace(void *base, size_t n, size_t size, size_t key_off, int is_
         memcpy(dst + count[d_]++ * (SZ), r_, (SZ));                                                \
     }
 
+/* ---- presorted runs ----------------------------------------------------- */
+
+/* Records often arrive as a few sorted runs (a stream's tasks, one after
+ * another, are in time order): merging the runs reads and writes in
+ * sequence, where a radix pass scatters. */
+#define MAX_RUNS 8
+
+/* Merges src's runs [at[k], at[k+1]) pairwise into dst; the run count
+ * halves (rounded up) and at[] follows. Stable: equal keys take the left. */
+static size_t merge_pass(const char *src, char *dst, size_t *at, size_t nruns, size_t size,
+                         size_t key_off, uint64_t flip)
+{
+    size_t out = 0;
+    for (size_t r = 0; r < nruns; r += 2) {
+        /* at[nruns] is the end: a last odd run is copied as it is. */
+        size_t i = at[r], mid = at[r + 1 < nruns ? r + 1 : nruns];
+        size_t end = at[r + 2 < nruns ? r + 2 : nruns], o = i, j = mid;
+        while (i < mid && j < end) {
+            if (key_at(src + j * size, key_off, flip) < key_at(src + i * size, key_off, flip))
+                memcpy(dst + o++ * size, src + j++ * size, size);
+            else
+                memcpy(dst + o++ * size, src + i++ * size, size);
+        }
+        memcpy(dst + o * size, src + i * size, (mid - i) * size);
+        o += mid - i;
+        memcpy(dst + o * size, src + j * size, (end - j) * size);
+        at[out++] = at[r];
+    }
+    at[out] = at[nruns];
+    return out;
+}
+
+/* Sorts v[0..n), made of nruns sorted runs starting at at[0..nruns) (at[nruns]
+ * is n), by merging them. 0, or -1 when scratch cannot be had. */
+static int merge_runs(char *v, size_t n, size_t size, size_t key_off, uint64_t flip, size_t *at,
+                      size_t nruns)
+{
+    char *tmp = n <= SIZE_MAX / size ? malloc(n * size) : NULL;
+    if (!tmp)
+        return -1;
+    char *src = v, *dst = tmp;
+    while (nruns > 1) {
+        nruns = merge_pass(src, dst, at, nruns, size, key_off, flip);
+        char *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != v)
+        memcpy(v, src, n * size);
+    free(tmp);
+    return 0;
+}
+
 static void sort_keyed(void *base, size_t n, size_t size, size_t key_off, uint64_t flip)
 {
     char *v = base;
@@ -144,17 +197,31 @@ static void sort_keyed(void *base, size_t n, size_t size, size_t key_off, uint64
         insertion(v, n, size, key_off, flip);
         return;
     }
-    uint64_t lo = key_at(v, key_off, flip), hi = lo;
+    /* One read: the key range, and where the sorted runs start. */
+    size_t run_at[MAX_RUNS + 1], nruns = 1;
+    run_at[0] = 0;
+    uint64_t lo = key_at(v, key_off, flip), hi = lo, prev = lo;
     for (size_t i = 1; i < n; i++) {
         uint64_t k = key_at(v + i * size, key_off, flip);
+        if (k < prev) {
+            if (nruns < MAX_RUNS)
+                run_at[nruns] = i;
+            nruns++;
+        }
+        prev = k;
         if (k < lo)
             lo = k;
         if (k > hi)
             hi = k;
     }
     uint64_t range = hi - lo;
-    if (range == 0)
+    if (range == 0 || nruns == 1)
         return;
+    if (nruns <= MAX_RUNS) {
+        run_at[nruns] = n;
+        if (merge_runs(v, n, size, key_off, flip, run_at, nruns) == 0)
+            return;
+    }
     int bits = n < BIG_N ? 11 : MAX_BITS, npass = 0;
     size_t digits = (size_t)1 << bits, mask = digits - 1;
     while (npass * bits < 64 && (range >> (npass * bits)) != 0)

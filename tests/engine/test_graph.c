@@ -168,6 +168,41 @@ static void test_priority_schedule(void)
     rv_trace_free(t);
 }
 
+/* The packed edges built once serve a clone that borrows the edges (same
+ * answer as building them anew); once the clone adds an edge they no
+ * longer fit and the simulator builds its own, so the new edge counts. */
+static void test_packed_edges_reused(void)
+{
+    rv_trace *t = small_trace();
+    rv_graph *g = NULL;
+    rv_sim *s0 = NULL, *s1 = NULL, *s2 = NULL;
+    rv_sim_adj *adj = NULL;
+    rv_error err;
+    CU_ASSERT_EQUAL_FATAL(rv_graph_build(t, NULL, &g, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_sim_adj_new(g, &adj, &err), 0);
+    rv_graph *h = rv_graph_clone_cow(g);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    int32_t a = find_task(h, "kernel_A"), c = find_task(h, "kernel_C");
+    h->tasks[a].dur_ns /= 2;
+    rv_sim_opts o = {.policy = RV_SCHED_EARLIEST_START, .adj = adj};
+    CU_ASSERT_EQUAL_FATAL(rv_sim_run_opts(h, &o, &s1, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_sim_run(h, RV_SCHED_EARLIEST_START, &s0, &err), 0);
+    CU_ASSERT_EQUAL(memcmp(s0->start_ns, s1->start_ns, h->ntasks * sizeof(int64_t)), 0);
+    CU_ASSERT_EQUAL(memcmp(s0->binder, s1->binder, h->ntasks * sizeof(int32_t)), 0);
+    /* C waits 1 ms after A ends: only an adjacency with the new edge says so. */
+    CU_ASSERT_EQUAL_FATAL(rv_graph_add_edge(h, a, c, 1000000, RV_EDGE_OTHER, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_sim_run_opts(h, &o, &s2, &err), 0);
+    CU_ASSERT_EQUAL(s2->start_ns[c], s2->end_ns[a] + 1000000);
+    CU_ASSERT_EQUAL(s2->binder[c], a);
+    rv_sim_free(s0);
+    rv_sim_free(s1);
+    rv_sim_free(s2);
+    rv_sim_adj_free(adj);
+    rv_graph_free(h);
+    rv_graph_free(g);
+    rv_trace_free(t);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -177,5 +212,6 @@ int main(void)
     CU_add_test(s, "what-if moves the sync", test_small_whatif_direction);
     CU_add_test(s, "cycle is an error", test_cycle_is_an_error);
     CU_add_test(s, "priority schedule", test_priority_schedule);
+    CU_add_test(s, "packed edges reused while borrowed", test_packed_edges_reused);
     return rv_test_run() ? 1 : 0;
 }
