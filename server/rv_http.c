@@ -34,7 +34,10 @@
 #include "rv_metrics.h"
 #include "rv_workers.h"
 
-#define CONN_MEMORY_LIMIT (256u * 1024u)
+/* At most 32 KiB libmicrohttpd takes a connection's pool from malloc; a
+ * larger one is an mmap whose munmap flushes every CPU's TLB, per
+ * connection (docs/internals/server.md). */
+#define CONN_MEMORY_LIMIT (32u * 1024u)
 
 static double elapsed_s(const struct timespec *t0)
 {
