@@ -29,10 +29,17 @@ static const struct {
                              "FROM whatif_cache WHERE trace_id = $1 AND request_hash = $2",
                              2},
     [RV_DB__ST_CACHE_PUT] = {"rv_cache_put",
+                             /* A cache row is derived: its commit does not wait for
+                              * the WAL flush (a crash loses at most the last rows, which
+                              * are computed again); set_config is local to this
+                              * statement's own transaction. */
                              "INSERT INTO whatif_cache (trace_id, request_hash, body, "
                              "measured_us, baseline_us, predicted_us, speedup, replay_error, "
-                             "have_energy, baseline_energy_j, energy_j, warnings) VALUES ($1, $2, "
-                             "$3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (trace_id, "
+                             "have_energy, baseline_energy_j, energy_j, warnings) SELECT "
+                             "$1::bigint, $2::text, $3::text, $4::float8, $5::float8, $6::float8, "
+                             "$7::float8, $8::float8, $9::boolean, $10::float8, $11::float8, "
+                             "$12::integer FROM (SELECT set_config('synchronous_commit', 'off', "
+                             "true)) AS async_commit ON CONFLICT (trace_id, "
                              "request_hash) DO UPDATE SET body = EXCLUDED.body, measured_us = "
                              "EXCLUDED.measured_us, baseline_us = EXCLUDED.baseline_us, "
                              "predicted_us = EXCLUDED.predicted_us, speedup = EXCLUDED.speedup, "

@@ -118,16 +118,39 @@ static int64_t step_done(const rv_graph *g, const rv_sim *s, size_t k)
     return done;
 }
 
+/* step_done of the first and the last step, in one pass over the tasks. */
+static void first_last_done(const rv_graph *g, const rv_sim *s, int64_t *first, int64_t *last)
+{
+    const rv_iter *a = &g->iters[0], *b = &g->iters[g->niters - 1];
+    int64_t d0 = rv_sim_map_time(g, s, a->thread, a->end_ns);
+    int64_t dl = rv_sim_map_time(g, s, b->thread, b->end_ns);
+    for (size_t i = 0; i < g->ntasks; i++) {
+        const rv_task *t = &g->tasks[i];
+        if (t->kind == RV_TASK_CPU || t->kind == RV_TASK_DATA || t->iteration < 0)
+            continue;
+        int64_t e = s->end_ns[i];
+        if (e > dl)
+            dl = e;
+        if (t->iteration == 0 && e > d0)
+            d0 = e;
+    }
+    *first = d0;
+    *last = dl;
+}
+
 /* Simulated time of the steady steps: from the completion of the first
  * step (it fills the pipelines: prefetching, the launch queue) to the
  * completion of the last. With fewer than three steps, from the first
  * step's start marker. */
 static int64_t steps_span(const rv_graph *g, const rv_sim *s)
 {
-    size_t last = g->niters - 1;
-    int64_t from = g->niters >= 3 ? step_done(g, s, 0)
-                                  : rv_sim_map_time(g, s, g->iters[0].thread, g->iters[0].start_ns);
-    return step_done(g, s, last) - from;
+    if (g->niters >= 3) {
+        int64_t first, last;
+        first_last_done(g, s, &first, &last);
+        return last - first;
+    }
+    return step_done(g, s, g->niters - 1) -
+           rv_sim_map_time(g, s, g->iters[0].thread, g->iters[0].start_ns);
 }
 
 int rv_report_compare(const rv_graph *bg, const rv_sim *bs, const rv_graph *pg, const rv_sim *ps,
@@ -201,8 +224,7 @@ rv_window rv_report_window(const rv_graph *g, const rv_sim *s, int32_t iter_inde
     }
     if (iter_index < 0 && g->niters >= 3) {
         /* The steady steps, as rv_report_compare measures them. */
-        w.t0_ns = step_done(g, s, 0);
-        w.t1_ns = step_done(g, s, g->niters - 1);
+        first_last_done(g, s, &w.t0_ns, &w.t1_ns);
         w.end_thread = g->iters[g->niters - 1].thread;
         w.per = (double)(g->niters - 1);
         return w;
