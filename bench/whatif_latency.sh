@@ -5,7 +5,9 @@
 # bench/gen_kineto.py) and a 21k-task real trace (the ResNet-50 sample),
 # warms each once, then sends N what-ifs per trace one after another, each
 # with a power cap not asked before (so no answer comes from the cache),
-# and prints p50/p95 per trace. Stops everything it started.
+# and prints p50/p95 per trace: first with a new connection (a new curl)
+# per request, then N more over one kept-alive connection (one curl, as a
+# browser or a client library sends them). Stops everything it started.
 # Usage: bench/whatif_latency.sh [BUILD_DIR] [N]   (defaults build, 200)
 # Needs: curl, awk, python3.
 set -eu
@@ -62,9 +64,32 @@ bench() { # LABEL ID
     echo "$1: $N uncached what-ifs, p50 $p50 ms, p95 $p95 ms, non-200 answers: $bad"
     [ "$bad" -eq 0 ]
 }
+bench_kept() { # LABEL ID: N more, one connection; caps 250.00..349.99 W
+    : >"$HOME_DIR/kept.cfg"
+    k=0
+    while [ $k -lt "$N" ]; do
+        w=$(awk -v k="$k" -v n="$N" 'BEGIN{printf "%.2f", 250 + 100 * k / n}')
+        [ $k -gt 0 ] && echo next >>"$HOME_DIR/kept.cfg"
+        printf 'url = "%s/v1/traces/%s/whatif"\nheader = "Content-Type: application/json"\n' \
+            "$URL" "$2" >>"$HOME_DIR/kept.cfg"
+        printf 'data = "{\\"power_limit_w\\":%s}"\noutput = "/dev/null"\n' "$w" >>"$HOME_DIR/kept.cfg"
+        printf 'write-out = "%%{http_code} %%{time_total} %%{num_connects}\\n"\n' >>"$HOME_DIR/kept.cfg"
+        k=$((k + 1))
+    done
+    curl -sS --max-time 600 -K "$HOME_DIR/kept.cfg" >"$HOME_DIR/lat" || true
+    bad=$(awk '$1 != 200' "$HOME_DIR/lat" | wc -l)
+    conns=$(awk '{c += $3} END {print c + 0}' "$HOME_DIR/lat")
+    awk '{print $2}' "$HOME_DIR/lat" | sort -n >"$HOME_DIR/lat.sorted"
+    p50=$(awk -v n="$N" 'NR==int(n*0.50+0.5){printf "%.1f", $1*1000}' "$HOME_DIR/lat.sorted")
+    p95=$(awk -v n="$N" 'NR==int(n*0.95+0.5){printf "%.1f", $1*1000}' "$HOME_DIR/lat.sorted")
+    echo "$1, kept-alive ($conns connection): $N uncached what-ifs, p50 $p50 ms, p95 $p95 ms, non-200 answers: $bad"
+    [ "$bad" -eq 0 ] && [ "$(wc -l <"$HOME_DIR/lat")" -eq "$N" ]
+}
 GEN=$(upload "$HOME_DIR/gen80.json" application/json)
 REAL_ID=$(upload "$REAL" application/gzip)
 [ -n "$GEN" ] && [ -n "$REAL_ID" ] || { echo "whatif_latency.sh: upload failed" >&2; exit 1; }
 echo "reveried what-if latency: loopback, sequential, $(nproc) CPUs"
 bench "gen_kineto 80 MiB (106k tasks)" "$GEN"
 bench "resnet50 sample (21k tasks)" "$REAL_ID"
+bench_kept "gen_kineto 80 MiB (106k tasks)" "$GEN"
+bench_kept "resnet50 sample (21k tasks)" "$REAL_ID"

@@ -593,13 +593,17 @@ static int calls_of(const rv_graph *g, const rv_pardims_calls *pre, calls *c)
 /* Whether the report can have a row: a collective call of the trace, a
  * collective kernel (attach_kernels makes a call of one on its own), or
  * a collective a what-if inserted. A single-GPU trace has none. */
-static int has_rows(const rv_graph *g, const rv_sim *s, const uint8_t *comm, const calls *c)
+/* Whether any row can come out: a collective call, an inserted collective
+ * with its dimension, or a traced communication kernel. Asked before the
+ * per-task flags are made, which a single-GPU trace never needs. */
+static int has_rows(const rv_graph *g, const rv_sim *s, moe_memo *moe, const calls *c)
 {
     if (c->n > 0)
         return 1;
     for (size_t i = 0; i < g->ntasks && i < s->ntasks; i++) {
         const rv_task *t = &g->tasks[i];
-        if (RV_PARDIM_DIM(t->pardim) || (comm[i] && t->event >= 0 && !(t->flags & RV_TF_INSERTED)))
+        if (RV_PARDIM_DIM(t->pardim) ||
+            (t->event >= 0 && !(t->flags & RV_TF_INSERTED) && is_comm_task(g, moe, i)))
             return 1;
     }
     return 0;
@@ -626,10 +630,10 @@ json_t *rv_pardims_json_pre(const rv_graph *g, const rv_sim *s, const rv_window 
     moe.v = calloc(moe.n ? moe.n : 1, 1);
     if (!comm || !moe.v || !g->trace)
         goto done;
+    if (calls_of(g, pre, &c) != 0 || !has_rows(g, s, &moe, &c))
+        goto done; /* no row: the empty list, without the union of compute */
     for (size_t i = 0; i < g->ntasks; i++)
         comm[i] = (uint8_t)is_comm_task(g, &moe, i);
-    if (calls_of(g, pre, &c) != 0 || !has_rows(g, s, comm, &c))
-        goto done; /* no row: the empty list, without the union of compute */
     if (compute_union(g, s, w, comm, &u, &nu) != 0 ||
         attach_kernels(g, s, w, comm, u, nu, &moe, &c) != 0)
         goto done;

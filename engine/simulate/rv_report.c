@@ -325,9 +325,20 @@ static int task_counts(const rv_task *t)
     return !(t->flags & RV_TF_REMOVED);
 }
 
+/* Room for n intervals at once (one per task at most), so that adding
+ * never copies; on OOM ivals_add grows it instead. */
+static void ivals_reserve(ivals *s, size_t n)
+{
+    s->v = malloc((n ? n : 1) * sizeof(ival));
+    s->cap = s->v ? (n ? n : 1) : 0;
+}
+
 json_t *rv_report_breakdown(const rv_graph *g, const rv_sim *s, const rv_window *w)
 {
     ivals cpu = {0}, gpu = {0}, comp = {0}, comm = {0}, mcp = {0}, mst = {0};
+    ivals_reserve(&cpu, g->ntasks);
+    ivals_reserve(&gpu, g->ntasks);
+    ivals_reserve(&comp, g->ntasks);
     double phase_gpu[RV_PHASE_COUNT] = {0}, phase_cpu[RV_PHASE_COUNT] = {0};
     for (size_t i = 0; i < g->ntasks; i++) {
         const rv_task *t = &g->tasks[i];
@@ -537,11 +548,16 @@ size_t rv_report_critical_tasks(const rv_graph *g, const rv_sim *s, const rv_win
     return n;
 }
 
-static const char *resource_kind(const rv_graph *g, const rv_task *t)
+/* What a stretch of the path is: busy on a resource, or before a task. */
+typedef enum stretch_kind { SK_CPU, SK_GPU, SK_COMM, SK_DATA, SK_WAIT } stretch_kind;
+
+static const char *const stretch_kind_names[] = {"cpu", "gpu", "comm", "data", "wait"};
+
+static stretch_kind resource_kind(const rv_graph *g, const rv_task *t)
 {
     if (t->kind == RV_TASK_COMM)
-        return "comm";
-    return g->threads[t->thread].kind == RV_THREAD_CPU ? "cpu" : "gpu";
+        return SK_COMM;
+    return g->threads[t->thread].kind == RV_THREAD_CPU ? SK_CPU : SK_GPU;
 }
 
 /* The window of one representative step for a window of several: the
@@ -578,7 +594,8 @@ static rv_window path_window(const rv_graph *g, const rv_sim *s, const rv_window
 /* One stretch of the path: [start_us, end_us) on a resource, relative to
  * the window's start. Strings are borrowed (the trace's or literals). */
 typedef struct stretch {
-    const char *resource, *kind, *first;
+    const char *resource, *first;
+    stretch_kind kind;
     int32_t thread;
     double start_us, end_us;
     int64_t tasks;
@@ -594,11 +611,11 @@ typedef struct stretches {
 
 /* Extends the last stretch when it is of the same thread and kind, else
  * appends one: 0 or RV_ERR_NOMEM. */
-static int add_stretch(stretches *sv, const char *resource, const char *kind, int32_t thread,
+static int add_stretch(stretches *sv, const char *resource, stretch_kind kind, int32_t thread,
                        int64_t a, int64_t b, int64_t t0, size_t tasks, const char *first)
 {
     stretch *last = sv->v && sv->n ? &sv->v[sv->n - 1] : NULL;
-    if (last && last->thread == thread && strcmp(last->kind, kind) == 0) {
+    if (last && last->thread == thread && last->kind == kind) {
         last->end_us = us(b - t0);
         last->tasks += (int64_t)tasks;
         return 0;
@@ -612,15 +629,15 @@ static int add_stretch(stretches *sv, const char *resource, const char *kind, in
         sv->cap = cap;
     }
     sv->v[sv->n++] =
-        (stretch){resource, kind, first, thread, us(a - t0), us(b - t0), (int64_t)tasks};
+        (stretch){resource, first, kind, thread, us(a - t0), us(b - t0), (int64_t)tasks};
     return 0;
 }
 
 static json_t *stretch_json(const stretch *st)
 {
     return json_pack("{s:s, s:s, s:i, s:f, s:f, s:I, s:s}", "resource", st->resource, "kind",
-                     st->kind, "thread", st->thread, "start_us", st->start_us, "end_us", st->end_us,
-                     "tasks", (json_int_t)st->tasks, "first_task", st->first);
+                     stretch_kind_names[st->kind], "thread", st->thread, "start_us", st->start_us,
+                     "end_us", st->end_us, "tasks", (json_int_t)st->tasks, "first_task", st->first);
 }
 
 /* The listed stretches as JSON: all, or past max (> 0) the longest max
@@ -720,8 +737,8 @@ json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_win
     for (size_t i = n; i-- > 0;) {
         int32_t u = path[i];
         const rv_task *t = &g->tasks[u];
-        const char *rk = resource_kind(g, t);
-        int ri = strcmp(rk, "cpu") == 0 ? 0 : (strcmp(rk, "gpu") == 0 ? 1 : 2);
+        stretch_kind rk = resource_kind(g, t);
+        int ri = rk == SK_CPU ? 0 : rk == SK_GPU ? 1 : 2;
         int64_t a = s->start_ns[u] > cursor ? s->start_ns[u] : cursor;
         int64_t b = s->end_ns[u] > a ? s->end_ns[u] : a;
         if (a > cursor) {
@@ -744,7 +761,7 @@ json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_win
                 else
                     cpu_gap += d;
                 if (add_stretch(&sv, loading ? "data loading" : rv_trace_str(g->trace, th->label),
-                                loading ? "data" : "cpu", t->thread, cursor, gap_end, w.t0_ns, 0,
+                                loading ? SK_DATA : SK_CPU, t->thread, cursor, gap_end, w.t0_ns, 0,
                                 rv_trace_str(g->trace, t->name)) != 0)
                     break;
                 cursor = gap_end;
@@ -758,7 +775,7 @@ json_t *rv_report_critical_path(const rv_graph *g, const rv_sim *s, const rv_win
                     last && a - cursor <= 4 * g->gpu_gap_ns + 1000 && last->thread == t->thread;
                 if (fold)
                     last->end_us = us(a - w.t0_ns);
-                else if (add_stretch(&sv, rv_trace_str(g->trace, th->label), "wait", t->thread,
+                else if (add_stretch(&sv, rv_trace_str(g->trace, th->label), SK_WAIT, t->thread,
                                      cursor, a, w.t0_ns, 0, rv_trace_str(g->trace, t->name)) != 0)
                     break;
             }
