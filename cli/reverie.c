@@ -1,13 +1,23 @@
-/* `reverie`: the command-line face of the engine and the service. */
+/* `reverie`: the command-line face of the engine and the service.
+ *
+ * The engine's commands run here. The commands that talk to the service
+ * (its server over HTTP, or its database) live in the sibling program
+ * reverie-service, which this one executes with the same arguments: only
+ * they need libcurl and libpq, whose loading (38 libraries, their
+ * constructors) cost every `reverie simulate` 12 ms before its first byte.
+ * The user types `reverie upload ...` either way (docs/internals/cli.md). */
+#include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rv_cli.h"
 
 typedef struct command {
     const char *name;
-    int (*run)(int argc, char **argv);
+    int (*run)(int argc, char **argv); /* NULL: a reverie-service command */
     const char *summary;
 } command;
 
@@ -18,13 +28,37 @@ static const command commands[] = {
     {"snapshot", rv_cmd_snapshot, "write a trace's binary snapshot (fast to load)"},
     {"sweep", rv_cmd_sweep, "one row per value of a what-if field (--vary F=a:b:step)"},
     {"advise", rv_cmd_advise, "search the what-ifs for the best plans (--objective time|energy)"},
-    {"whatif", rv_cmd_whatif, "ask reveried for a what-if on a stored trace"},
-    {"fleet", rv_cmd_fleet, "fleet-wide what-if on reveried"},
-    {"token", rv_cmd_token, "create|list|revoke API tokens"},
-    {"migrate", rv_cmd_migrate, "apply or revert database migrations"},
-    {"overheads", rv_cmd_overheads, "per-platform host-overhead statistics (rebuild|show)"},
-    {"upload", rv_cmd_upload, "upload traces to reveried (or resend a spool folder)"},
+    {"whatif", NULL, "ask reveried for a what-if on a stored trace"},
+    {"fleet", NULL, "fleet-wide what-if on reveried"},
+    {"token", NULL, "create|list|revoke API tokens"},
+    {"migrate", NULL, "apply or revert database migrations"},
+    {"overheads", NULL, "per-platform host-overhead statistics (rebuild|show|predict)"},
+    {"upload", NULL, "upload traces to reveried (or resend a spool folder)"},
 };
+
+/* Runs reverie-service from this program's folder with argv (argv[0] is
+ * replaced); returns only when that fails. */
+static int run_service(char **argv)
+{
+    char self[PATH_MAX], path[PATH_MAX + 32];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) {
+        fprintf(stderr, "reverie: cannot find this program's folder: %s\n", strerror(errno));
+        return 1;
+    }
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(path, sizeof(path), "%s/reverie-service", slash ? self : ".");
+    argv[0] = path;
+    execv(path, argv);
+    fprintf(stderr,
+            "reverie: '%s' is a command of reverie-service, which should be next to reverie: "
+            "%s: %s\n",
+            argv[1], path, strerror(errno));
+    return 1;
+}
 
 static void usage(FILE *out)
 {
@@ -50,9 +84,14 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].run(argc - 1, argv + 1);
+    /* `overheads predict` needs no database: it stays here. */
+    if (strcmp(argv[1], "overheads") == 0 && argc > 2 && strcmp(argv[2], "predict") == 0)
+        return rv_cmd_overheads_predict(argc - 2, argv + 2);
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (strcmp(argv[1], commands[i].name) != 0)
+            continue;
+        return commands[i].run ? commands[i].run(argc - 1, argv + 1) : run_service(argv);
+    }
     fprintf(stderr, "reverie: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

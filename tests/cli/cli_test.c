@@ -7,6 +7,7 @@
  * Exits 77 (skipped) when the sample trace is absent. */
 #include <CUnit/Basic.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -398,6 +399,38 @@ static void test_overheads_help(void)
     run_free(&r);
 }
 
+/* The commands that talk to the service run in reverie-service, next to
+ * reverie, with the same arguments; a reverie alone in a folder still runs
+ * the engine's commands and names the missing program for the others. */
+static void test_service_commands(void)
+{
+    run_result r;
+    run(&r, (const char *const[]){"upload", "--help", NULL});
+    CU_ASSERT_EQUAL(r.status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "usage: reverie upload"));
+    run_free(&r);
+
+    char dir[] = "/tmp/rv_cli_alone_XXXXXX", alone[PATH_MAX],
+         cmd[sizeof(g_reverie) + PATH_MAX + 16];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(alone, sizeof(alone), "%s/reverie", dir);
+    snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", g_reverie, alone);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    char saved[sizeof(g_reverie)];
+    memcpy(saved, g_reverie, sizeof(saved));
+    snprintf(g_reverie, sizeof(g_reverie), "%s", alone);
+    run(&r, (const char *const[]){"token", "list", NULL});
+    CU_ASSERT_EQUAL(r.status, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "reverie-service"));
+    run_free(&r);
+    run(&r, (const char *const[]){"simulate", "--help", NULL});
+    CU_ASSERT_EQUAL(r.status, 0);
+    run_free(&r);
+    memcpy(g_reverie, saved, sizeof(saved));
+    unlink(alone);
+    rmdir(dir);
+}
+
 /* An execution trace alone (issue 18): `simulate ET --gpu A100` answers
  * with et_only_modelled and the ET's FLOPs; the what-if's "gpu" serves
  * too; without a GPU it is refused naming "gpu", and a broken ET with the
@@ -713,6 +746,7 @@ int main(void)
     CU_add_test(s, "a misspelling suggests the nearest name", test_misspelling_suggests);
     CU_add_test(s, "sweep: two --vary make a grid", test_vary_grid);
     CU_add_test(s, "overheads --help lists predict", test_overheads_help);
+    CU_add_test(s, "service commands run reverie-service", test_service_commands);
     /* The cases on the public traces (tests/data/public, through
      * RV_SHARED_TRACES) are left out, and the suite reported skipped, when
      * those cannot be read: they would check nothing. */
