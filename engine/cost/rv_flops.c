@@ -718,6 +718,8 @@ void rv_flops_trace_free(rv_flops_trace *f)
     free(f->cls);
     free(f->ptype);
     free(f->embed);
+    free(f->op_tree);
+    f->op_tree = NULL;
     f->flops = f->bytes = NULL;
     f->cls = f->ptype = NULL;
     f->embed = NULL;
@@ -816,6 +818,8 @@ int rv_flops_of_trace(const rv_trace *t, rv_flops_trace *f)
             best = f->flops_by_ptype[pt];
             f->dominant_ptype = pt;
         }
+    f->op_tree = parent;
+    parent = NULL;
     rc = 0;
 out:
     if (rc < 0)

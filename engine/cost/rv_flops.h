@@ -66,6 +66,9 @@ typedef struct rv_flops_trace {
     size_t gpu_tasks, gpu_tasks_costed;
     rv_flops_embed *embed; /* costed embedding tasks, by event */
     size_t nembed;
+    /* The trace's op tree (rv_shapes_op_tree, per event), kept for the
+     * memory report, which would otherwise build it again. */
+    int32_t *op_tree;
 } rv_flops_trace;
 
 /* Costs every op of t that has shapes and attributes each op's cost to the

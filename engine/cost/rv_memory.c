@@ -212,16 +212,18 @@ static int32_t state_per_param(const size_t *cnt, int32_t nparams, int optstep)
     return (int32_t)s;
 }
 
-int rv_memory_from_shapes(const rv_trace *t, int64_t t0, int64_t t1, rv_memory_shapes *b)
+int rv_memory_from_shapes(const rv_trace *t, const int32_t *op_tree, int64_t t0, int64_t t1,
+                          rv_memory_shapes *b)
 {
     size_t cnt[C_KIND] = {0};
     int optstep = 0, rc = 0;
     memset(b, 0, sizeof(*b));
     b->optimizer_state = RV_NONE;
     b->state_per_param = -1;
-    int32_t *parent = malloc((t->nevents + 1) * sizeof(*parent));
+    int32_t *own = op_tree ? NULL : malloc((t->nevents + 1) * sizeof(*own));
+    const int32_t *parent = op_tree ? op_tree : own;
     uint8_t *cls = calloc(t->nevents + 1, 1);
-    if (!parent || !cls || rv_shapes_op_tree(t, parent) < 0) {
+    if (!parent || !cls || (own && rv_shapes_op_tree(t, own) < 0)) {
         rc = RV_ERR_NOMEM;
         goto out;
     }
@@ -305,7 +307,7 @@ int rv_memory_from_shapes(const rv_trace *t, int64_t t0, int64_t t1, rv_memory_s
     if (b->state_per_param >= 0)
         b->optimizer_state = b->state_per_param * b->weights;
 out:
-    free(parent);
+    free(own);
     free(cls);
     return rc;
 }

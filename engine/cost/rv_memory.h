@@ -23,9 +23,11 @@ typedef struct rv_memory_shapes {
 } rv_memory_shapes;
 
 /* Reads the ops of t that start inside [t0, t1) (absolute ns): one step.
+ * op_tree is t's (rv_shapes_op_tree; borrowed), or NULL to build it here.
  * 0 (b filled; b->nparams 0 when no op carries parameters), or
  * RV_ERR_NOMEM. t is borrowed. */
-int rv_memory_from_shapes(const rv_trace *t, int64_t t0, int64_t t1, rv_memory_shapes *b);
+int rv_memory_from_shapes(const rv_trace *t, const int32_t *op_tree, int64_t t0, int64_t t1,
+                          rv_memory_shapes *b);
 
 /* The optimizer an op's name says it steps ("Optimizer.step#Adam.step",
  * "Optimizer.zero_grad#SGD.zero_grad"): its name (static; *len bytes) and

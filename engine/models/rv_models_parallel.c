@@ -685,7 +685,8 @@ static double parameter_bytes(const rv_graph *g, rv_memory_shapes *b)
         t0 = g->origin_ns + it->start_ns;
         t1 = g->origin_ns + it->end_ns;
     }
-    if (rv_memory_from_shapes(t, t0, t1, b) != 0 || b->weights <= 0)
+    if (rv_memory_from_shapes(t, g->flops ? g->flops->op_tree : NULL, t0, t1, b) != 0 ||
+        b->weights <= 0)
         return 0;
     return (double)b->weights;
 }
