@@ -244,7 +244,8 @@ static json_t *with_breakdown(rv_run_result *r, json_t *o, const rv_trace *t, in
         s0 = g->origin_ns + g->iters[g->niters / 2].start_ns;
         s1 = g->origin_ns + g->iters[g->niters / 2].end_ns;
     }
-    int have = t->nop_shapes > 0 && rv_memory_from_shapes(t, g->flops ? g->flops->op_tree : NULL, s0, s1, &sb) == 0;
+    int have = t->nop_shapes > 0 &&
+               rv_memory_from_shapes(t, g->flops ? g->flops->op_tree : NULL, s0, s1, &sb) == 0;
     int64_t est = -1;
     json_t *b = breakdown_json(t, have ? &sb : NULL, peak, totals, s0, s1, &est);
     if (!o)
