@@ -194,8 +194,10 @@ int rv_sim_adj_new(const rv_graph *g, rv_sim_adj **out, rv_error *err)
     int32_t *at = NULL;
     int rc = 0;
     *out = NULL;
-    if (!a)
-        return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+    if (!a) {
+        rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
+        return RV_ERR_NOMEM;
+    }
     a->edges = g->edges;
     a->nedges = m;
     a->ntasks = n;
@@ -204,13 +206,15 @@ int rv_sim_adj_new(const rv_graph *g, rv_sim_adj **out, rv_error *err)
     a->indeg = calloc(n + 1, sizeof(int32_t));
     at = malloc((n + 1) * sizeof(int32_t));
     if (!a->off || !a->out || !a->indeg || !at) {
-        rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory simulating %zu tasks", n);
+        rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory simulating %zu tasks", n);
+        rc = RV_ERR_NOMEM;
         goto out;
     }
     for (size_t e = 0; e < m; e++) {
         const rv_edge *ed = &g->edges[e];
         if (ed->src < 0 || (size_t)ed->src >= n || ed->dst < 0 || (size_t)ed->dst >= n) {
-            rc = rv_error_set(err, RV_ERR_INVALID, -1, -1, "edge %zu points outside the graph", e);
+            rv_error_set(err, RV_ERR_INVALID, -1, -1, "edge %zu points outside the graph", e);
+            rc = RV_ERR_INVALID;
             goto out;
         }
         a->off[ed->src + 1]++;
