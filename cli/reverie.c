@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "rv_cli.h"
+#include "util/rv_mem.h"
 
 typedef struct command {
     const char *name;
@@ -75,6 +76,11 @@ int main(int argc, char **argv)
      * mmaps saves the page faults of touching new memory each time. */
     mallopt(M_MMAP_THRESHOLD, 512 << 20);
     mallopt(M_TRIM_THRESHOLD, 1024 << 20);
+    /* One heap for the run's threads (the baseline's reports run on a
+     * second one), backed by huge pages: page faults were a sixth of
+     * reading and simulating a trace (docs/internals/kineto-reader.md). */
+    mallopt(M_ARENA_MAX, 1);
+    rv_mem_heap_huge((size_t)256 << 20);
     if (argc < 2) {
         usage(stderr);
         return 2;

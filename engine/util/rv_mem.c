@@ -1,6 +1,7 @@
 #include "util/rv_mem.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 
 #define HUGE_PAGE ((uintptr_t)2 << 20)
@@ -18,4 +19,13 @@ void rv_mem_huge(void *p, size_t len)
     (void)p;
     (void)len;
 #endif
+}
+
+void rv_mem_heap_huge(size_t len)
+{
+    void *p = malloc(len);
+    if (!p)
+        return;
+    rv_mem_huge(p, len);
+    free(p); /* back to the heap's top, kept there: the hint stays */
 }
