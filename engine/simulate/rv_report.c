@@ -472,11 +472,8 @@ static size_t kstat_group(kstat *v, size_t m, uint32_t max_name)
 
 json_t *rv_report_top_kernels(const rv_graph *g, const rv_sim *s, const rv_window *w, int k)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < g->ntasks; i++)
-        if (g->tasks[i].kind != RV_TASK_CPU && g->tasks[i].kind != RV_TASK_DATA)
-            n++;
-    kstat *v = malloc((n + 1) * sizeof(*v));
+    /* Room for every task: counting the GPU ones first cost a pass. */
+    kstat *v = malloc((g->ntasks + 1) * sizeof(*v));
     json_t *arr = json_array();
     if (!v)
         return arr;
