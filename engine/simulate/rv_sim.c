@@ -25,8 +25,11 @@ static int item_less(const heap_item *a, const heap_item *b)
     return a->task < b->task;
 }
 
-static int heap_push(heap *h, heap_item it)
+/* The item's fields as scalars: a 24-byte struct passed by value went
+ * through the stack on every push, and its reload stalled the store. */
+static int heap_push(heap *h, int64_t key1, int64_t key2, int32_t task)
 {
+    heap_item it = {key1, key2, task};
     if (h->n == h->cap) {
         if (h->cap >= RV_GRAPH_MAX_TASKS) /* one entry per ready task at most */
             return RV_ERR_LIMIT;
@@ -166,9 +169,8 @@ static int finish(sim_ctx *c, int32_t u, int64_t start)
             if (c->fifo) {
                 c->fifo[c->ftail++] = v;
             } else {
-                heap_item it = {c->policy == RV_SCHED_PRIORITY ? g->tasks[v].priority : 0,
-                                c->ready[v], v};
-                int rc = heap_push(&c->h, it);
+                int rc = heap_push(&c->h, c->policy == RV_SCHED_PRIORITY ? g->tasks[v].priority : 0,
+                                   c->ready[v], v);
                 if (rc != 0)
                     return rc;
             }
@@ -329,9 +331,8 @@ int rv_sim_run_opts(const rv_graph *g, const rv_sim_opts *o, rv_sim **out, rv_er
         if (c.fifo) {
             c.fifo[c.ftail++] = (int32_t)i;
         } else {
-            heap_item it = {policy == RV_SCHED_PRIORITY ? g->tasks[i].priority : 0, c.ready[i],
-                            (int32_t)i};
-            if ((rc = heap_push(&c.h, it)) != 0)
+            if ((rc = heap_push(&c.h, policy == RV_SCHED_PRIORITY ? g->tasks[i].priority : 0,
+                                c.ready[i], (int32_t)i)) != 0)
                 goto out;
         }
     }
@@ -349,8 +350,7 @@ int rv_sim_run_opts(const rv_graph *g, const rv_sim_opts *o, rv_sim **out, rv_er
             int32_t th = g->tasks[u].thread;
             int64_t real = c.ready[u] > c.progress[th] ? c.ready[u] : c.progress[th];
             if (policy == RV_SCHED_EARLIEST_START && real > it.key2 && c.last_on[th] >= 0) {
-                it.key2 = real;
-                if ((rc = heap_push(&c.h, it)) != 0)
+                if ((rc = heap_push(&c.h, it.key1, real, it.task)) != 0)
                     goto out;
                 continue;
             }
