@@ -6,10 +6,12 @@
  * timestamps takes three), one read counts them all, and a pass whose
  * digit is the same everywhere is skipped. Stability makes multi-key
  * orders easy: sort by the least significant key first, then by each more
- * significant one. Scratch is one copy of the records plus the counts (at
- * most 2 MiB); when that cannot be had the sort still finishes, stable, in
- * place, in
- * O(n log^2 n) (rotation-based merges). See docs/internals/engine.md. */
+ * significant one. Input that is already up to 8 sorted runs (found in
+ * the pass that reads the key range) is merged instead, stably: a stream's
+ * tasks come in time order. Scratch is one copy of the records plus the
+ * counts (at most 2 MiB); when that cannot be had the sort still finishes,
+ * stable, in place, in O(n log^2 n) (rotation-based merges). See
+ * docs/internals/engine.md. */
 #ifndef RV_SORT_H
 #define RV_SORT_H
 
