@@ -47,6 +47,11 @@ whatif() { # ID WATTS -> "STATUS SECONDS"
         -H 'Content-Type: application/json' -d "{\"power_limit_w\":$2}" "$URL/v1/traces/$1/whatif" ||
         echo "000 0"
 }
+percentiles() { # $HOME_DIR/lat ("STATUS SECONDS ...") -> p50, p95 in ms
+    awk '{print $2}' "$HOME_DIR/lat" | sort -n >"$HOME_DIR/lat.sorted"
+    p50=$(awk -v n="$N" 'NR==int(n*0.50+0.5){printf "%.1f", $1*1000}' "$HOME_DIR/lat.sorted")
+    p95=$(awk -v n="$N" 'NR==int(n*0.95+0.5){printf "%.1f", $1*1000}' "$HOME_DIR/lat.sorted")
+}
 bench() { # LABEL ID
     whatif "$2" 299.99 >/dev/null # warm: the trace loaded, its baseline prepared
     k=0
@@ -58,9 +63,7 @@ bench() { # LABEL ID
         k=$((k + 1))
     done
     bad=$(awk '$1 != 200' "$HOME_DIR/lat" | wc -l)
-    awk '{print $2}' "$HOME_DIR/lat" | sort -n >"$HOME_DIR/lat.sorted"
-    p50=$(awk -v n="$N" 'NR==int(n*0.50+0.5){printf "%.1f", $1*1000}' "$HOME_DIR/lat.sorted")
-    p95=$(awk -v n="$N" 'NR==int(n*0.95+0.5){printf "%.1f", $1*1000}' "$HOME_DIR/lat.sorted")
+    percentiles
     echo "$1: $N uncached what-ifs, p50 $p50 ms, p95 $p95 ms, non-200 answers: $bad"
     [ "$bad" -eq 0 ]
 }
@@ -79,9 +82,7 @@ bench_kept() { # LABEL ID: N more, one connection; caps 250.00..349.99 W
     curl -sS --max-time 600 -K "$HOME_DIR/kept.cfg" >"$HOME_DIR/lat" || true
     bad=$(awk '$1 != 200' "$HOME_DIR/lat" | wc -l)
     conns=$(awk '{c += $3} END {print c + 0}' "$HOME_DIR/lat")
-    awk '{print $2}' "$HOME_DIR/lat" | sort -n >"$HOME_DIR/lat.sorted"
-    p50=$(awk -v n="$N" 'NR==int(n*0.50+0.5){printf "%.1f", $1*1000}' "$HOME_DIR/lat.sorted")
-    p95=$(awk -v n="$N" 'NR==int(n*0.95+0.5){printf "%.1f", $1*1000}' "$HOME_DIR/lat.sorted")
+    percentiles
     echo "$1, kept-alive ($conns connection): $N uncached what-ifs, p50 $p50 ms, p95 $p95 ms, non-200 answers: $bad"
     [ "$bad" -eq 0 ] && [ "$(wc -l <"$HOME_DIR/lat")" -eq "$N" ]
 }
