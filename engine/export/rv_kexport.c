@@ -43,6 +43,7 @@ typedef struct ctx {
     size_t kept;      /* kept events seen so far, the reader's ordinal */
     member *mem;
     rv_buf sbuf;
+    rv_buf name;          /* the event's name: whether the reader kept it may hang on it */
     int64_t lo_ns, hi_ns; /* the exported run's span, graph time */
     int64_t fresh;        /* the last flow or correlation id handed out */
 } ctx;
@@ -259,6 +260,7 @@ typedef struct evinfo {
     int64_t ts_ns, dur_ns;
     char pid[64], tid[64];
     int have_pid, have_tid;
+    int have_name; /* c->name holds the last "name", as text */
 } evinfo;
 
 /* A time value (number or numeric string, us) to ns; 0 when it is not one. */
@@ -312,6 +314,28 @@ static int read_short(ctx *c, char *out, size_t cap)
     return 1;
 }
 
+/* A string or a number as text into b, as the reader takes an event's
+ * name: 1 when it is text, 0 when not (other values are skipped), -1 on a
+ * scan error. */
+static int read_text(ctx *c, rv_buf *b)
+{
+    rv_jscan *s = &c->js;
+    int ch = rv_jscan_ws(s);
+    if (ch == '"') {
+        rv_jscan_eat(s);
+        if (rv_jscan_string(s, b) < 0)
+            return -1;
+        return !b->err;
+    }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        if (rv_jscan_number(s) < 0)
+            return -1;
+        rv_buf_reset(b);
+        return rv_buf_add(b, s->num, s->num_len) == 0;
+    }
+    return rv_jscan_skip(s, 2) < 0 ? -1 : 0;
+}
+
 /* Reads one event object ('{' consumed) into c->mem and *e. Returns the
  * member count or a negative rv_err. */
 static int read_event(ctx *c, evinfo *e)
@@ -340,6 +364,8 @@ static int read_event(ctx *c, evinfo *e)
             r = read_short(c, tmp, sizeof(tmp));
             /* The last "cat" counts, as in the reader. */
             e->cat = r == 1 ? rv_kineto_category(tmp, strlen(tmp)) : -1;
+        } else if (m->klen == 4 && !memcmp(m->key, "name", 4)) {
+            r = e->have_name = read_text(c, &c->name);
         } else if (m->klen == 3 && !memcmp(m->key, "pid", 3)) {
             r = e->have_pid = read_short(c, e->pid, sizeof(e->pid));
         } else if (m->klen == 3 && !memcmp(m->key, "tid", 3)) {
@@ -406,7 +432,8 @@ static int export_event(ctx *c)
     int n = read_event(c, &e);
     if (n < 0)
         return n;
-    if (e.ph == 'X' && e.cat >= 0 && e.cat != RV_CAT_PYTHON) {
+    /* The export reads an original as the reader does by default. */
+    if (rv_kineto_keeps(e.ph, e.cat, e.have_name ? c->name.p : NULL, c->name.len, 0)) {
         /* One of the events the reader kept: the k-th. */
         size_t k = c->kept++;
         if (k >= c->tr->nevents || !e.have_ts || c->tr->events[k].ts_ns != e.ts_ns)
@@ -998,6 +1025,7 @@ int rv_kexport_write(const void *orig, size_t len, const rv_graph *bg, const rv_
     c.out = out;
     rv_buf plain = RV_BUF_INIT(max_in);
     rv_buf_init(&c.sbuf, MAX_SHORT);
+    rv_buf_init(&c.name, RV_KINETO_MAX_NAME);
     if (!c.tr || pg->ntasks < bg->ntasks || pg->nthreads < bg->nthreads ||
         ps->ntasks != pg->ntasks) {
         rc = rv_error_set(err, RV_ERR_INVALID, -1, -1,
@@ -1027,6 +1055,7 @@ out:
     rv_jscan_close(&c.js);
     rv_buf_free(&plain);
     rv_buf_free(&c.sbuf);
+    rv_buf_free(&c.name);
     rv_map_free(&c.threads);
     free(c.ev2task);
     free(c.xs);

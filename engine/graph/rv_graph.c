@@ -29,6 +29,10 @@
 /* Fewer idle-stream launches than this measure nothing: the default
  * launch latency is assumed (and the answer says so). */
 #define MIN_LAUNCH_SAMPLES 5
+/* No launch latency or idle gap between kernels lasts a second: a median
+ * beyond it comes from a broken clock, and the thresholds built on these
+ * constants (a few times each) must stay far from overflow. */
+#define MAX_GPU_CONSTANT_NS 1000000000
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -831,6 +835,10 @@ static int measure_gpu_constants(builder *b)
     if (g->launch_lat_assumed && g->launch_lat_ns > DEFAULT_LAUNCH_LAT_NS)
         g->launch_lat_ns = DEFAULT_LAUNCH_LAT_NS;
     g->gpu_gap_ns = rv_sort_median_i64(gap, ng, DEFAULT_GPU_GAP_NS);
+    if (g->launch_lat_ns > MAX_GPU_CONSTANT_NS)
+        g->launch_lat_ns = MAX_GPU_CONSTANT_NS;
+    if (g->gpu_gap_ns > MAX_GPU_CONSTANT_NS)
+        g->gpu_gap_ns = MAX_GPU_CONSTANT_NS;
     free(lat);
     free(gap);
     return 0;

@@ -20,7 +20,7 @@
 #include "trace/rv_kname.h"
 #include "trace/rv_shapes.h"
 
-#define MAX_NAME      ((size_t)4 << 20) /* longest event name kept */
+#define MAX_NAME      RV_KINETO_MAX_NAME
 #define DEFAULT_INPUT ((size_t)16 << 30)
 /* Sizing the event array from the input's announced size (run). */
 #define RESERVE_BYTES_PER_EVENT 200
@@ -293,6 +293,12 @@ static int python_module_event(const char *name, size_t len)
            memmem(name, len, ".py(", 4) != NULL;
 }
 
+int rv_kineto_keeps(int ph, int cat, const char *name, size_t len, int keep_python)
+{
+    return ph == 'X' && cat >= 0 &&
+           (cat != RV_CAT_PYTHON || keep_python || (name && python_module_event(name, len)));
+}
+
 static int parse_event(reader *r, int depth)
 {
     evscan s;
@@ -359,9 +365,8 @@ static int parse_event(reader *r, int depth)
             return rc;
     }
 
-    if (s.ph == 'X' && s.cat >= 0 &&
-        (s.cat != RV_CAT_PYTHON || r->opts->keep_python ||
-         (s.have_name && python_module_event(r->name.p, r->name.len)))) {
+    if (rv_kineto_keeps(s.ph, s.cat, s.have_name ? r->name.p : NULL, r->name.len,
+                        r->opts->keep_python)) {
         if (s.ts_st == ST_ABSENT)
             return FAIL_AT(r, RV_ERR_INVALID, start,
                            "complete event (ph \"X\", cat \"%s\") has no \"ts\"",

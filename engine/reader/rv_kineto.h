@@ -43,4 +43,14 @@ int rv_kineto_error_is_et(const rv_error *err);
  * keep. The exporter (rv_kexport.c) uses it to walk the same events. */
 int rv_kineto_category(const char *s, size_t n);
 
+/* Whether the reader keeps an event of phase ph, category cat (an rv_cat,
+ * or negative) and name name[0..len) (NULL: no text name): a complete
+ * event of a kept category, and of python_function events only those that
+ * mark a module instance unless keep_python. The exporter asks the same
+ * question to find the reader's k-th event again. */
+int rv_kineto_keeps(int ph, int cat, const char *name, size_t len, int keep_python);
+
+/* The longest event name the reader takes (longer fails the read). */
+#define RV_KINETO_MAX_NAME ((size_t)4 << 20)
+
 #endif

@@ -3,7 +3,8 @@
  * the op tree of the input (same ops, same nesting), a flow pair per
  * launched GPU task, no negative timestamp, the metadata carried over, one
  * annotation per applied model, and no new warning about its structure.
- * Public traces; skips (77) without RV_SHARED_TRACES. */
+ * Public traces (one traced with modules); skips (77) without
+ * RV_SHARED_TRACES. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,9 @@ static const char *const TRACES[] = {
     "kineto/resnet50-v100-workers0.pt.trace.json.gz",
     "hta/v100-1rank-ns-resolution.json.gz",
     "hta/a100-rank0-of-16-five-streams.json.gz",
+    /* with_modules: the reader keeps its "nn.Module: " python events, and
+     * the export must count them to find each kept event again. */
+    "tracelens/h100-bert-small-forward.json.gz",
 };
 
 static const char *const WHATIFS[] = {
