@@ -35,6 +35,7 @@ typedef struct rv_app {
     struct rv_metrics *metrics; /* borrowed */
     struct rv_auth *auth;       /* borrowed */
     struct rv_gcache *gcache;   /* borrowed; loaded traces, NULL = none */
+    struct rv_pending *pending; /* borrowed; answers being cached, NULL = write first */
     const char *version;
     /* Set on SIGTERM (/readyz answers 503, running what-ifs stop); written
      * and read with rv_api_draining / __atomic builtins across threads. */

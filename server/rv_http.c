@@ -227,6 +227,24 @@ static void run_handler(rv_req *r)
     rv_http__bound_answer(r);
 }
 
+/* Runs and clears r's after-work (rv_req_after). */
+static void run_after(rv_req *r)
+{
+    rv_req_after_fn fn = r->after;
+    void *arg = r->after_arg;
+    r->after = NULL;
+    r->after_arg = NULL;
+    if (fn)
+        fn(arg);
+}
+
+void rv_req_after(rv_req *r, rv_req_after_fn fn, void *arg)
+{
+    run_after(r);
+    r->after = fn;
+    r->after_arg = arg;
+}
+
 static void work_main(void *arg)
 {
     rv_req *r = arg;
@@ -235,11 +253,17 @@ static void work_main(void *arg)
 
     run_handler(r);
     r->state = RV_REQ_DONE;
+    rv_req_after_fn after = r->after;
+    void *after_arg = r->after_arg;
+    r->after = NULL;
     /* r belongs to the MHD thread again after the resume: touch only h. */
     MHD_resume_connection(conn);
     pthread_mutex_lock(&h->mu);
     h->suspended--;
     pthread_mutex_unlock(&h->mu);
+    /* The answer is on its way; the worker finishes what can wait. */
+    if (after)
+        after(after_arg);
 }
 
 /* The last call: answers a body error, or runs the handler here (inline
@@ -263,6 +287,7 @@ static int body_done(rv_req *r)
     }
     if (r->route->flags & RV_ROUTE_INLINE || !h->cfg.workers) {
         run_handler(r);
+        run_after(r);
         r->state = RV_REQ_DONE;
         return 0;
     }

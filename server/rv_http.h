@@ -158,6 +158,13 @@ void rv_req_error(rv_req *r, int status, const char *code, const char *field, co
 void rv_req_error_rv(rv_req *r, const rv_error *e);
 /* Adds a response header (copied). Up to 8 per response. */
 void rv_req_add_header(rv_req *r, const char *name, const char *value);
+/* Work that need not hold the answer back (a cache write): fn(arg) runs
+ * once the answer is handed back to the connection, on the handler's
+ * worker, which takes no other request until it returns (routes run
+ * inline, without workers, run it before answering). fn owns arg and runs
+ * exactly once; one per request (a second call runs the first at once). */
+typedef void (*rv_req_after_fn)(void *arg);
+void rv_req_after(rv_req *r, rv_req_after_fn fn, void *arg);
 
 /* ---- small helpers shared by handlers ---- */
 

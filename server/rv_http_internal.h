@@ -134,6 +134,8 @@ struct rv_req {
     rv_http_kv resp_headers[RV_HTTP_MAX_RESP_HEADERS];
     int nresp_headers;
     int has_response;
+    rv_req_after_fn after; /* rv_req_after: runs once the answer is handed back */
+    void *after_arg;
 };
 
 /* ---- rv_http_guard.c: connections, deadlines, request checks ---- */

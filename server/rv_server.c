@@ -25,6 +25,7 @@
 #include "rv_db.h"
 #include "rv_db_listen.h"
 #include "rv_gcache.h"
+#include "rv_pending.h"
 #include "rv_http.h"
 #include "rv_metrics.h"
 #include "rv_pgembed.h"
@@ -444,6 +445,7 @@ int rv_server_main(const rv_server_config *c)
     rv_metrics *metrics = NULL;
     rv_auth *auth = NULL;
     rv_gcache *gcache = NULL;
+    rv_pending *pending = NULL;
     rv_workers *workers = NULL;
     rv_http *http = NULL;
     rv_app app;
@@ -487,11 +489,15 @@ int rv_server_main(const rv_server_config *c)
     }
     app_config(c, spool, database_dir(pg, db, datadir, sizeof(datadir)), &app);
     gcache = rv_gcache_new(c->graph_cache_bytes);
-    if (!gcache) {
+    /* One answer held per worker at most: each writes its row before it
+     * takes another request. */
+    pending = rv_pending_new(c->workers ? c->workers : 1);
+    if (!gcache || !pending) {
         fprintf(stderr, "reveried: out of memory\n");
         goto out;
     }
     app.gcache = gcache;
+    app.pending = pending;
     app.db = db;
     app.metrics = metrics;
     app.auth = auth;
@@ -549,7 +555,8 @@ out:
         pthread_join(listen_tid, NULL);
     if (pg_started)
         pthread_join(pg_tid, NULL);
-    rv_workers_free(workers);
+    rv_workers_free(workers); /* after it, no cache write is pending */
+    rv_pending_free(pending);
     rv_db_close(db);
     if (pg) {
         rv_error_clear(&e);

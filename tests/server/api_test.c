@@ -912,6 +912,17 @@ static void test_two_replicas(void)
     srv_b = start_server(port_b, conninfo);
     CU_ASSERT_EQUAL_FATAL(wait_status(port_b, "/readyz", 200, 60), 0);
     CU_ASSERT_EQUAL_FATAL(wait_status(port_b, "/v1/traces", 200, 10), 0);
+    /* Replica A wrote its answers' cache rows after sending them (and was
+     * killed since): B, which never held them, finds them in the database. */
+    char wp[128];
+    snprintf(wp, sizeof(wp), "/v1/traces/%lld/whatif", (long long)id_resnet);
+    CU_ASSERT_EQUAL(req(port_b, "POST", wp, tok_read, "application/json",
+                        "{\"optimizations\":[{\"kind\":\"dataloader\",\"workers\":4}]}", NULL, &r),
+                    200);
+    json_t *hit = body_json(&r);
+    CU_ASSERT_TRUE(json_is_true(json_object_get(hit, "cached")));
+    json_decref(hit);
+    tc_resp_free(&r);
     /* One trace per shard and a few scenarios, so both replicas take some. */
     snprintf(body, sizeof(body),
              "{\"select\":{},\"shard_size\":1,\"async\":true,\"scenarios\":[{\"power_limit_w\":"
