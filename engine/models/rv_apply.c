@@ -59,7 +59,7 @@ static int run_opt(const rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *app
  * nothing: a what-if that matched no task must not read as "no gain".
  * Four independent lanes, folded at the end: one chain of multiplies per
  * task made this a serial pass that cost as much as applying the model. */
-static uint64_t graph_print(const rv_graph *g)
+uint64_t rv_apply_fingerprint(const rv_graph *g)
 {
     const uint64_t prime = 1099511628211ull;
     uint64_t lane[4] = {1469598103934665603ull ^ (uint64_t)g->ntasks, 1, 2, 3};
@@ -84,6 +84,26 @@ static void mark_changed(json_t *arr, int changed)
     json_t *o = json_array_get(arr, json_array_size(arr) ? json_array_size(arr) - 1 : 0);
     if (json_is_object(o))
         json_object_set_new(o, "changed", json_boolean(changed));
+}
+
+/* The fingerprint of g as it stands, when known: each model's "after" is
+ * the next one's "before", and a fresh clone's is its source's. */
+typedef struct print_state {
+    uint64_t cur;
+    int known;
+} print_state;
+
+static uint64_t print_before(const rv_graph *g, const print_state *ps)
+{
+    return ps->known ? ps->cur : rv_apply_fingerprint(g);
+}
+
+/* Whether g changed since before; g's fingerprint is known after. */
+static int print_changed(const rv_graph *g, print_state *ps, uint64_t before)
+{
+    ps->cur = rv_apply_fingerprint(g);
+    ps->known = 1;
+    return before != ps->cur;
 }
 
 int rv_apply(const rv_whatif *w, rv_graph *g, json_t **applied, rv_error *err)
@@ -123,19 +143,29 @@ static void apply_end(rv_graph *g)
     g->stop = NULL;
 }
 
-static int apply_models(const rv_whatif *w, rv_graph *g, const rv_stop *stop, json_t **applied,
-                        rv_error *err);
+static int apply_models(const rv_whatif *w, rv_graph *g, const rv_stop *stop, print_state *ps,
+                        json_t **applied, rv_error *err);
 
 int rv_apply_stop(const rv_whatif *w, rv_graph *g, const rv_stop *stop, json_t **applied,
                   rv_error *err)
 {
-    int rc = apply_models(w, g, stop, applied, err);
+    print_state ps = {0, 0};
+    int rc = apply_models(w, g, stop, &ps, applied, err);
     apply_end(g);
     return rc;
 }
 
-static int apply_models(const rv_whatif *w, rv_graph *g, const rv_stop *stop, json_t **applied,
-                        rv_error *err)
+int rv_apply_stop_known(const rv_whatif *w, rv_graph *g, const rv_stop *stop, uint64_t print,
+                        json_t **applied, rv_error *err)
+{
+    print_state ps = {print, 1};
+    int rc = apply_models(w, g, stop, &ps, applied, err);
+    apply_end(g);
+    return rc;
+}
+
+static int apply_models(const rv_whatif *w, rv_graph *g, const rv_stop *stop, print_state *ps,
+                        json_t **applied, rv_error *err)
 {
     int rc = 0;
     json_t *arr = json_array();
@@ -158,6 +188,7 @@ static int apply_models(const rv_whatif *w, rv_graph *g, const rv_stop *stop, js
         }
         if ((rc = rv_retime_overheads(g, w->overheads, &o, err)) != 0)
             goto fail;
+        ps->known = 0;
         json_array_append_new(arr, o);
     }
     if (w->platform_kmodels && !w->kmodel_platform && !w->kmodel_target) {
@@ -171,31 +202,33 @@ static int apply_models(const rv_whatif *w, rv_graph *g, const rv_stop *stop, js
         /* Before the optimizations: they then act on the other GPU. */
         if ((rc = rv_stop_check(stop, err)) != 0)
             goto fail;
-        uint64_t before = graph_print(g);
+        uint64_t before = print_before(g, ps);
         if ((rc = rv_models__gpu(w, g, arr, err)) != 0)
             goto fail;
         /* Not rescaled is said by its own warning, not as "no effect". */
         json_t *last = json_array_get(arr, json_array_size(arr) - 1);
         if (json_is_true(json_object_get(last, "rescaled")))
-            mark_changed(arr, before != graph_print(g));
+            mark_changed(arr, print_changed(g, ps, before));
+        else
+            ps->known = 0;
     }
     for (int stage = RV_STAGE_PRECISION; stage <= RV_STAGE_DATALOADER; stage++) {
         if (stage == RV_STAGE_DISTRIBUTED && w->has_par) {
             if ((rc = rv_stop_check(stop, err)) != 0)
                 goto fail;
-            uint64_t before = graph_print(g);
+            uint64_t before = print_before(g, ps);
             if ((rc = rv_models__parallel(w, g, arr, err)) != 0)
                 goto fail;
-            mark_changed(arr, before != graph_print(g));
+            mark_changed(arr, print_changed(g, ps, before));
         }
         if (stage == RV_STAGE_DISTRIBUTED && w->has_dist) {
             if ((rc = rv_stop_check(stop, err)) != 0)
                 goto fail;
-            uint64_t before = graph_print(g);
+            uint64_t before = print_before(g, ps);
             if ((rc = name_growth(NULL, "distributed", rv_models__distributed(w, g, arr, err),
                                   err)) != 0)
                 goto fail;
-            mark_changed(arr, before != graph_print(g));
+            mark_changed(arr, print_changed(g, ps, before));
         }
         if (stage == RV_STAGE_POWER && (w->power_limit_w > 0 || w->power_limit_frac > 0)) {
             /* The model sees the fraction as the watts it stands for. */
@@ -203,10 +236,10 @@ static int apply_models(const rv_whatif *w, rv_graph *g, const rv_stop *stop, js
             if ((rc = rv_stop_check(stop, err)) != 0 ||
                 (rc = power_cap(w, g, &resolved.power_limit_w, err)) != 0)
                 goto fail;
-            uint64_t before = graph_print(g);
+            uint64_t before = print_before(g, ps);
             if ((rc = rv_models__power(&resolved, g, arr, err)) != 0)
                 goto fail;
-            mark_changed(arr, before != graph_print(g));
+            mark_changed(arr, print_changed(g, ps, before));
         }
         for (size_t i = 0; i < w->nopts; i++) {
             if (w->opts[i].stage != stage)
@@ -216,14 +249,14 @@ static int apply_models(const rv_whatif *w, rv_graph *g, const rv_stop *stop, js
             /* Selectors match under the same stop; a pattern past its
              * match limit fails the model (rv_select_finish). */
             rv_select_set_stop(&w->opts[i].sel, stop);
-            uint64_t before = graph_print(g);
+            uint64_t before = print_before(g, ps);
             rc = name_growth(&w->opts[i], NULL, run_opt(w, &w->opts[i], g, arr, err), err);
             int src = rv_select_finish(&w->opts[i].sel, rc ? NULL : err);
             if (rc == 0)
                 rc = src;
             if (rc != 0)
                 goto fail;
-            mark_changed(arr, before != graph_print(g));
+            mark_changed(arr, print_changed(g, ps, before));
         }
     }
     if (w->has_schedule || rv_whatif_schedule(w) != RV_SCHED_EARLIEST_START) {

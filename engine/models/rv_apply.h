@@ -25,6 +25,14 @@ int rv_apply(const rv_whatif *w, rv_graph *g, json_t **applied, rv_error *err);
  * (past them RV_ERR_LIMIT naming the optimization, before allocating). */
 int rv_apply_stop(const rv_whatif *w, rv_graph *g, const rv_stop *stop, json_t **applied,
                   rv_error *err);
+/* rv_apply_stop on a g whose fingerprint the caller knows (print:
+ * rv_apply_fingerprint of g as it is now, as of the graph g was just
+ * cloned from): spares a pass over the tasks. */
+int rv_apply_stop_known(const rv_whatif *w, rv_graph *g, const rv_stop *stop, uint64_t print,
+                        json_t **applied, rv_error *err);
+/* What rv_apply compares before and after each model to tell whether it
+ * changed g: task and edge counts, and each task's duration, gap and flags. */
+uint64_t rv_apply_fingerprint(const rv_graph *g);
 #define RV_APPLY_MAX_NEW_TASKS ((size_t)3000000)
 #define RV_APPLY_MAX_NEW_EDGES ((size_t)9000000)
 

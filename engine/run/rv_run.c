@@ -33,20 +33,22 @@ static double ratio(double num, double den)
  * says so. The clone borrows g's edges until a model adds one: g outlives
  * r's predicted graph. */
 static int predict(rv_run_result *r, const rv_whatif *w, const rv_run_opts *o, const rv_stop *stop,
-                   const rv_sim_adj *adj, rv_error *err)
+                   const rv_run_prep *pp, rv_error *err)
 {
     r->pred_graph = rv_graph_clone_cow(r->graph);
     if (!r->pred_graph)
         return rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory cloning the graph");
     json_decref(r->applied);
     r->applied = NULL;
-    int rc = rv_apply_stop(w, r->pred_graph, stop, &r->applied, err);
+    int rc = pp->have_print
+                 ? rv_apply_stop_known(w, r->pred_graph, stop, pp->print, &r->applied, err)
+                 : rv_apply_stop(w, r->pred_graph, stop, &r->applied, err);
     if (rc == 0)
         rc = rv_stop_check(stop, err);
     if (rc != 0)
         return rc;
     /* The baseline's packed edges serve while the clone borrows its edges. */
-    rv_sim_opts so = {.policy = rv_whatif_schedule(w), .stop = stop, .adj = adj};
+    rv_sim_opts so = {.policy = rv_whatif_schedule(w), .stop = stop, .adj = pp->adj};
     rc = rv_sim_run_opts(r->pred_graph, &so, &r->pred_sim, err);
     if (rc == 0)
         rc = rv_stop_check(stop, err);
@@ -389,6 +391,8 @@ int rv_run_prep_new(const rv_graph *g, const rv_sim *base, int64_t iteration, rv
         rv_run_prep_free(p);
         return rc;
     }
+    p->print = rv_apply_fingerprint(g);
+    p->have_print = 1;
     *out = p;
     return 0;
 }
@@ -477,7 +481,7 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     r->base_win = pp->win;
 
     if (w && !rv_whatif_is_empty(w)) {
-        rc = predict(r, w, &o, &stop, pp->adj, err);
+        rc = predict(r, w, &o, &stop, pp, err);
         if (rc != 0)
             goto out;
     } else {

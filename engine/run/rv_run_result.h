@@ -72,6 +72,10 @@ typedef struct rv_run_prep {
     /* Owned: the graph's packed edges, for the simulations of what-ifs that
      * keep them (rv_run_prep_new only; NULL in a run's own prep). */
     rv_sim_adj *adj;
+    /* The graph's rv_apply_fingerprint, which a fresh clone of it shares
+     * (rv_run_prep_new only: have_print 0 in a run's own prep). */
+    uint64_t print;
+    int have_print;
 } rv_run_prep;
 
 typedef struct rv_run_result {

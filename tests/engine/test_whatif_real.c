@@ -643,6 +643,12 @@ static const char *const prep_docs[] = {
     "{\"optimizations\":[{\"kind\":\"amp\"}]}",
     "{\"optimizations\":[{\"kind\":\"cpu_speed\",\"factor\":2}]}",
     "{\"optimizations\":[{\"kind\":\"batch_size\",\"factor\":2}]}",
+    /* Several models, one matching no task ("changed": false), on another
+     * GPU: each model's "changed" from the prep's fingerprint and its
+     * predecessor's, as a run without a prep finds it. */
+    "{\"gpu\":\"H100-SXM5\",\"power_limit_w\":250,\"optimizations\":[{\"kind\":\"scale\","
+    "\"select\":{\"name\":\"no_such_kernel_anywhere\"},\"factor\":0.5},{\"kind\":\"cpu_speed\","
+    "\"factor\":2},{\"kind\":\"scale\",\"select\":{\"kind\":\"kernel\"},\"factor\":1}]}",
 };
 #define NPREP_DOCS (sizeof(prep_docs) / sizeof(prep_docs[0]))
 
@@ -662,6 +668,45 @@ static void *prep_worker(void *arg)
         free(got);
     }
     return NULL;
+}
+
+/* The applied models' "changed" flags of an answer, in order, as 't'/'f'. */
+static void changed_flags(const char *answer, char *out, size_t cap)
+{
+    size_t n = 0;
+    const char *a = answer ? strstr(answer, "\"applied\"") : NULL;
+    for (const char *q = a; q && (q = strstr(q, "\"changed\":")) && n + 1 < cap; q++)
+        out[n++] = q[10] == 't' ? 't' : 'f';
+    out[n] = '\0';
+}
+
+/* Each model says whether it changed the graph, with a prep (whose
+ * fingerprint stands for the fresh clone's) and without: the scale that
+ * matches nothing and the one by 1 did not. */
+static void test_changed_flags(void)
+{
+    const char *doc = prep_docs[NPREP_DOCS - 1];
+    rv_run_prep *prep = NULL;
+    rv_error err;
+    char a[16], b[16];
+    CU_ASSERT_EQUAL_FATAL(rv_run_prep_new(r50w0.g, r50w0.s, RV_ITER_MEDIAN, &prep, &err), 0);
+    char *own = answer_of(&r50w0, doc, NULL), *shared = answer_of(&r50w0, doc, prep);
+    changed_flags(own, a, sizeof(a));
+    changed_flags(shared, b, sizeof(b));
+    /* gpu, scale (no match), cpu_speed, scale by 1, power_limit */
+    CU_ASSERT_STRING_EQUAL(a, "tftft");
+    CU_ASSERT_STRING_EQUAL(b, "tftft");
+    free(own);
+    free(shared);
+    /* A first model that changes nothing compares with the prep's own. */
+    shared = answer_of(&r50w0,
+                       "{\"optimizations\":[{\"kind\":\"scale\",\"select\":{\"name\":"
+                       "\"no_such_kernel_anywhere\"},\"factor\":0.5}]}",
+                       prep);
+    changed_flags(shared, b, sizeof(b));
+    CU_ASSERT_STRING_EQUAL(b, "f");
+    free(shared);
+    rv_run_prep_free(prep);
 }
 
 /* One rv_run_prep shared by runs on two threads (as the server's cached
@@ -718,6 +763,7 @@ int main(void)
     CU_add_test(s, "amp", test_amp);
     CU_add_test(s, "fusions", test_fusions);
     CU_add_test(s, "generic", test_generic);
+    CU_add_test(s, "changed_flags", test_changed_flags);
     CU_add_test(s, "distributed", test_distributed);
     CU_add_test(s, "multirank", test_multirank);
     CU_add_test(s, "memory_savers", test_memory_savers);
