@@ -43,7 +43,7 @@ static int send_cached(rv_req *r, rv_app *a, int64_t id, int64_t with, const cha
     rv_error e;
     json_t *other = NULL;
     rv_error_clear(&e);
-    if (rv_db_whatif_cache_get(a->db, id, hash, &body, &len, NULL, &e) != 0 || !body)
+    if (rv_api_cache_get(a, id, hash, &body, &len) != 0)
         return 0;
     if (with > 0 && rv_db_trace_get(a->db, with, &other, &e) != 0) {
         free(body); /* the other trace went: compute, and say so */
@@ -84,12 +84,7 @@ static void answer(rv_req *r, rv_app *app, const rv_diff *d, int top, int64_t id
         rv_req_error_rv(r, &e);
         return;
     }
-    rv_error e2;
-    rv_error_clear(&e2);
-    /* A failed cache write costs a recomputation later, nothing more. */
-    if (rv_db_whatif_cache_put(app->db, id, hash, text, n, NULL, &e2) != 0)
-        fprintf(stderr, "reveried: diff cache write for trace %lld: %s\n", (long long)id,
-                e2.message);
+    rv_api_cache_put(r, app, id, hash, text, n, NULL);
     rv_req_add_header(r, "X-Reverie-Cache", "miss");
     rv_req_respond_buf(r, 200, "application/json", text, n);
 }

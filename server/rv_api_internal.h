@@ -7,6 +7,7 @@
 #include "rv_api.h"
 #include "graph/rv_graph.h"
 #include "rv_http.h"
+#include "run/rv_run_result.h"
 #include "simulate/rv_sim.h"
 #include "trace/rv_trace.h"
 
@@ -243,5 +244,16 @@ int rv_api_fleet_run_one(rv_app *a);
  * and followed by inputs (may be NULL): the version of other data the answer
  * depends on (the platform's overhead statistics). */
 void rv_api_request_hash(const json_t *doc, const char *inputs, char *out);
+
+/* The answer cache (server/rv_api_cache.c), keyed by trace and request
+ * hash. get: an answer whose row is still being written, else the stored
+ * row; 0 and *body (new, NUL-terminated, free()) of *len bytes, or -1 (a
+ * miss; a failed read counts as one). put: stores body (borrowed, len
+ * bytes of text) and its figures (sum may be NULL) for r's route; the row
+ * is written after r's answer is sent, held for get meanwhile, or at once
+ * when it cannot be held. */
+int rv_api_cache_get(rv_app *a, int64_t trace_id, const char *hash, char **body, size_t *len);
+void rv_api_cache_put(rv_req *r, rv_app *a, int64_t trace_id, const char *hash, const char *body,
+                      size_t len, const rv_run_summary *sum);
 
 #endif

@@ -157,9 +157,7 @@ static int send_cached(rv_req *r, rv_app *a, int64_t key_trace, const char *hash
 {
     char *body = NULL;
     size_t len = 0;
-    rv_error e;
-    rv_error_clear(&e);
-    if (rv_db_whatif_cache_get(a->db, key_trace, hash, &body, &len, NULL, &e) != 0 || !body)
+    if (rv_api_cache_get(a, key_trace, hash, &body, &len) != 0)
         return 0;
     json_t *ans = json_loadb(body, len, 0, NULL);
     free(body);
@@ -314,12 +312,8 @@ void rv_api_training_whatif(rv_req *r, void *app)
     json_object_set_new(ans, "request_hash", json_string(hash));
     {
         char *text = rv_round_dumps(ans, JSON_COMPACT);
-        rv_error e2;
-        rv_error_clear(&e2);
-        /* A failed cache write costs a recomputation later, nothing more. */
-        if (text && rv_db_whatif_cache_put(a->db, key_trace, hash, text, strlen(text), NULL, &e2))
-            fprintf(stderr, "reveried: job answer cache write for job %lld: %s\n", (long long)id,
-                    e2.message);
+        if (text)
+            rv_api_cache_put(r, a, key_trace, hash, text, strlen(text), NULL);
         free(text);
     }
     rv_req_respond_json(r, 200, ans);

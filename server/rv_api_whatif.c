@@ -17,7 +17,6 @@
 #include "hw/rv_hw.h"
 #include "cost/rv_kmodel_acc.h"
 #include "rv_metrics.h"
-#include "rv_pending.h"
 #include "simulate/rv_report.h"
 #include "graph/rv_retime.h"
 #include "run/rv_run.h"
@@ -420,59 +419,6 @@ static char *predicted_chrome(const rv_run_result *res, size_t *len)
     return buf;
 }
 
-/* Writes an answer's cache row. A failed write costs a recomputation
- * later, nothing more. */
-static void cache_put(rv_app *a, int64_t id, const char *hash, const char *body, size_t len,
-                      const rv_run_summary *sum)
-{
-    rv_error e;
-    rv_error_clear(&e);
-    if (rv_db_whatif_cache_put(a->db, id, hash, body, len, sum, &e) != 0)
-        fprintf(stderr, "reveried: what-if cache write for trace %lld: %s\n", (long long)id,
-                e.message);
-}
-
-/* A cache row written after the answer is sent (rv_req_after). */
-typedef struct cache_job {
-    rv_app *a;
-    int64_t id;
-    char hash[RV_SHA256_HEX_LEN + 1];
-    rv_run_summary sum;
-    rv_pending_entry *held;
-} cache_job;
-
-static void cache_job_run(void *arg)
-{
-    cache_job *j = arg;
-    size_t len = 0;
-    const char *body = rv_pending_body(j->held, &len);
-    cache_put(j->a, j->id, j->hash, body, len, &j->sum);
-    rv_pending_done(j->a->pending, j->held);
-    free(j);
-}
-
-/* Holds body (taken on success) among the pending answers and writes its
- * row once the answer is sent. 0, or -1 when it cannot wait (no table, the
- * table full, out of memory): body stays the caller's. */
-static int cache_after(rv_req *r, rv_app *a, int64_t id, const char *hash, char *body, size_t len,
-                       const rv_run_summary *sum)
-{
-    cache_job *j = calloc(1, sizeof(*j));
-    if (!j)
-        return -1;
-    j->held = rv_pending_add(a->pending, id, hash, body, len);
-    if (!j->held) {
-        free(j);
-        return -1;
-    }
-    j->a = a;
-    j->id = id;
-    snprintf(j->hash, sizeof(j->hash), "%s", hash);
-    j->sum = *sum;
-    rv_req_after(r, cache_job_run, j);
-    return 0;
-}
-
 void rv_api_trace_whatif(rv_req *r, void *app)
 {
     rv_app *a = app;
@@ -520,8 +466,7 @@ void rv_api_trace_whatif(rv_req *r, void *app)
     if (!with_tl) {
         /* A hit sends the stored bytes as they are: nothing is parsed. An
          * answer whose row is still being written is a hit too. */
-        if (rv_pending_get(a->pending, id, hash, &body, &len) == 0 ||
-            (rv_db_whatif_cache_get(a->db, id, hash, &body, &len, NULL, &e) == 0 && body)) {
+        if (rv_api_cache_get(a, id, hash, &body, &len) == 0) {
             rv_metrics_add(a->metrics, RV_M_CACHE_HITS, 1);
             ans = answer_bytes(body, len, 1, hash, NULL, 0, &ans_len);
             if (ans) {
@@ -581,10 +526,8 @@ void rv_api_trace_whatif(rv_req *r, void *app)
         rv_req_error_rv(r, &e);
         goto out;
     }
-    if (!with_tl && cache_after(r, a, id, hash, body, len, &res->sum) == 0)
-        body = NULL; /* the cache write has it */
-    else if (!with_tl)
-        cache_put(a, id, hash, body, len, &res->sum);
+    if (!with_tl)
+        rv_api_cache_put(r, a, id, hash, body, len, &res->sum);
     rv_req_respond_buf(r, 200, "application/json", ans, ans_len);
     ans = NULL;
 out:
