@@ -2,6 +2,8 @@
  * GPU tasks; see rv_flops.h and docs/models/flops.md. */
 #include "cost/rv_flops.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -559,112 +561,162 @@ static int tbe_backward(const opargs *o, const char *n, rv_op_cost *c)
     return 1;
 }
 
+/* Norms, softmax, pointwise ops and reductions by name: FLOPs per element
+ * of the largest input and the class. Looked up by hash (pointwise_row):
+ * an op that matches no formula used to be compared with every name here. */
+typedef struct pointwise_row {
+    const char *name;
+    double per;
+    int cls;
+} pointwise_row;
+
+static const pointwise_row POINTWISE[] = {
+    /* norms */
+    {"aten::layer_norm", 5, RV_FC_NORM},
+    {"aten::native_layer_norm", 5, RV_FC_NORM},
+    {"aten::batch_norm", 5, RV_FC_NORM},
+    {"aten::native_batch_norm", 5, RV_FC_NORM},
+    {"aten::_batch_norm_impl_index", 5, RV_FC_NORM},
+    {"aten::cudnn_batch_norm", 5, RV_FC_NORM},
+    {"aten::group_norm", 5, RV_FC_NORM},
+    {"aten::native_group_norm", 5, RV_FC_NORM},
+    {"aten::rms_norm", 5, RV_FC_NORM},
+    {"aten::_fused_rms_norm", 5, RV_FC_NORM},
+    /* their backward */
+    {"aten::native_layer_norm_backward", 10, RV_FC_NORM},
+    {"aten::native_batch_norm_backward", 10, RV_FC_NORM},
+    {"aten::cudnn_batch_norm_backward", 10, RV_FC_NORM},
+    {"aten::native_group_norm_backward", 10, RV_FC_NORM},
+    /* softmax */
+    {"aten::softmax", 5, RV_FC_SOFTMAX},
+    {"aten::_softmax", 5, RV_FC_SOFTMAX},
+    {"aten::log_softmax", 5, RV_FC_SOFTMAX},
+    {"aten::_log_softmax", 5, RV_FC_SOFTMAX},
+    /* its backward */
+    {"aten::_softmax_backward_data", 3, RV_FC_SOFTMAX},
+    {"aten::_log_softmax_backward_data", 3, RV_FC_SOFTMAX},
+    /* elementwise, one FLOP per element */
+    {"aten::add", 1, RV_FC_ELEMWISE},
+    {"aten::add_", 1, RV_FC_ELEMWISE},
+    {"aten::sub", 1, RV_FC_ELEMWISE},
+    {"aten::sub_", 1, RV_FC_ELEMWISE},
+    {"aten::mul", 1, RV_FC_ELEMWISE},
+    {"aten::mul_", 1, RV_FC_ELEMWISE},
+    {"aten::div", 1, RV_FC_ELEMWISE},
+    {"aten::div_", 1, RV_FC_ELEMWISE},
+    {"aten::relu", 1, RV_FC_ELEMWISE},
+    {"aten::relu_", 1, RV_FC_ELEMWISE},
+    {"aten::gelu", 1, RV_FC_ELEMWISE},
+    {"aten::silu", 1, RV_FC_ELEMWISE},
+    {"aten::silu_", 1, RV_FC_ELEMWISE},
+    {"aten::sigmoid", 1, RV_FC_ELEMWISE},
+    {"aten::tanh", 1, RV_FC_ELEMWISE},
+    {"aten::neg", 1, RV_FC_ELEMWISE},
+    {"aten::exp", 1, RV_FC_ELEMWISE},
+    {"aten::sqrt", 1, RV_FC_ELEMWISE},
+    {"aten::rsqrt", 1, RV_FC_ELEMWISE},
+    {"aten::pow", 1, RV_FC_ELEMWISE},
+    {"aten::where", 1, RV_FC_ELEMWISE},
+    {"aten::clamp", 1, RV_FC_ELEMWISE},
+    {"aten::clamp_", 1, RV_FC_ELEMWISE},
+    {"aten::lerp_", 1, RV_FC_ELEMWISE},
+    {"aten::threshold_backward", 1, RV_FC_ELEMWISE},
+    {"aten::gelu_backward", 1, RV_FC_ELEMWISE},
+    {"aten::silu_backward", 1, RV_FC_ELEMWISE},
+    {"aten::sigmoid_backward", 1, RV_FC_ELEMWISE},
+    {"aten::tanh_backward", 1, RV_FC_ELEMWISE},
+    {"aten::masked_fill", 1, RV_FC_ELEMWISE},
+    {"aten::masked_fill_", 1, RV_FC_ELEMWISE},
+    {"aten::native_dropout", 1, RV_FC_ELEMWISE},
+    {"aten::native_dropout_backward", 1, RV_FC_ELEMWISE},
+    {"aten::hardtanh", 1, RV_FC_ELEMWISE},
+    {"aten::hardtanh_", 1, RV_FC_ELEMWISE},
+    {"aten::leaky_relu", 1, RV_FC_ELEMWISE},
+    {"aten::addcmul_", 1, RV_FC_ELEMWISE},
+    {"aten::addcdiv_", 1, RV_FC_ELEMWISE},
+    {"aten::addcmul", 1, RV_FC_ELEMWISE},
+    {"aten::addcdiv", 1, RV_FC_ELEMWISE},
+    {"aten::sqrt_", 1, RV_FC_ELEMWISE},
+    {"aten::mul_.Scalar", 1, RV_FC_ELEMWISE},
+    {"aten::reciprocal", 1, RV_FC_ELEMWISE},
+    {"aten::abs", 1, RV_FC_ELEMWISE},
+    {"aten::sign", 1, RV_FC_ELEMWISE},
+    /* copies and gathers, no FLOP */
+    {"aten::copy_", 0, RV_FC_ELEMWISE},
+    {"aten::fill_", 0, RV_FC_ELEMWISE},
+    {"aten::zero_", 0, RV_FC_ELEMWISE},
+    {"aten::clone", 0, RV_FC_ELEMWISE},
+    {"aten::contiguous", 0, RV_FC_ELEMWISE},
+    {"aten::cat", 0, RV_FC_ELEMWISE},
+    {"aten::index_select", 0, RV_FC_ELEMWISE},
+    {"aten::gather", 0, RV_FC_ELEMWISE},
+    {"aten::scatter_add_", 0, RV_FC_ELEMWISE},
+    {"aten::index_add_", 0, RV_FC_ELEMWISE},
+    {"fbgemm::bounds_check_indices", 0, RV_FC_ELEMWISE},
+    {"fbgemm::permute_2D_sparse_data", 0, RV_FC_ELEMWISE},
+    {"fbgemm::asynchronous_complete_cumsum", 0, RV_FC_ELEMWISE},
+    /* reductions and losses */
+    {"aten::sum", 1, RV_FC_REDUCE},
+    {"aten::mean", 1, RV_FC_REDUCE},
+    {"aten::max", 1, RV_FC_REDUCE},
+    {"aten::min", 1, RV_FC_REDUCE},
+    {"aten::amax", 1, RV_FC_REDUCE},
+    {"aten::amin", 1, RV_FC_REDUCE},
+    {"aten::norm", 1, RV_FC_REDUCE},
+    {"aten::linalg_vector_norm", 1, RV_FC_REDUCE},
+    {"aten::var", 1, RV_FC_REDUCE},
+    {"aten::argmax", 1, RV_FC_REDUCE},
+    {"aten::nll_loss_forward", 1, RV_FC_REDUCE},
+    {"aten::nll_loss2d_forward", 1, RV_FC_REDUCE},
+    {"aten::mse_loss", 1, RV_FC_REDUCE},
+    {"aten::binary_cross_entropy_with_logits", 1, RV_FC_REDUCE},
+    {"aten::nll_loss_backward", 1, RV_FC_REDUCE},
+};
+#define NPOINTWISE (sizeof(POINTWISE) / sizeof(POINTWISE[0]))
+
+/* Open addressing over POINTWISE, built once: a name listed twice keeps
+ * its first row, as the lists' order did. */
+#define PW_SLOTS 512
+static int16_t pw_slot[PW_SLOTS]; /* row + 1; 0 empty */
+static pthread_once_t pw_once = PTHREAD_ONCE_INIT;
+
+static uint32_t pw_hash(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+static void pw_build(void)
+{
+    for (size_t i = 0; i < NPOINTWISE; i++) {
+        uint32_t k = pw_hash(POINTWISE[i].name) & (PW_SLOTS - 1);
+        while (pw_slot[k] && strcmp(POINTWISE[pw_slot[k] - 1].name, POINTWISE[i].name) != 0)
+            k = (k + 1) & (PW_SLOTS - 1);
+        if (!pw_slot[k])
+            pw_slot[k] = (int16_t)(i + 1);
+    }
+}
+
+static const pointwise_row *pointwise_row_of(const char *n)
+{
+    pthread_once(&pw_once, pw_build);
+    for (uint32_t k = pw_hash(n) & (PW_SLOTS - 1); pw_slot[k]; k = (k + 1) & (PW_SLOTS - 1))
+        if (strcmp(POINTWISE[pw_slot[k] - 1].name, n) == 0)
+            return &POINTWISE[pw_slot[k] - 1];
+    return NULL;
+}
+
 /* Norms, softmax, pointwise ops and reductions: per element of the largest
  * input, with the bytes of every tensor in and one out. */
 static int pointwise(const opargs *o, const char *n, rv_op_cost *c)
 {
-    static const char *const norm[] = {"aten::layer_norm",
-                                       "aten::native_layer_norm",
-                                       "aten::batch_norm",
-                                       "aten::native_batch_norm",
-                                       "aten::_batch_norm_impl_index",
-                                       "aten::cudnn_batch_norm",
-                                       "aten::group_norm",
-                                       "aten::native_group_norm",
-                                       "aten::rms_norm",
-                                       "aten::_fused_rms_norm",
-                                       NULL};
-    static const char *const norm_bwd[] = {
-        "aten::native_layer_norm_backward", "aten::native_batch_norm_backward",
-        "aten::cudnn_batch_norm_backward", "aten::native_group_norm_backward", NULL};
-    static const char *const softmax[] = {"aten::softmax", "aten::_softmax", "aten::log_softmax",
-                                          "aten::_log_softmax", NULL};
-    static const char *const softmax_bwd[] = {"aten::_softmax_backward_data",
-                                              "aten::_log_softmax_backward_data", NULL};
-    static const char *const ew1[] = {"aten::add",
-                                      "aten::add_",
-                                      "aten::sub",
-                                      "aten::sub_",
-                                      "aten::mul",
-                                      "aten::mul_",
-                                      "aten::div",
-                                      "aten::div_",
-                                      "aten::relu",
-                                      "aten::relu_",
-                                      "aten::gelu",
-                                      "aten::silu",
-                                      "aten::silu_",
-                                      "aten::sigmoid",
-                                      "aten::tanh",
-                                      "aten::neg",
-                                      "aten::exp",
-                                      "aten::sqrt",
-                                      "aten::rsqrt",
-                                      "aten::pow",
-                                      "aten::where",
-                                      "aten::clamp",
-                                      "aten::clamp_",
-                                      "aten::lerp_",
-                                      "aten::threshold_backward",
-                                      "aten::gelu_backward",
-                                      "aten::silu_backward",
-                                      "aten::sigmoid_backward",
-                                      "aten::tanh_backward",
-                                      "aten::masked_fill",
-                                      "aten::masked_fill_",
-                                      "aten::native_dropout",
-                                      "aten::native_dropout_backward",
-                                      "aten::hardtanh",
-                                      "aten::hardtanh_",
-                                      "aten::leaky_relu",
-                                      "aten::addcmul_",
-                                      "aten::addcdiv_",
-                                      "aten::addcmul",
-                                      "aten::addcdiv",
-                                      "aten::sqrt_",
-                                      "aten::mul_.Scalar",
-                                      "aten::reciprocal",
-                                      "aten::abs",
-                                      "aten::sign",
-                                      NULL};
-    static const char *const ew0[] = {
-        "aten::copy_", "aten::fill_", "aten::zero_", "aten::clone", "aten::contiguous", "aten::cat",
-        "aten::index_select", "aten::gather", "aten::scatter_add_", "aten::index_add_",
-        /* fbgemm's sparse-feature plumbing */
-        "fbgemm::bounds_check_indices", "fbgemm::permute_2D_sparse_data",
-        "fbgemm::asynchronous_complete_cumsum", NULL};
-    static const char *const reduce[] = {"aten::sum",
-                                         "aten::mean",
-                                         "aten::max",
-                                         "aten::min",
-                                         "aten::amax",
-                                         "aten::amin",
-                                         "aten::norm",
-                                         "aten::linalg_vector_norm",
-                                         "aten::var",
-                                         "aten::argmax",
-                                         "aten::nll_loss_forward",
-                                         "aten::nll_loss2d_forward",
-                                         "aten::mse_loss",
-                                         "aten::binary_cross_entropy_with_logits",
-                                         "aten::nll_loss_backward",
-                                         NULL};
     double per, big;
     int cls;
-    if (name_is(n, norm))
-        per = 5, cls = RV_FC_NORM;
-    else if (name_is(n, norm_bwd))
-        per = 10, cls = RV_FC_NORM;
-    else if (name_is(n, softmax))
-        per = 5, cls = RV_FC_SOFTMAX;
-    else if (name_is(n, softmax_bwd))
-        per = 3, cls = RV_FC_SOFTMAX;
-    else if (name_is(n, ew1))
-        per = 1, cls = RV_FC_ELEMWISE;
-    else if (name_is(n, ew0))
-        per = 0, cls = RV_FC_ELEMWISE;
-    else if (name_is(n, reduce))
-        per = 1, cls = RV_FC_REDUCE;
+    const pointwise_row *row = pointwise_row_of(n);
+    if (row)
+        per = row->per, cls = row->cls;
     else if (!strncmp(n, "aten::_foreach_", 15) || !strncmp(n, "aten::_fused_adam", 17))
         per = 1, cls = RV_FC_OPTIM; /* tensor lists: only when flat shapes are given */
     else

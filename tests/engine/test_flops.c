@@ -95,6 +95,38 @@ static argspec ten(int n, int64_t a, int64_t b, int64_t c, int64_t d)
     return s;
 }
 
+/* The pointwise names, looked up by hash: one of each family, the first
+ * and the last of the table, and names that are none of them. */
+static void test_pointwise_names(void)
+{
+    static const struct {
+        const char *name;
+        double per; /* FLOPs per element; -1: not costed */
+        int cls;
+    } cases[] = {
+        {"aten::layer_norm", 5, RV_FC_NORM},
+        {"aten::native_batch_norm_backward", 10, RV_FC_NORM},
+        {"aten::_log_softmax", 5, RV_FC_SOFTMAX},
+        {"aten::_softmax_backward_data", 3, RV_FC_SOFTMAX},
+        {"aten::add_", 1, RV_FC_ELEMWISE},
+        {"aten::sign", 1, RV_FC_ELEMWISE},
+        {"fbgemm::asynchronous_complete_cumsum", 0, RV_FC_ELEMWISE},
+        {"aten::nll_loss_backward", 1, RV_FC_REDUCE},
+        {"aten::_foreach_add_", 1, RV_FC_OPTIM},
+        {"aten::view", -1, -1},
+        {"aten::add_x", -1, -1},
+        {"aten::ad", -1, -1},
+        {"", -1, -1},
+    };
+    argspec x = ten(2, 64, 32, 0, 0);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int cls = -2;
+        double f = cost_of(cases[i].name, &x, 1, NULL, &cls);
+        CU_ASSERT_EQUAL(cls, cases[i].cls);
+        CU_ASSERT_DOUBLE_EQUAL(f, cases[i].per < 0 ? -1 : cases[i].per * 64 * 32, 1e-9);
+    }
+}
+
 static void test_gemm(void)
 {
     const double M = 512, N = 1024, K = 768, B = 12;
@@ -420,6 +452,7 @@ int main(void)
         return 1;
     CU_pSuite s = CU_add_suite("flops", NULL, NULL);
     CU_add_test(s, "GEMM closed forms", test_gemm);
+    CU_add_test(s, "pointwise names", test_pointwise_names);
     CU_add_test(s, "convolution closed forms", test_conv);
     CU_add_test(s, "attention and elementwise", test_attention);
     CU_add_test(s, "hardware rows", test_hw_rows);
