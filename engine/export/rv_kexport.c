@@ -283,37 +283,6 @@ static int read_time(ctx *c, int64_t *ns)
     return rv_jscan_skip(s, 2) < 0 ? -1 : 0;
 }
 
-/* A short string or number value into out (cap bytes); 1 when read. */
-static int read_short(ctx *c, char *out, size_t cap)
-{
-    rv_jscan *s = &c->js;
-    int ch = rv_jscan_ws(s);
-    const char *p = NULL;
-    size_t n = 0;
-    if (ch == '"') {
-        rv_jscan_eat(s);
-        if (rv_jscan_string(s, &c->sbuf) < 0)
-            return -1;
-        if (c->sbuf.err)
-            return 0;
-        p = rv_buf_str(&c->sbuf);
-        n = c->sbuf.len;
-    } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
-        if (rv_jscan_number(s) < 0)
-            return -1;
-        p = s->num;
-        n = s->num_len;
-    } else {
-        return rv_jscan_skip(s, 2) < 0 ? -1 : 0;
-    }
-    /* A NUL inside never matches what the reader compares in full. */
-    if (n >= cap || memchr(p, '\0', n))
-        return 0;
-    memcpy(out, p, n);
-    out[n] = '\0';
-    return 1;
-}
-
 /* A string or a number as text into b, as the reader takes an event's
  * name: 1 when it is text, 0 when not (other values are skipped), -1 on a
  * scan error. */
@@ -334,6 +303,22 @@ static int read_text(ctx *c, rv_buf *b)
         return rv_buf_add(b, s->num, s->num_len) == 0;
     }
     return rv_jscan_skip(s, 2) < 0 ? -1 : 0;
+}
+
+/* A short string or number value into out (cap bytes); 1 when read. */
+static int read_short(ctx *c, char *out, size_t cap)
+{
+    int r = read_text(c, &c->sbuf);
+    if (r != 1)
+        return r;
+    const char *p = rv_buf_str(&c->sbuf);
+    size_t n = c->sbuf.len;
+    /* A NUL inside never matches what the reader compares in full. */
+    if (n >= cap || memchr(p, '\0', n))
+        return 0;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return 1;
 }
 
 /* Reads one event object ('{' consumed) into c->mem and *e. Returns the
