@@ -835,6 +835,9 @@ static int measure_gpu_constants(builder *b)
     if (g->launch_lat_assumed && g->launch_lat_ns > DEFAULT_LAUNCH_LAT_NS)
         g->launch_lat_ns = DEFAULT_LAUNCH_LAT_NS;
     g->gpu_gap_ns = rv_sort_median_i64(gap, ng, DEFAULT_GPU_GAP_NS);
+    /* Above a second is a broken clock, not a launch: capped, and said. */
+    g->gpu_constant_capped =
+        g->launch_lat_ns > MAX_GPU_CONSTANT_NS || g->gpu_gap_ns > MAX_GPU_CONSTANT_NS;
     if (g->launch_lat_ns > MAX_GPU_CONSTANT_NS)
         g->launch_lat_ns = MAX_GPU_CONSTANT_NS;
     if (g->gpu_gap_ns > MAX_GPU_CONSTANT_NS)

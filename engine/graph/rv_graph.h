@@ -126,6 +126,7 @@ typedef struct rv_graph {
     int64_t gpu_gap_ns;        /* typical gap between queued tasks on a stream */
     size_t launch_lat_samples; /* idle-stream launches launch_lat_ns was measured on */
     int launch_lat_assumed;    /* too few: launch_lat_ns is the documented default */
+    int gpu_constant_capped;   /* launch latency or queue gap measured above 1 s, capped */
     size_t inferred_waits;     /* cross-stream waits inferred without event records */
     size_t inferred_holds;     /* GPU tasks without a launch held by their likely launcher */
     size_t inferred_idle;      /* unexplained stream idle gaps kept as measured */

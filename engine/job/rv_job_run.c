@@ -529,7 +529,7 @@ out:
  * per trace; codes as in docs/whatif.md). */
 static void graph_warnings(const rv_job *j, rv_job_result *r)
 {
-    size_t waits = 0, idle = 0, holds = 0, pre = 0, assumed = 0, single = 0, none = 0;
+    size_t waits = 0, idle = 0, holds = 0, pre = 0, assumed = 0, capped = 0, single = 0, none = 0;
     for (size_t p = 0; p < j->n; p++) {
         const rv_graph *g = j->r[p].g;
         waits += g->inferred_waits;
@@ -537,6 +537,7 @@ static void graph_warnings(const rv_job *j, rv_job_result *r)
         holds += g->inferred_holds;
         pre += g->prewindow_gpu;
         assumed += g->launch_lat_assumed != 0;
+        capped += g->gpu_constant_capped != 0;
         single += g->niters == 1;
         none += g->niters == 0;
     }
@@ -552,6 +553,11 @@ static void graph_warnings(const rv_job *j, rv_job_result *r)
                      "%zu of %zu ranks met too few idle-stream launches to measure the launch "
                      "latency: the default is assumed there",
                      assumed, j->n);
+    if (capped)
+        rv_job__warn(r, "gpu_timing_capped",
+                     "%zu of %zu ranks measured a launch latency or queue gap over 1 s (a broken "
+                     "clock): capped at 1 s there, so the replay is unreliable",
+                     capped, j->n);
     if (none)
         rv_job__warn(r, "no_steps",
                      "%zu of %zu ranks have no step markers: their whole trace is one iteration",

@@ -249,6 +249,13 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
                     "only %zu launches met an idle stream, too few to measure the launch "
                     "latency: %.1f us is assumed",
                     g->launch_lat_samples, (double)g->launch_lat_ns / 1e3);
+    if (g->gpu_constant_capped)
+        rv_run_warn(r, "gpu_timing_capped",
+                    "the trace's typical launch latency or gap between queued kernels measured "
+                    "over 1 s, which no GPU takes (a broken clock): capped at 1 s, so the "
+                    "replay and every what-if on it are unreliable; launch latency %.1f us, "
+                    "queue gap %.1f us as used",
+                    (double)g->launch_lat_ns / 1e3, (double)g->gpu_gap_ns / 1e3);
     if (tr && rv_trace_source(tr) == RV_SOURCE_ET && tr->et_kernels_fitted)
         rv_run_warn(r, "et_only_modelled",
                     "an execution trace alone: kernel times come from the kernel models on %s "

@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "graph/rv_graph.h"
+#include "run/rv_run.h"
 #include "simulate/rv_sim.h"
+#include "whatif/rv_whatif.h"
 #include "common/rv_test_util.h"
 
 static uint32_t S(rv_trace *t, const char *s)
@@ -114,6 +116,56 @@ static void test_small_whatif_direction(void)
     rv_trace_free(t);
 }
 
+/* Six kernels each start 2 s after their launch on an idle stream: a
+ * broken clock, not a launch latency. The latency is capped at 1 s (the
+ * stream-wait thresholds built on it must not overflow) and the answer
+ * says so (docs/internals/graph.md, inference rule 6). */
+static void test_gpu_constant_capped(void)
+{
+    rv_trace *t = rv_trace_new();
+    push(t, RV_CAT_USER_ANNOTATION, "ProfilerStep#1", "1", "1", 0, 13000000, -1, -1);
+    for (int i = 0; i < 6; i++) {
+        int64_t at = (int64_t)i * 2100000;
+        push(t, RV_CAT_RUNTIME, "cudaLaunchKernel", "1", "1", at, 5, 20 + i, -1);
+        push(t, RV_CAT_KERNEL, "kernel_slow_clock", "0", "7", at + 2000000, 10, 20 + i, 7);
+    }
+    rv_graph *g = NULL;
+    rv_sim *s = NULL;
+    rv_whatif *w = NULL;
+    rv_run_result *r = NULL;
+    rv_error err;
+    CU_ASSERT_EQUAL_FATAL(rv_graph_build(t, NULL, &g, &err), 0);
+    CU_ASSERT_EQUAL(g->launch_lat_samples, 6);
+    CU_ASSERT_FALSE(g->launch_lat_assumed);
+    CU_ASSERT_EQUAL(g->launch_lat_ns, 1000000000);
+    CU_ASSERT_TRUE(g->gpu_constant_capped);
+    CU_ASSERT_EQUAL_FATAL(rv_sim_run(g, RV_SCHED_EARLIEST_START, &s, &err), 0);
+    CU_ASSERT_EQUAL_FATAL(rv_whatif_parse_text("{}", &w, &err), 0);
+    rv_run_opts o = {.iteration = RV_ITER_MEDIAN};
+    CU_ASSERT_EQUAL_FATAL(rv_run(g, s, w, &o, &r, &err), 0);
+    int warned = 0;
+    for (size_t i = 0; i < r->nwarnings; i++)
+        warned |= strcmp(r->warnings[i].code, "gpu_timing_capped") == 0;
+    CU_ASSERT_TRUE(warned);
+    rv_run_result_free(r);
+    rv_whatif_free(w);
+    rv_sim_free(s);
+    rv_graph_free(g);
+    rv_trace_free(t);
+}
+
+/* The small trace's constants are measured as they are: no cap, no word. */
+static void test_gpu_constant_not_capped(void)
+{
+    rv_trace *t = small_trace();
+    rv_graph *g = NULL;
+    rv_error err;
+    CU_ASSERT_EQUAL_FATAL(rv_graph_build(t, NULL, &g, &err), 0);
+    CU_ASSERT_FALSE(g->gpu_constant_capped);
+    rv_graph_free(g);
+    rv_trace_free(t);
+}
+
 static void test_cycle_is_an_error(void)
 {
     rv_trace *t = small_trace();
@@ -211,6 +263,8 @@ int main(void)
     CU_add_test(s, "small trace replays exactly", test_small_replay);
     CU_add_test(s, "what-if moves the sync", test_small_whatif_direction);
     CU_add_test(s, "cycle is an error", test_cycle_is_an_error);
+    CU_add_test(s, "GPU constant over 1 s capped and said", test_gpu_constant_capped);
+    CU_add_test(s, "measured GPU constants not capped", test_gpu_constant_not_capped);
     CU_add_test(s, "priority schedule", test_priority_schedule);
     CU_add_test(s, "packed edges reused while borrowed", test_packed_edges_reused);
     return rv_test_run() ? 1 : 0;
