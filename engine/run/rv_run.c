@@ -251,10 +251,9 @@ static void assess(rv_run_result *r, const rv_whatif *w, const rv_energy_params 
                     g->launch_lat_samples, (double)g->launch_lat_ns / 1e3);
     if (g->gpu_constant_capped)
         rv_run_warn(r, "gpu_timing_capped",
-                    "the trace's typical launch latency or gap between queued kernels measured "
-                    "over 1 s, which no GPU takes (a broken clock): capped at 1 s, so the "
-                    "replay and every what-if on it are unreliable; launch latency %.1f us, "
-                    "queue gap %.1f us as used",
+                    "launch latency or queue gap measured over 1 s (a broken clock): capped "
+                    "at 1 s, the replay and what-ifs are unreliable (latency %.1f us, gap "
+                    "%.1f us)",
                     (double)g->launch_lat_ns / 1e3, (double)g->gpu_gap_ns / 1e3);
     if (tr && rv_trace_source(tr) == RV_SOURCE_ET && tr->et_kernels_fitted)
         rv_run_warn(r, "et_only_modelled",
@@ -442,6 +441,29 @@ rv_stop rv_run_stop_of(const rv_run_opts *o)
     return stop;
 }
 
+/* Two of the predicted answer's reports, made on a second thread while
+ * the caller makes the energy and the critical path: they only read the
+ * predicted graph and simulation, and on a 100k-task trace the four took
+ * 40% of a warm what-if (docs/internals/request-path.md). */
+typedef struct pred_reports {
+    const rv_graph *g;
+    const rv_sim *s;
+    const rv_window *win;
+    int top;
+    int breakdown_too;   /* 0: the baseline's serves (no what-if) */
+    json_t *top_kernels; /* new */
+    json_t *breakdown;   /* new */
+} pred_reports;
+
+static void *pred_reports_run(void *arg)
+{
+    pred_reports *p = arg;
+    p->top_kernels = rv_report_top_kernels(p->g, p->s, p->win, p->top);
+    if (p->breakdown_too)
+        p->breakdown = rv_report_breakdown(p->g, p->s, p->win);
+    return NULL;
+}
+
 int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_run_opts *opts,
            rv_run_result **out, rv_error *err)
 {
@@ -449,8 +471,9 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     rv_run_result *r = calloc(1, sizeof(*r));
     rv_run_prep *own = NULL;
     const rv_run_prep *pp = NULL;
-    pthread_t th;
-    int threaded = 0, rc;
+    pthread_t th, th_pred;
+    int threaded = 0, threaded_pred = 0, rc;
+    pred_reports pr = {0};
     rv_stop stop = rv_run_stop_of(&o);
 
     *out = NULL;
@@ -497,27 +520,42 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     const rv_graph *pg = rv_run_pred_graph(r);
     const rv_sim *ps = rv_run_pred_sim(r);
     r->pred_win = r->pred_graph ? rv_report_window(pg, ps, r->pred_fig.iter) : r->base_win;
+    pr = (pred_reports){.g = pg,
+                        .s = ps,
+                        .win = &r->pred_win,
+                        .top = o.top_kernels,
+                        .breakdown_too = r->pred_graph != NULL};
+    if (!r->summary_only) {
+        threaded_pred = pthread_create(&th_pred, NULL, pred_reports_run, &pr) == 0;
+        if (!threaded_pred)
+            pred_reports_run(&pr);
+    }
     rv_energy_params p;
     rv_apply_energy_params(w, pg, &p);
     int pred_energy =
         rv_power_energy(pg, ps, &p, r->pred_win.t0_ns, r->pred_win.t1_ns, &r->pred_energy) == 0;
     if (!r->summary_only) {
-        r->top_kernels = rv_report_top_kernels(pg, ps, &r->pred_win, o.top_kernels);
-        if ((rc = rv_stop_check(&stop, err)) != 0)
-            goto out;
         r->critical_path = rv_report_critical_path(pg, ps, &r->pred_win, o.critical_max);
         if ((rc = rv_stop_check(&stop, err)) != 0)
             goto out;
     }
+    if (threaded_pred) {
+        pthread_join(th_pred, NULL);
+        threaded_pred = 0;
+    }
+    r->top_kernels = pr.top_kernels;
+    pr.top_kernels = NULL;
     if (threaded) {
         pthread_join(th, NULL);
         threaded = 0;
     }
     r->prep = pp;
     take_prep(r, pp);
-    if (!r->summary_only)
-        r->breakdown_pred = r->pred_graph ? rv_report_breakdown(pg, ps, &r->pred_win)
-                                          : json_incref(r->breakdown_base);
+    if (!r->summary_only) {
+        /* With no what-if the predicted breakdown is the baseline's. */
+        r->breakdown_pred = r->pred_graph ? pr.breakdown : json_incref(r->breakdown_base);
+        pr.breakdown = NULL;
+    }
     if (!r->applied ||
         (!r->summary_only && (!r->breakdown_base || !r->breakdown_pred || !r->top_kernels ||
                               !r->critical_path || !r->per_iteration))) {
@@ -569,6 +607,10 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     r = NULL;
     rc = 0;
 out:
+    if (threaded_pred)
+        pthread_join(th_pred, NULL); /* it reads r's predicted graph */
+    json_decref(pr.top_kernels);
+    json_decref(pr.breakdown);
     if (threaded)
         pthread_join(th, NULL); /* it reads g and base: wait before returning */
     if (*out)
