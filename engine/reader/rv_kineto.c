@@ -227,6 +227,10 @@ static int read_time(reader *r, int depth, int *st, int64_t *ns, int64_t *off)
     int rc;
     ws(r);
     *off = cur_off(r);
+    if (rv_jscan_dec_here(&r->js, 3, ns)) {
+        *st = ST_OK;
+        return 0;
+    }
     if ((rc = rv_kineto__num_value(r, depth, st, &txt, &len)) < 0)
         return rc;
     if (*st == ST_ABSENT)

@@ -776,6 +776,56 @@ static int dec_fast(const char *s, size_t n, int scale, uint64_t *mag)
     return 1;
 }
 
+/* The digits run and the conversion of rv_jscan_number and dec_fast in
+ * one loop: timestamps are two of every event's numbers. */
+int rv_jscan_dec_here(rv_jscan *s, int scale, int64_t *out)
+{
+    static const uint64_t pow10[] = {1, 10, 100, 1000};
+    if (!s->buf || scale < 0 || scale > 3)
+        return 0;
+    const unsigned char *p = s->buf + s->pos, *e = s->buf + s->end, *q = p;
+    int neg = q < e && *q == '-';
+    q += neg;
+    const unsigned char *d0 = q;
+    uint64_t v = 0;
+    while (q < e && *q >= '0' && *q <= '9' && q - d0 < 19)
+        v = v * 10 + (uint64_t)(*q++ - '0');
+    size_t nint = (size_t)(q - d0), nfrac = 0;
+    if (nint == 0 || (*d0 == '0' && nint > 1))
+        return 0;
+    if (q < e && *q == '.') {
+        const unsigned char *f0 = ++q;
+        while (q < e && *q >= '0' && *q <= '9' && nint + (size_t)(q - f0) < 19)
+            v = v * 10 + (uint64_t)(*q++ - '0');
+        nfrac = (size_t)(q - f0);
+        if (nfrac == 0)
+            return 0;
+    }
+    /* Past 19 digits (the loops stop there: 19 always fit in 64 bits, and
+     * epoch microseconds with three decimals have 19), an exponent, or a
+     * token the window cuts: the general path. */
+    if (q >= e || is_num_char(*q))
+        return 0;
+    uint64_t mag;
+    if (nfrac <= (size_t)scale) {
+        uint64_t m = pow10[(size_t)scale - nfrac];
+        if (v > (uint64_t)INT64_MAX / m)
+            return 0; /* out of range: the general path says so */
+        mag = v * m;
+    } else {
+        uint64_t div = 1;
+        for (size_t k = (size_t)scale; k + 1 < nfrac; k++)
+            div *= 10;
+        uint64_t t = v / div;
+        mag = t / 10 + (t % 10 >= 5);
+    }
+    if (mag > (uint64_t)INT64_MAX)
+        return 0;
+    *out = neg ? -(int64_t)mag : (int64_t)mag;
+    s->pos += (size_t)(q - p);
+    return 1;
+}
+
 int rv_jscan_dec_u64(const char *s, size_t n, int scale, uint64_t *mag, int *neg)
 {
     while (n && (*s == ' ' || *s == '\t'))

@@ -177,4 +177,11 @@ int rv_jscan_dec_u64(const char *s, size_t n, int scale, uint64_t *mag, int *neg
 /* The same as a signed value in int64 range (else RV_JSCAN_RANGE). */
 int rv_jscan_dec_i64(const char *s, size_t n, int scale, int64_t *out);
 
+/* The common number at the scanner's position in one pass: a plain
+ * -?digits(.digits)? of at most 19 digits that ends inside the window,
+ * converted as rv_jscan_dec_i64 would (scale 0..3) and consumed. Returns 1
+ * then; 0 with nothing consumed for anything else, which the caller reads
+ * the general way (rv_jscan_number, then rv_jscan_dec_i64). */
+int rv_jscan_dec_here(rv_jscan *s, int scale, int64_t *out);
+
 #endif

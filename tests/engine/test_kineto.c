@@ -638,6 +638,118 @@ static void test_edge_traces(void)
 }
 
 /* gzip file, gzip buffer, plain buffer and plain stream give one result. */
+/* The general path for one number at the start of text: its status and
+ * value (rv_jscan_number, then rv_jscan_dec_i64), and the bytes it read. */
+static int general_dec(const char *text, int scale, int64_t *v, size_t *used)
+{
+    rv_jscan js;
+    int st = -1;
+    if (rv_jscan_open(&js, text, strlen(text), NULL, SIZE_MAX, NULL) != 0)
+        return -1;
+    if (rv_jscan_number(&js) == 0) {
+        st = rv_jscan_dec_i64(js.num, js.num_len, scale, v);
+        *used = js.pos;
+    }
+    rv_jscan_close(&js);
+    return st;
+}
+
+/* rv_jscan_dec_here takes what it can in one pass and leaves the rest
+ * untouched: where it answers, the general path gives the same value and
+ * reads the same bytes. */
+static void test_dec_here(void)
+{
+    static const char *cases[] = {"0,",
+                                  "-0,",
+                                  "7}",
+                                  "1234567.891,",
+                                  "1234567.8915,",
+                                  "1234567.8914,",
+                                  "-12.5 ",
+                                  "0.0005,",
+                                  "0.0004999,",
+                                  "999999999999999999,",
+                                  "9999999999999999.99,",
+                                  "9223372036854775.807,",
+                                  "9223372036854775.808,",
+                                  "-9223372036854775.808,",
+                                  "1234567890123456789,",
+                                  "12e3,",
+                                  "1.5E-2,",
+                                  "01,",
+                                  "1.,",
+                                  ".5,",
+                                  "-,",
+                                  "1234",
+                                  "-1.2345678901234567,",
+                                  "88511388202.765,",
+                                  "3.14159265358979323846,",
+                                  "1e400,",
+                                  "100000000000000000,"};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        for (int scale = 0; scale <= 3; scale++) {
+            rv_jscan js;
+            int64_t fast = 0, slow = 0;
+            size_t used = 0;
+            CU_ASSERT_EQUAL_FATAL(
+                rv_jscan_open(&js, cases[i], strlen(cases[i]), NULL, SIZE_MAX, NULL), 0);
+            size_t at = js.pos;
+            int took = rv_jscan_dec_here(&js, scale, &fast);
+            int st = general_dec(cases[i], scale, &slow, &used);
+            if (took) {
+                CU_ASSERT_EQUAL(st, RV_JSCAN_OK);
+                CU_ASSERT_EQUAL(fast, slow);
+                CU_ASSERT_EQUAL(js.pos - at, used);
+                if (st != RV_JSCAN_OK || fast != slow)
+                    printf("\n    %s at scale %d: %lld, general %lld (%d)", cases[i], scale,
+                           (long long)fast, (long long)slow, st);
+            } else {
+                CU_ASSERT_EQUAL(js.pos, at);
+            }
+            rv_jscan_close(&js);
+        }
+    }
+    /* The common forms are taken, not left to the general path. */
+    rv_jscan js;
+    int64_t v = 0;
+    CU_ASSERT_EQUAL_FATAL(rv_jscan_open(&js, "88511388202.765,", 16, NULL, SIZE_MAX, NULL), 0);
+    CU_ASSERT_EQUAL(rv_jscan_dec_here(&js, 3, &v), 1);
+    CU_ASSERT_EQUAL(v, 88511388202765LL);
+    rv_jscan_close(&js);
+    CU_ASSERT_EQUAL_FATAL(rv_jscan_open(&js, "1707417525512283.000,", 21, NULL, SIZE_MAX, NULL), 0);
+    CU_ASSERT_EQUAL(rv_jscan_dec_here(&js, 3, &v), 1);
+    CU_ASSERT_EQUAL(v, 1707417525512283000LL);
+    rv_jscan_close(&js);
+    /* Random digit strings against the general path. */
+    unsigned seed = 12345;
+    char buf[48];
+    for (int k = 0; k < 20000; k++) {
+        size_t n = 0;
+        seed = seed * 1103515245u + 12345u;
+        if (seed >> 31)
+            buf[n++] = '-';
+        size_t nd = 1 + (seed >> 8) % 20, dot = (seed >> 16) % (nd + 2);
+        for (size_t j = 0; j < nd; j++) {
+            seed = seed * 1103515245u + 12345u;
+            if (j == dot && j > 0)
+                buf[n++] = '.';
+            buf[n++] = (char)('0' + (seed >> 16) % 10);
+        }
+        buf[n++] = ',';
+        buf[n] = '\0';
+        int scale = (int)((seed >> 4) % 4);
+        int64_t fast = 0, slow = 0;
+        size_t used = 0;
+        CU_ASSERT_EQUAL_FATAL(rv_jscan_open(&js, buf, n, NULL, SIZE_MAX, NULL), 0);
+        if (rv_jscan_dec_here(&js, scale, &fast)) {
+            CU_ASSERT_EQUAL(general_dec(buf, scale, &slow, &used), RV_JSCAN_OK);
+            CU_ASSERT_EQUAL(fast, slow);
+            CU_ASSERT_EQUAL(js.pos, used);
+        }
+        rv_jscan_close(&js);
+    }
+}
+
 static void test_gzip_plain_identical(void)
 {
     char p[4096];
@@ -752,6 +864,7 @@ int main(void)
     CU_pSuite local = CU_add_suite("kineto_local", NULL, NULL);
     CU_add_test(local, "bare array", test_bare_array);
     CU_add_test(local, "fractional ts (local)", test_fractional_local);
+    CU_add_test(local, "one-pass decimals", test_dec_here);
     CU_add_test(local, "large ids (local)", test_large_ids_local);
     CU_add_test(local, "ac2g flow fallback", test_flow_fallback);
     CU_add_test(local, "collective sizes on nccl:* annotations", test_nccl_note_sizes);
