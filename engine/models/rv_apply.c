@@ -236,10 +236,15 @@ static int apply_models(const rv_whatif *w, rv_graph *g, const rv_stop *stop, pr
             if ((rc = rv_stop_check(stop, err)) != 0 ||
                 (rc = power_cap(w, g, &resolved.power_limit_w, err)) != 0)
                 goto fail;
-            uint64_t before = print_before(g, ps);
-            if ((rc = rv_models__power(&resolved, g, arr, err)) != 0)
+            /* The model tells what it moved: no pass over the tasks here,
+             * and the fingerprint is made again only if a later model
+             * needs it. */
+            int changed = 0;
+            if ((rc = rv_models__power(&resolved, g, arr, &changed, err)) != 0)
                 goto fail;
-            mark_changed(arr, print_changed(g, ps, before));
+            mark_changed(arr, changed);
+            if (changed)
+                ps->known = 0;
         }
         for (size_t i = 0; i < w->nopts; i++) {
             if (w->opts[i].stage != stage)

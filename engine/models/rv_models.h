@@ -71,7 +71,10 @@ int rv_models__dataloader(const struct rv_whatif *w, const rv_opt *o, rv_graph *
 int rv_models__distributed(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
 /* The `parallel` what-if (rv_models_parallel.c). */
 int rv_models__parallel(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
-int rv_models__power(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err);
+/* *changed: whether any task's duration moved (the only thing it changes),
+ * so that the caller needs no fingerprint pass to tell. */
+int rv_models__power(const struct rv_whatif *w, rv_graph *g, json_t *applied, int *changed,
+                     rv_error *err);
 int rv_models__batch_size(const struct rv_whatif *w, const rv_opt *o, rv_graph *g, json_t *applied,
                           rv_error *err);
 /* Kernel times rescaled to w->gpu (rv_models_gpu.c). */

@@ -6,7 +6,8 @@
 #include "models/rv_models.h"
 #include "whatif/rv_whatif.h"
 
-int rv_models__power(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv_error *err)
+int rv_models__power(const struct rv_whatif *w, rv_graph *g, json_t *applied, int *changed,
+                     rv_error *err)
 {
     const rv_hw *hw = rv_models__hw(w, g);
     rv_power_model pm;
@@ -20,6 +21,7 @@ int rv_models__power(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv
                               "power_limit_w = %g W is below the minimum limit of %s (%g W)", cap,
                               hw ? hw->name : "this GPU", pm.min_pl_w);
     size_t n[RV_KC_COUNT] = {0};
+    int moved = 0;
     double before = 0, after = 0;
     double factor[RV_KC_COUNT];
     for (int c = 0; c < RV_KC_COUNT; c++)
@@ -30,10 +32,13 @@ int rv_models__power(const struct rv_whatif *w, rv_graph *g, json_t *applied, rv
             continue;
         int c = rv_kclass_of_task(g, i);
         before += (double)t->dur_ns;
-        t->dur_ns = (int64_t)llround((double)t->dur_ns * factor[c]);
+        int64_t d = (int64_t)llround((double)t->dur_ns * factor[c]);
+        moved |= d != t->dur_ns;
+        t->dur_ns = d;
         after += (double)t->dur_ns;
         n[c]++;
     }
+    *changed = moved;
     json_t *r = json_pack("{s:s, s:f, s:f, s:s, s:f, s:f}", "model", "power_limit", "power_limit_w",
                           cap, "trace_power_limit_w", cap0, "gpu", hw ? hw->name : "unknown",
                           "gpu_busy_us_before", before / 1e3, "gpu_busy_us_after", after / 1e3);

@@ -706,6 +706,36 @@ static void test_changed_flags(void)
     changed_flags(shared, b, sizeof(b));
     CU_ASSERT_STRING_EQUAL(b, "f");
     free(shared);
+    /* The power model tells itself what it moved: the trace's own 300 W
+     * moves nothing, 250 W does, and a later model still compares with
+     * the graph as the power model left it. */
+    static const struct {
+        const char *doc, *want;
+    } power[] = {
+        {"{\"power_limit_w\":300}", "f"},
+        {"{\"power_limit_w\":250}", "t"},
+        {"{\"power_limit_w\":300,\"optimizations\":[{\"kind\":\"dataloader\","
+         "\"speedup\":2}]}",
+         "ft"},
+        {"{\"power_limit_w\":250,\"optimizations\":[{\"kind\":\"dataloader\","
+         "\"speedup\":2}]}",
+         "tt"},
+        {"{\"power_limit_w\":250,\"optimizations\":[{\"kind\":\"dataloader\","
+         "\"speedup\":1}]}",
+         "tf"},
+    };
+    for (size_t i = 0; i < sizeof(power) / sizeof(power[0]); i++) {
+        own = answer_of(&r50w0, power[i].doc, NULL);
+        shared = answer_of(&r50w0, power[i].doc, prep);
+        CU_ASSERT_PTR_NOT_NULL(own);
+        CU_ASSERT_PTR_NOT_NULL(shared);
+        changed_flags(own, a, sizeof(a));
+        changed_flags(shared, b, sizeof(b));
+        CU_ASSERT_STRING_EQUAL(a, power[i].want);
+        CU_ASSERT_STRING_EQUAL(b, power[i].want);
+        free(own);
+        free(shared);
+    }
     rv_run_prep_free(prep);
 }
 
