@@ -795,25 +795,32 @@ int rv_flops_of_trace(const rv_trace *t, rv_flops_trace *f)
 {
     size_t n = t->nevents, nembed = 0;
     int32_t *parent = malloc((n + 1) * sizeof(*parent));
-    int32_t *owner = malloc((n + 1) * sizeof(*owner));   /* GPU task -> costed op */
-    double *launched = calloc(n + 1, sizeof(*launched)); /* op -> its tasks' duration */
-    rv_op_cost *cost = calloc(n + 1, sizeof(*cost));
-    uint8_t *has = calloc(n + 1, 1);
+    int32_t *owner = malloc((n + 1) * sizeof(*owner)); /* GPU task -> costed op */
+    /* Per costed op, not per event: a few percent of the events are ops
+     * with shapes, and memory first touched is what reading a trace pays
+     * most for (docs/internals/kineto-reader.md). */
+    int32_t *slot = malloc((n + 1) * sizeof(*slot)); /* op event -> its cost, -1 none */
+    size_t nops = t->nop_shapes, ncost = 0;
+    double *launched = calloc(nops + 1, sizeof(*launched)); /* cost -> its tasks' duration */
+    rv_op_cost *cost = calloc(nops + 1, sizeof(*cost));
     int rc = RV_ERR_NOMEM;
     memset(f, 0, sizeof(*f));
     f->flops = calloc(n + 1, sizeof(*f->flops));
     f->bytes = calloc(n + 1, sizeof(*f->bytes));
     f->cls = calloc(n + 1, 1);
     f->ptype = calloc(n + 1, 1);
-    if (!parent || !owner || !launched || !cost || !has || !f->flops || !f->bytes || !f->cls ||
+    if (!parent || !owner || !slot || !launched || !cost || !f->flops || !f->bytes || !f->cls ||
         !f->ptype)
         goto out;
+    for (size_t i = 0; i < n; i++)
+        slot[i] = -1;
     if (rv_shapes_op_tree(t, parent) < 0)
         goto out;
     for (size_t k = 0; k < t->nop_shapes; k++) {
         int32_t e = t->op_shapes[k].event;
         f->ops_with_shapes++;
-        has[e] = (uint8_t)rv_flops_op(t, e, &cost[e]);
+        memset(&cost[ncost], 0, sizeof(cost[ncost]));
+        slot[e] = rv_flops_op(t, e, &cost[ncost]) ? (int32_t)ncost++ : -1; /* the last wins */
     }
     /* Each GPU task goes to the outermost costed op above its launch. */
     for (size_t i = 0; i < n; i++) {
@@ -822,13 +829,13 @@ int rv_flops_of_trace(const rv_trace *t, rv_flops_trace *f)
             continue;
         f->gpu_tasks++;
         for (int32_t p = parent[i], hops = 0; p >= 0 && hops < 4096; p = parent[p], hops++)
-            if (has[p])
+            if (slot[p] >= 0)
                 owner[i] = p;
         if (owner[i] >= 0)
-            launched[owner[i]] += (double)(t->events[i].dur_ns > 0 ? t->events[i].dur_ns : 1);
+            launched[slot[owner[i]]] += (double)(t->events[i].dur_ns > 0 ? t->events[i].dur_ns : 1);
     }
     for (size_t i = 0; i < n; i++) {
-        int32_t p = owner[i];
+        int32_t p = owner[i] >= 0 ? slot[owner[i]] : -1;
         if (p < 0 || launched[p] <= 0)
             continue;
         double share = (double)(t->events[i].dur_ns > 0 ? t->events[i].dur_ns : 1) / launched[p];
@@ -846,7 +853,7 @@ int rv_flops_of_trace(const rv_trace *t, rv_flops_trace *f)
         goto out;
     }
     for (size_t i = 0; i < n && nembed; i++) {
-        int32_t p = owner[i];
+        int32_t p = owner[i] >= 0 ? slot[owner[i]] : -1;
         if (p < 0 || launched[p] <= 0 || cost[p].table_bytes <= 0)
             continue;
         double share = (double)(t->events[i].dur_ns > 0 ? t->events[i].dur_ns : 1) / launched[p];
@@ -855,7 +862,8 @@ int rv_flops_of_trace(const rv_trace *t, rv_flops_trace *f)
         x->gather = cost[p].gather * share;
         x->table_bytes = cost[p].table_bytes;
     }
-    for (size_t i = 0; i < n; i++)
+    /* Slots follow the ops' event order: the sums add in the same order. */
+    for (size_t i = 0; i < ncost; i++)
         if (launched[i] > 0) {
             f->ops_costed++;
             f->total_flops += cost[i].flops;
@@ -880,7 +888,7 @@ out:
     free(owner);
     free(launched);
     free(cost);
-    free(has);
+    free(slot);
     return rc;
 }
 
