@@ -184,32 +184,39 @@ typedef struct evscan {
 
 static int classify_cat(const char *s, size_t n)
 {
+    /* Lengths with the names: this runs for every event's "cat". */
+#define CAT(lit, c)                                                                                \
+    {                                                                                              \
+        lit, sizeof(lit) - 1, c                                                                    \
+    }
     static const struct {
         const char *name;
+        size_t len;
         int cat;
     } map[] = {
-        {"cpu_op", RV_CAT_CPU_OP},
-        {"Operator", RV_CAT_CPU_OP},
-        {"user_annotation", RV_CAT_USER_ANNOTATION},
-        {"python_function", RV_CAT_PYTHON},
-        {"cuda_runtime", RV_CAT_RUNTIME},
-        {"Runtime", RV_CAT_RUNTIME},
-        {"hip_runtime", RV_CAT_RUNTIME},
-        {"cuda_driver", RV_CAT_DRIVER},
-        {"kernel", RV_CAT_KERNEL},
-        {"Kernel", RV_CAT_KERNEL},
-        {"gpu_memcpy", RV_CAT_MEMCPY},
-        {"Memcpy", RV_CAT_MEMCPY},
-        {"gpu_memset", RV_CAT_MEMSET},
-        {"Memset", RV_CAT_MEMSET},
-        {"gpu_user_annotation", RV_CAT_GPU_ANNOTATION},
-        {"cuda_sync", RV_CAT_CUDA_SYNC},
-        {"ac2g", -2},
-        {"async_gpu", -2},
-        {"async", -2},
+        CAT("cpu_op", RV_CAT_CPU_OP),
+        CAT("Operator", RV_CAT_CPU_OP),
+        CAT("user_annotation", RV_CAT_USER_ANNOTATION),
+        CAT("python_function", RV_CAT_PYTHON),
+        CAT("cuda_runtime", RV_CAT_RUNTIME),
+        CAT("Runtime", RV_CAT_RUNTIME),
+        CAT("hip_runtime", RV_CAT_RUNTIME),
+        CAT("cuda_driver", RV_CAT_DRIVER),
+        CAT("kernel", RV_CAT_KERNEL),
+        CAT("Kernel", RV_CAT_KERNEL),
+        CAT("gpu_memcpy", RV_CAT_MEMCPY),
+        CAT("Memcpy", RV_CAT_MEMCPY),
+        CAT("gpu_memset", RV_CAT_MEMSET),
+        CAT("Memset", RV_CAT_MEMSET),
+        CAT("gpu_user_annotation", RV_CAT_GPU_ANNOTATION),
+        CAT("cuda_sync", RV_CAT_CUDA_SYNC),
+        CAT("ac2g", -2),
+        CAT("async_gpu", -2),
+        CAT("async", -2),
     };
+#undef CAT
     for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-        if (strlen(map[i].name) == n && memcmp(map[i].name, s, n) == 0)
+        if (map[i].len == n && memcmp(map[i].name, s, n) == 0)
             return map[i].cat;
     return -1;
 }

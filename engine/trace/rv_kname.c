@@ -344,12 +344,21 @@ int rv_kname_type_code(const char *s, size_t n)
         type_is(s, n, "complex<double>") || type_is(s, n, "ComplexFloat") ||
         type_is(s, n, "ComplexDouble"))
         return RV_PT_FP64;
-    static const char *const nonfloat[] = {
-        "long int",    "long",      "int",     "bool",          "unsigned char",
-        "signed char", "short int", "short",   "unsigned int",  "qint8",
-        "quint8",      "qint32",    "int64_t", "unsigned long", "long long int"};
+        /* With their lengths: this runs for every tensor of every op. */
+#define NF(lit)                                                                                    \
+    {                                                                                              \
+        lit, sizeof(lit) - 1                                                                       \
+    }
+    static const struct {
+        const char *name;
+        size_t len;
+    } nonfloat[] = {NF("long int"),      NF("long"),          NF("int"),          NF("bool"),
+                    NF("unsigned char"), NF("signed char"),   NF("short int"),    NF("short"),
+                    NF("unsigned int"),  NF("qint8"),         NF("quint8"),       NF("qint32"),
+                    NF("int64_t"),       NF("unsigned long"), NF("long long int")};
+#undef NF
     for (size_t i = 0; i < sizeof(nonfloat) / sizeof(nonfloat[0]); i++)
-        if (type_is(s, n, nonfloat[i]))
+        if (nonfloat[i].len == n && memcmp(s, nonfloat[i].name, n) == 0)
             return RV_PT_NONFLOAT;
     return RV_PT_NONE;
 }

@@ -79,32 +79,39 @@ static void unwrap(const char **s, size_t *n)
 
 int rv_shapes_itemsize(const char *s, size_t n)
 {
+    /* With their lengths: this runs for every tensor of every op. */
+#define T(lit, b)                                                                                  \
+    {                                                                                              \
+        lit, sizeof(lit) - 1, b                                                                    \
+    }
     static const struct {
         const char *name;
+        size_t len;
         int bytes;
     } tab[] = {
-        {"float", 4},
-        {"c10::Half", 2},
-        {"c10::BFloat16", 2},
-        {"double", 8},
-        {"long int", 8},
-        {"int", 4},
-        {"short int", 2},
-        {"signed char", 1},
-        {"unsigned char", 1},
-        {"bool", 1},
-        {"c10::complex<float>", 8},
-        {"c10::complex<double>", 16},
-        {"c10::Float8_e4m3fn", 1},
-        {"c10::Float8_e5m2", 1},
-        {"c10::Float8_e4m3fnuz", 1},
-        {"c10::Float8_e5m2fnuz", 1},
-        {"half", 2},
-        {"long", 8},
+        T("float", 4),
+        T("c10::Half", 2),
+        T("c10::BFloat16", 2),
+        T("double", 8),
+        T("long int", 8),
+        T("int", 4),
+        T("short int", 2),
+        T("signed char", 1),
+        T("unsigned char", 1),
+        T("bool", 1),
+        T("c10::complex<float>", 8),
+        T("c10::complex<double>", 16),
+        T("c10::Float8_e4m3fn", 1),
+        T("c10::Float8_e5m2", 1),
+        T("c10::Float8_e4m3fnuz", 1),
+        T("c10::Float8_e5m2fnuz", 1),
+        T("half", 2),
+        T("long", 8),
     };
+#undef T
     unwrap(&s, &n);
     for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
-        if (strlen(tab[i].name) == n && !memcmp(s, tab[i].name, n))
+        if (tab[i].len == n && !memcmp(s, tab[i].name, n))
             return tab[i].bytes;
     return 0;
 }
@@ -429,11 +436,20 @@ static int key_is(const char *k, size_t n, const char *lit)
 
 int rv_shapes_key(const char *key, size_t n)
 {
-    static const char *const keys[] = {"Input Dims",      "Concrete Inputs", "Bytes",
-                                       "Total Allocated", "Total Reserved",  "Device Type",
-                                       "Device Id"};
+    /* With their lengths: this runs for every argument of every event. */
+#define KEY(lit)                                                                                   \
+    {                                                                                              \
+        lit, sizeof(lit) - 1                                                                       \
+    }
+    static const struct {
+        const char *name;
+        size_t len;
+    } keys[] = {KEY("Input Dims"),      KEY("Concrete Inputs"), KEY("Bytes"),
+                KEY("Total Allocated"), KEY("Total Reserved"),  KEY("Device Type"),
+                KEY("Device Id")};
+#undef KEY
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-        if (key_is(key, n, keys[i]))
+        if (keys[i].len == n && !memcmp(key, keys[i].name, n))
             return 1;
     return 0;
 }

@@ -8,12 +8,13 @@
 #define STRTAB_MAX_BYTES ((size_t)2 << 30)
 
 /* The index compares the 64-bit hash first; this confirms the text. The
- * key holds no NUL, so strncmp stops inside both strings. */
+ * strings lie back to back in interning order, so a string's length is
+ * where the next one starts (or the table's end), less its NUL. */
 static int same_text(const void *ctx, uint32_t id, const void *key, size_t len)
 {
     const rv_strtab *st = ctx;
-    const char *c = st->data + st->offsets[id];
-    return strncmp(c, key, len) == 0 && c[len] == '\0';
+    size_t next = id + 1 < st->count ? st->offsets[id + 1] : st->len;
+    return next - st->offsets[id] - 1 == len && memcmp(st->data + st->offsets[id], key, len) == 0;
 }
 
 static uint32_t find_hashed(const rv_strtab *st, uint64_t h, const char *s, size_t len)
