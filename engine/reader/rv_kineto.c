@@ -15,6 +15,7 @@
 
 #include "util/rv_buf.h"
 #include "util/rv_jscan.h"
+#include "util/rv_names.h"
 #include "util/rv_jsonw.h"
 #include "util/rv_map.h"
 #include "trace/rv_kname.h"
@@ -184,41 +185,28 @@ typedef struct evscan {
 
 static int classify_cat(const char *s, size_t n)
 {
-    /* Lengths with the names: this runs for every event's "cat". */
-#define CAT(lit, c)                                                                                \
-    {                                                                                              \
-        lit, sizeof(lit) - 1, c                                                                    \
-    }
-    static const struct {
-        const char *name;
-        size_t len;
-        int cat;
-    } map[] = {
-        CAT("cpu_op", RV_CAT_CPU_OP),
-        CAT("Operator", RV_CAT_CPU_OP),
-        CAT("user_annotation", RV_CAT_USER_ANNOTATION),
-        CAT("python_function", RV_CAT_PYTHON),
-        CAT("cuda_runtime", RV_CAT_RUNTIME),
-        CAT("Runtime", RV_CAT_RUNTIME),
-        CAT("hip_runtime", RV_CAT_RUNTIME),
-        CAT("cuda_driver", RV_CAT_DRIVER),
-        CAT("kernel", RV_CAT_KERNEL),
-        CAT("Kernel", RV_CAT_KERNEL),
-        CAT("gpu_memcpy", RV_CAT_MEMCPY),
-        CAT("Memcpy", RV_CAT_MEMCPY),
-        CAT("gpu_memset", RV_CAT_MEMSET),
-        CAT("Memset", RV_CAT_MEMSET),
-        CAT("gpu_user_annotation", RV_CAT_GPU_ANNOTATION),
-        CAT("cuda_sync", RV_CAT_CUDA_SYNC),
-        CAT("ac2g", -2),
-        CAT("async_gpu", -2),
-        CAT("async", -2),
+    static const rv_name map[] = {
+        RV_NAME("cpu_op", RV_CAT_CPU_OP),
+        RV_NAME("Operator", RV_CAT_CPU_OP),
+        RV_NAME("user_annotation", RV_CAT_USER_ANNOTATION),
+        RV_NAME("python_function", RV_CAT_PYTHON),
+        RV_NAME("cuda_runtime", RV_CAT_RUNTIME),
+        RV_NAME("Runtime", RV_CAT_RUNTIME),
+        RV_NAME("hip_runtime", RV_CAT_RUNTIME),
+        RV_NAME("cuda_driver", RV_CAT_DRIVER),
+        RV_NAME("kernel", RV_CAT_KERNEL),
+        RV_NAME("Kernel", RV_CAT_KERNEL),
+        RV_NAME("gpu_memcpy", RV_CAT_MEMCPY),
+        RV_NAME("Memcpy", RV_CAT_MEMCPY),
+        RV_NAME("gpu_memset", RV_CAT_MEMSET),
+        RV_NAME("Memset", RV_CAT_MEMSET),
+        RV_NAME("gpu_user_annotation", RV_CAT_GPU_ANNOTATION),
+        RV_NAME("cuda_sync", RV_CAT_CUDA_SYNC),
+        RV_NAME("ac2g", -2),
+        RV_NAME("async_gpu", -2),
+        RV_NAME("async", -2),
     };
-#undef CAT
-    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-        if (map[i].len == n && memcmp(map[i].name, s, n) == 0)
-            return map[i].cat;
-    return -1;
+    return rv_names_find(map, sizeof(map) / sizeof(map[0]), s, n, -1);
 }
 
 int rv_kineto_category(const char *s, size_t n)

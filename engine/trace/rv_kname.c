@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "trace/rv_coll.h"
+#include "util/rv_names.h"
 
 /* ------------------------------------------------------ communication */
 
@@ -344,23 +345,17 @@ int rv_kname_type_code(const char *s, size_t n)
         type_is(s, n, "complex<double>") || type_is(s, n, "ComplexFloat") ||
         type_is(s, n, "ComplexDouble"))
         return RV_PT_FP64;
-        /* With their lengths: this runs for every tensor of every op. */
-#define NF(lit)                                                                                    \
-    {                                                                                              \
-        lit, sizeof(lit) - 1                                                                       \
-    }
-    static const struct {
-        const char *name;
-        size_t len;
-    } nonfloat[] = {NF("long int"),      NF("long"),          NF("int"),          NF("bool"),
-                    NF("unsigned char"), NF("signed char"),   NF("short int"),    NF("short"),
-                    NF("unsigned int"),  NF("qint8"),         NF("quint8"),       NF("qint32"),
-                    NF("int64_t"),       NF("unsigned long"), NF("long long int")};
-#undef NF
-    for (size_t i = 0; i < sizeof(nonfloat) / sizeof(nonfloat[0]); i++)
-        if (nonfloat[i].len == n && memcmp(s, nonfloat[i].name, n) == 0)
-            return RV_PT_NONFLOAT;
-    return RV_PT_NONE;
+    static const rv_name nonfloat[] = {
+        RV_NAME("long int", RV_PT_NONFLOAT),      RV_NAME("long", RV_PT_NONFLOAT),
+        RV_NAME("int", RV_PT_NONFLOAT),           RV_NAME("bool", RV_PT_NONFLOAT),
+        RV_NAME("unsigned char", RV_PT_NONFLOAT), RV_NAME("signed char", RV_PT_NONFLOAT),
+        RV_NAME("short int", RV_PT_NONFLOAT),     RV_NAME("short", RV_PT_NONFLOAT),
+        RV_NAME("unsigned int", RV_PT_NONFLOAT),  RV_NAME("qint8", RV_PT_NONFLOAT),
+        RV_NAME("quint8", RV_PT_NONFLOAT),        RV_NAME("qint32", RV_PT_NONFLOAT),
+        RV_NAME("int64_t", RV_PT_NONFLOAT),       RV_NAME("unsigned long", RV_PT_NONFLOAT),
+        RV_NAME("long long int", RV_PT_NONFLOAT),
+    };
+    return rv_names_find(nonfloat, sizeof(nonfloat) / sizeof(nonfloat[0]), s, n, RV_PT_NONE);
 }
 
 int rv_kname_type_merge(int code, int next)

@@ -8,6 +8,7 @@
 #include "util/rv_map.h"
 #include "trace/rv_kname.h"
 #include "util/rv_sort.h"
+#include "util/rv_names.h"
 
 #define MAX_OPS  ((size_t)16 << 20)
 #define MAX_ARGS ((size_t)64 << 20)
@@ -79,41 +80,28 @@ static void unwrap(const char **s, size_t *n)
 
 int rv_shapes_itemsize(const char *s, size_t n)
 {
-    /* With their lengths: this runs for every tensor of every op. */
-#define T(lit, b)                                                                                  \
-    {                                                                                              \
-        lit, sizeof(lit) - 1, b                                                                    \
-    }
-    static const struct {
-        const char *name;
-        size_t len;
-        int bytes;
-    } tab[] = {
-        T("float", 4),
-        T("c10::Half", 2),
-        T("c10::BFloat16", 2),
-        T("double", 8),
-        T("long int", 8),
-        T("int", 4),
-        T("short int", 2),
-        T("signed char", 1),
-        T("unsigned char", 1),
-        T("bool", 1),
-        T("c10::complex<float>", 8),
-        T("c10::complex<double>", 16),
-        T("c10::Float8_e4m3fn", 1),
-        T("c10::Float8_e5m2", 1),
-        T("c10::Float8_e4m3fnuz", 1),
-        T("c10::Float8_e5m2fnuz", 1),
-        T("half", 2),
-        T("long", 8),
+    static const rv_name tab[] = {
+        RV_NAME("float", 4),
+        RV_NAME("c10::Half", 2),
+        RV_NAME("c10::BFloat16", 2),
+        RV_NAME("double", 8),
+        RV_NAME("long int", 8),
+        RV_NAME("int", 4),
+        RV_NAME("short int", 2),
+        RV_NAME("signed char", 1),
+        RV_NAME("unsigned char", 1),
+        RV_NAME("bool", 1),
+        RV_NAME("c10::complex<float>", 8),
+        RV_NAME("c10::complex<double>", 16),
+        RV_NAME("c10::Float8_e4m3fn", 1),
+        RV_NAME("c10::Float8_e5m2", 1),
+        RV_NAME("c10::Float8_e4m3fnuz", 1),
+        RV_NAME("c10::Float8_e5m2fnuz", 1),
+        RV_NAME("half", 2),
+        RV_NAME("long", 8),
     };
-#undef T
     unwrap(&s, &n);
-    for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
-        if (tab[i].len == n && !memcmp(s, tab[i].name, n))
-            return tab[i].bytes;
-    return 0;
+    return rv_names_find(tab, sizeof(tab) / sizeof(tab[0]), s, n, 0);
 }
 
 int rv_shapes_ptype(const char *s, size_t n)
@@ -436,22 +424,12 @@ static int key_is(const char *k, size_t n, const char *lit)
 
 int rv_shapes_key(const char *key, size_t n)
 {
-    /* With their lengths: this runs for every argument of every event. */
-#define KEY(lit)                                                                                   \
-    {                                                                                              \
-        lit, sizeof(lit) - 1                                                                       \
-    }
-    static const struct {
-        const char *name;
-        size_t len;
-    } keys[] = {KEY("Input Dims"),      KEY("Concrete Inputs"), KEY("Bytes"),
-                KEY("Total Allocated"), KEY("Total Reserved"),  KEY("Device Type"),
-                KEY("Device Id")};
-#undef KEY
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-        if (keys[i].len == n && !memcmp(key, keys[i].name, n))
-            return 1;
-    return 0;
+    static const rv_name keys[] = {
+        RV_NAME("Input Dims", 1),      RV_NAME("Concrete Inputs", 1), RV_NAME("Bytes", 1),
+        RV_NAME("Total Allocated", 1), RV_NAME("Total Reserved", 1),  RV_NAME("Device Type", 1),
+        RV_NAME("Device Id", 1),
+    };
+    return rv_names_find(keys, sizeof(keys) / sizeof(keys[0]), key, n, 0);
 }
 
 /* An integer, or a string holding one; RV_NONE (value skipped) otherwise. */

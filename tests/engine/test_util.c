@@ -12,6 +12,7 @@
 #include "util/rv_error.h"
 #include "util/rv_jsonw.h"
 #include "util/rv_map.h"
+#include "util/rv_names.h"
 #include "util/rv_sort.h"
 #include "common/rv_test_util.h"
 
@@ -291,6 +292,25 @@ static int odd_sorted(const char *odd, size_t n)
     return 1;
 }
 
+/* A name table finds exact names only: not a prefix, not a longer name,
+ * not another case; an empty key finds an empty name only. */
+static void test_names(void)
+{
+    static const rv_name tab[] = {RV_NAME("int", 1), RV_NAME("int64_t", 2), RV_NAME("", 3),
+                                  RV_NAME("Half", 4)};
+    size_t n = sizeof(tab) / sizeof(tab[0]);
+    CU_ASSERT_EQUAL(tab[1].len, 7);
+    CU_ASSERT_EQUAL(rv_names_find(tab, n, "int", 3, -1), 1);
+    CU_ASSERT_EQUAL(rv_names_find(tab, n, "int64_t", 7, -1), 2);
+    CU_ASSERT_EQUAL(rv_names_find(tab, n, "int64_t", 3, -1), 1); /* the first 3 bytes */
+    CU_ASSERT_EQUAL(rv_names_find(tab, n, "in", 2, -1), -1);
+    CU_ASSERT_EQUAL(rv_names_find(tab, n, "int6", 4, -1), -1);
+    CU_ASSERT_EQUAL(rv_names_find(tab, n, "half", 4, -1), -1);
+    CU_ASSERT_EQUAL(rv_names_find(tab, n, "Half", 4, -1), 4);
+    CU_ASSERT_EQUAL(rv_names_find(tab, n, "", 0, -1), 3);
+    CU_ASSERT_EQUAL(rv_names_find(tab, 0, "int", 3, -7), -7);
+}
+
 static void test_sort(void)
 {
     /* 1100000: past a million records the digits are 16 bits, not 11. */
@@ -507,6 +527,7 @@ int main(void)
     CU_add_test(s, "rv_jsonw utf-8", test_jsonw_utf8);
     CU_add_test(s, "rv_jsonw file and repair", test_jsonw_file_and_fix);
     CU_add_test(s, "rv_sort", test_sort);
+    CU_add_test(s, "rv_names", test_names);
     CU_add_test(s, "rv_map u64 keys", test_map_u64);
     CU_add_test(s, "rv_map string keys", test_map_strings);
     return rv_test_run() ? 1 : 0;
