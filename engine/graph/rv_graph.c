@@ -352,7 +352,9 @@ static int make_tasks(builder *b)
 static void label_threads(builder *b)
 {
     rv_graph *g = b->g;
-    rv_strtab *st = (rv_strtab *)&b->tr->strings; /* labels are interned once */
+    /* Labels are interned once, into the trace: the only write a build
+     * makes to it, done before the ops' costing starts reading it. */
+    rv_strtab *st = (rv_strtab *)&b->tr->strings;
     char buf[160];
     for (size_t i = 0; i < g->nthreads; i++) {
         rv_thread *th = &g->threads[i];
@@ -1056,11 +1058,13 @@ int rv_graph_build(const rv_trace *trace, const rv_graph_opts *opts, rv_graph **
     b.err = err;
     rv_map_init(&b.thread_keys, RV_GRAPH_MAX_THREADS);
     rv_map_init(&b.corr, RV_GRAPH_MAX_TASKS);
-    if ((rc = cost_begin(&cost, trace)) != 0)
-        goto out;
     if ((rc = make_tasks(&b)) != 0)
         goto out;
     label_threads(&b);
+    /* After the labels: they are the build's only writes to the trace (its
+     * string table), which the costing reads. */
+    if ((rc = cost_begin(&cost, trace)) != 0)
+        goto out;
     /* Every task has a thread edge and most GPU tasks a launch edge: reserve
      * once instead of doubling through the build. */
     if ((rc = rv_graph_reserve_edges(g, g->ntasks * 2 + 16)) != 0)
