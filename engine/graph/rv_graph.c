@@ -10,13 +10,13 @@
 #include "graph/rv_graph.h"
 #include "graph/rv_graph_build.h"
 #include "graph/rv_layers.h"
+#include "util/rv_bg.h"
 #include "util/rv_map.h"
 #include "util/rv_mem.h"
 #include "util/rv_sort.h"
 #include "graph/rv_precision.h"
 #include "trace/rv_kname.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -921,8 +921,7 @@ static int cmp_cpu_end(const void *a, const void *b)
 typedef struct cost_job {
     const rv_trace *trace;
     rv_flops_trace *flops; /* NULL when not costed */
-    pthread_t th;
-    int threaded;
+    rv_bg bg;
 } cost_job;
 
 static void *cost_run(void *arg)
@@ -943,7 +942,7 @@ static int cost_begin(cost_job *j, const rv_trace *trace)
     j->trace = trace;
     if (!(j->flops = calloc(1, sizeof(*j->flops))))
         return RV_ERR_NOMEM;
-    j->threaded = pthread_create(&j->th, NULL, cost_run, j) == 0;
+    rv_bg_start(&j->bg, cost_run, j);
     return 0;
 }
 
@@ -951,11 +950,7 @@ static int cost_begin(cost_job *j, const rv_trace *trace)
  * are freed. */
 static void cost_end(cost_job *j, rv_graph *g)
 {
-    if (j->threaded)
-        pthread_join(j->th, NULL);
-    else if (j->flops)
-        cost_run(j);
-    j->threaded = 0;
+    rv_bg_join(&j->bg);
     if (g && j->flops) {
         g->flops = j->flops;
         g->owns_flops = 1;

@@ -4,7 +4,6 @@
 #include "run/rv_run.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include "simulate/rv_pardims.h"
 #include "cost/rv_flops.h"
 #include "trace/rv_shapes.h"
+#include "util/rv_bg.h"
 #include "util/rv_round.h"
 #include "util/rv_sort.h"
 
@@ -471,8 +471,8 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     rv_run_result *r = calloc(1, sizeof(*r));
     rv_run_prep *own = NULL;
     const rv_run_prep *pp = NULL;
-    pthread_t th, th_pred;
-    int threaded = 0, threaded_pred = 0, rc;
+    rv_bg prep_bg = {0}, pred_bg = {0};
+    int rc;
     pred_reports pr = {0};
     rv_stop stop = rv_run_stop_of(&o);
 
@@ -500,9 +500,7 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     } else {
         if ((rc = prep_begin(g, base, o.iteration, !r->summary_only, &own, err)) != 0)
             goto out;
-        threaded = pthread_create(&th, NULL, prep_reports, own) == 0;
-        if (!threaded)
-            prep_reports(own);
+        rv_bg_start(&prep_bg, prep_reports, own);
         pp = own;
     }
     /* Until the join only what prep_begin wrote is read. */
@@ -525,11 +523,8 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
                         .win = &r->pred_win,
                         .top = o.top_kernels,
                         .breakdown_too = r->pred_graph != NULL};
-    if (!r->summary_only) {
-        threaded_pred = pthread_create(&th_pred, NULL, pred_reports_run, &pr) == 0;
-        if (!threaded_pred)
-            pred_reports_run(&pr);
-    }
+    if (!r->summary_only)
+        rv_bg_start(&pred_bg, pred_reports_run, &pr);
     rv_energy_params p;
     rv_apply_energy_params(w, pg, &p);
     int pred_energy =
@@ -539,16 +534,10 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
         if ((rc = rv_stop_check(&stop, err)) != 0)
             goto out;
     }
-    if (threaded_pred) {
-        pthread_join(th_pred, NULL);
-        threaded_pred = 0;
-    }
+    rv_bg_join(&pred_bg);
     r->top_kernels = pr.top_kernels;
     pr.top_kernels = NULL;
-    if (threaded) {
-        pthread_join(th, NULL);
-        threaded = 0;
-    }
+    rv_bg_join(&prep_bg);
     r->prep = pp;
     take_prep(r, pp);
     if (!r->summary_only) {
@@ -607,12 +596,10 @@ int rv_run(const rv_graph *g, const rv_sim *base, const rv_whatif *w, const rv_r
     r = NULL;
     rc = 0;
 out:
-    if (threaded_pred)
-        pthread_join(th_pred, NULL); /* it reads r's predicted graph */
+    rv_bg_join(&pred_bg); /* it reads r's predicted graph */
     json_decref(pr.top_kernels);
     json_decref(pr.breakdown);
-    if (threaded)
-        pthread_join(th, NULL); /* it reads g and base: wait before returning */
+    rv_bg_join(&prep_bg); /* it reads g and base: wait before returning */
     if (*out)
         (*out)->prep = own ? NULL : pp; /* own is freed here */
     rv_run_prep_free(own);

@@ -740,9 +740,30 @@ int rv_jscan_key_is(const rv_jscan *s, const char *k)
 /* The common case of rv_jscan_dec_u64 in one pass: digits(.digits)? with
  * at most 18 digits in all, no leading zero, scale <= 3. Sets *mag and
  * returns 1, or returns 0 for the general path (same result, slower). */
-static int dec_fast(const char *s, size_t n, int scale, uint64_t *mag)
+/* The digits v, nfrac of them after the point, in units of 10^-scale
+ * (scale 0..3): the digits below the unit dropped, rounding half away from
+ * zero on the first dropped one, as the general path does. 0 when the
+ * result does not fit in 64 bits. */
+static int scale_digits(uint64_t v, size_t nfrac, int scale, uint64_t *mag)
 {
     static const uint64_t pow10[] = {1, 10, 100, 1000};
+    if (nfrac <= (size_t)scale) {
+        uint64_t m = pow10[(size_t)scale - nfrac];
+        if (v > UINT64_MAX / m)
+            return 0;
+        *mag = v * m;
+        return 1;
+    }
+    uint64_t div = 1;
+    for (size_t k = (size_t)scale; k + 1 < nfrac; k++)
+        div *= 10;
+    uint64_t q = v / div;
+    *mag = q / 10 + (q % 10 >= 5);
+    return 1;
+}
+
+static int dec_fast(const char *s, size_t n, int scale, uint64_t *mag)
+{
     uint64_t v = 0;
     size_t i = 0, ndig = 0, nfrac = 0;
     if (n > 19 || scale < 0 || scale > 3 || (n > 1 && s[0] == '0' && s[1] != '.'))
@@ -759,28 +780,13 @@ static int dec_fast(const char *s, size_t n, int scale, uint64_t *mag)
     }
     if (i != n || ndig > 18)
         return 0;
-    if (nfrac <= (size_t)scale) {
-        uint64_t m = pow10[(size_t)scale - nfrac];
-        if (v > UINT64_MAX / m)
-            return 0;
-        *mag = v * m;
-        return 1;
-    }
-    /* Drop the digits below the unit, rounding half away from zero on the
-     * first dropped digit, as the general path does. */
-    uint64_t div = 1;
-    for (size_t k = (size_t)scale; k + 1 < nfrac; k++)
-        div *= 10;
-    uint64_t q = v / div;
-    *mag = q / 10 + (q % 10 >= 5);
-    return 1;
+    return scale_digits(v, nfrac, scale, mag);
 }
 
 /* The digits run and the conversion of rv_jscan_number and dec_fast in
  * one loop: timestamps are two of every event's numbers. */
 int rv_jscan_dec_here(rv_jscan *s, int scale, int64_t *out)
 {
-    static const uint64_t pow10[] = {1, 10, 100, 1000};
     if (!s->buf || scale < 0 || scale > 3)
         return 0;
     const unsigned char *p = s->buf + s->pos, *e = s->buf + s->end, *q = p;
@@ -807,19 +813,8 @@ int rv_jscan_dec_here(rv_jscan *s, int scale, int64_t *out)
     if (q >= e || is_num_char(*q))
         return 0;
     uint64_t mag;
-    if (nfrac <= (size_t)scale) {
-        uint64_t m = pow10[(size_t)scale - nfrac];
-        if (v > (uint64_t)INT64_MAX / m)
-            return 0; /* out of range: the general path says so */
-        mag = v * m;
-    } else {
-        uint64_t div = 1;
-        for (size_t k = (size_t)scale; k + 1 < nfrac; k++)
-            div *= 10;
-        uint64_t t = v / div;
-        mag = t / 10 + (t % 10 >= 5);
-    }
-    if (mag > (uint64_t)INT64_MAX)
+    /* Out of range: the general path says so. */
+    if (!scale_digits(v, nfrac, scale, &mag) || mag > (uint64_t)INT64_MAX)
         return 0;
     *out = neg ? -(int64_t)mag : (int64_t)mag;
     s->pos += (size_t)(q - p);

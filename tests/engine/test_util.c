@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/rv_bg.h"
 #include "util/rv_buf.h"
 #include "util/rv_error.h"
 #include "util/rv_jsonw.h"
@@ -292,6 +293,27 @@ static int odd_sorted(const char *odd, size_t n)
     return 1;
 }
 
+static void *add_one(void *arg)
+{
+    ++*(int *)arg;
+    return NULL;
+}
+
+/* Work on the side is done once by the join, whichever thread ran it;
+ * joining again, or a zeroed handle, does nothing. */
+static void test_bg(void)
+{
+    int n = 0;
+    rv_bg b = {0}, idle = {0};
+    rv_bg_start(&b, add_one, &n);
+    rv_bg_join(&b);
+    CU_ASSERT_EQUAL(n, 1);
+    rv_bg_join(&b);
+    rv_bg_join(&idle);
+    CU_ASSERT_EQUAL(n, 1);
+    CU_ASSERT_FALSE(b.running);
+}
+
 /* A name table finds exact names only: not a prefix, not a longer name,
  * not another case; an empty key finds an empty name only. */
 static void test_names(void)
@@ -528,6 +550,7 @@ int main(void)
     CU_add_test(s, "rv_jsonw file and repair", test_jsonw_file_and_fix);
     CU_add_test(s, "rv_sort", test_sort);
     CU_add_test(s, "rv_names", test_names);
+    CU_add_test(s, "rv_bg", test_bg);
     CU_add_test(s, "rv_map u64 keys", test_map_u64);
     CU_add_test(s, "rv_map string keys", test_map_strings);
     return rv_test_run() ? 1 : 0;
