@@ -86,7 +86,7 @@ stage-build-tsan:
 # are the API and contract tests' too, and Chromium under a TSan server
 # would take most of the time budget.
 stage-tests-tsan: stage-build-tsan
-	@$(STAGE) tests-tsan sh -c 'cd $(TSANBUILD) && ctest --output-on-failure -j $(JOBS) -L "server|db|store" -LE web'
+	@$(STAGE) tests-tsan sh -c 'cd $(TSANBUILD) && ctest --output-on-failure -j $(JOBS) -L "server|db|store|threads" -LE web'
 stage-build-fuzz:
 	@$(STAGE) build-fuzz $(MAKE) --no-print-directory fuzz
 stage-fuzz-run: stage-build-fuzz

@@ -27,14 +27,7 @@
 #define RESERVE_BYTES_PER_EVENT 200
 #define RESERVE_MAX_EVENTS      ((size_t)8 << 20)
 
-/* One ac2g flow endpoint, kept until every event has been read. */
-typedef struct rv_kineto__flow {
-    int64_t id;
-    int64_t ts_ns;
-    uint32_t pid, tid;
-    uint8_t ph;   /* 's' or 'f' */
-    uint8_t bp_e; /* "bp": "e": binds to the enclosing slice */
-} flow;
+typedef rv_kineto__flow flow;
 
 /* The reader state (rv_kineto_internal.h), by its short local name. */
 typedef rv_kineto__reader reader;
@@ -298,7 +291,7 @@ int rv_kineto_keeps(int ph, int cat, const char *name, size_t len, int keep_pyth
            (cat != RV_CAT_PYTHON || keep_python || (name && python_module_event(name, len)));
 }
 
-static int parse_event(reader *r, int depth)
+int rv_kineto__parse_event(reader *r, int depth)
 {
     evscan s;
     rv_event ev;
@@ -429,12 +422,22 @@ static int parse_events(reader *r, int depth)
         eat(r);
         return 0;
     }
-    do {
+    for (;;) {
         r->js.item = (int64_t)r->total_events;
-        if ((rc = parse_event(r, depth + 1)) < 0)
+        if ((rc = rv_kineto__parse_event(r, depth + 1)) < 0)
             return rc;
         r->total_events++;
-    } while ((rc = array_next(r, "',' or ']' after an event")) > 0);
+    next:
+        if ((rc = array_next(r, "',' or ']' after an event")) <= 0)
+            break;
+        if (r->par) {
+            int joined = rv_kineto__par_join(r);
+            if (joined < 0)
+                return joined;
+            if (joined == 1)
+                goto next;
+        }
+    }
     if (rc < 0)
         return rc;
     r->js.item = -1;
@@ -882,14 +885,34 @@ static int parse_document(reader *r)
     return finish(r);
 }
 
-static void reader_free(reader *r)
+int rv_kineto__reader_init(reader *r, const rv_kineto_opts *opts)
 {
+    memset(r, 0, sizeof(*r));
+    r->opts = opts;
+    r->max_events = opts->max_events ? opts->max_events : RV_TRACE_MAX_EVENTS;
+    if (r->max_events > RV_TRACE_MAX_EVENTS)
+        r->max_events = RV_TRACE_MAX_EVENTS;
+    rv_buf_init(&r->name, MAX_NAME);
+    rv_buf_init(&r->sbuf, MAX_NAME);
+    rv_buf_init(&r->fix, 3 * MAX_NAME); /* each bad byte becomes 3 */
+    r->t = rv_trace_new();
+    r->shp = rv_shapes_pending_new();
+    return r->t && r->shp ? 0 : RV_ERR_NOMEM;
+}
+
+void rv_kineto__reader_free(reader *r)
+{
+    rv_kineto__par_stop(r);
     rv_jscan_close(&r->js);
     rv_buf_free(&r->name);
     rv_buf_free(&r->sbuf);
     rv_buf_free(&r->fix);
     free(r->flows);
+    r->flows = NULL;
     rv_shapes_pending_free(r->shp);
+    r->shp = NULL;
+    rv_trace_free(r->t);
+    r->t = NULL;
 }
 
 /* Common driver: exactly one of mem (with len) or f is set. */
@@ -905,17 +928,7 @@ static int run(const unsigned char *mem, size_t len, FILE *f, const rv_kineto_op
         *out = NULL;
     if (!out)
         return rv_error_set(err, RV_ERR_INTERNAL, -1, -1, "rv_kineto: out is NULL");
-    memset(&r, 0, sizeof(r));
-    r.opts = opts ? opts : &defaults;
-    r.max_events = r.opts->max_events ? r.opts->max_events : RV_TRACE_MAX_EVENTS;
-    if (r.max_events > RV_TRACE_MAX_EVENTS)
-        r.max_events = RV_TRACE_MAX_EVENTS;
-    rv_buf_init(&r.name, MAX_NAME);
-    rv_buf_init(&r.sbuf, MAX_NAME);
-    rv_buf_init(&r.fix, 3 * MAX_NAME); /* each bad byte becomes 3 */
-    r.t = rv_trace_new();
-    r.shp = rv_shapes_pending_new();
-    if (!r.t || !r.shp) {
+    if (rv_kineto__reader_init(&r, opts ? opts : &defaults) < 0) {
         rc = rv_error_set(err, RV_ERR_NOMEM, -1, -1, "out of memory");
         goto out;
     }
@@ -935,14 +948,14 @@ static int run(const unsigned char *mem, size_t len, FILE *f, const rv_kineto_op
         expect = RESERVE_MAX_EVENTS;
     (void)rv_trace_reserve(r.t, expect); /* a hint: push grows the array anyway */
 
-    rc = parse_document(&r);
+    if ((rc = rv_kineto__par_start(&r)) == 0)
+        rc = parse_document(&r);
     if (rc == 0) {
         *out = r.t;
         r.t = NULL;
     }
 out:
-    rv_trace_free(r.t);
-    reader_free(&r);
+    rv_kineto__reader_free(&r);
     return rc;
 }
 

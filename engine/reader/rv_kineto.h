@@ -18,6 +18,16 @@ typedef struct rv_kineto_opts {
     int keep_python;        /* keep python_function events (default 0) */
     size_t max_input_bytes; /* cap on decompressed bytes; 0 = 16 GiB */
     size_t max_events;      /* cap on events kept; 0 = RV_TRACE_MAX_EVENTS */
+    /* Reading on two cores (docs/internals/kineto-reader.md, "Two
+     * cores"): 0 lets the reader choose (inputs of 8 MiB and more, on a
+     * machine with two cores or more), 1 keeps it on the caller's thread.
+     * chunk_bytes, when set, forces the two-core read with parts of about
+     * that many bytes (the tests' small parts); 0 = 1 MiB. */
+    int threads;
+    size_t chunk_bytes;
+    /* When set, receives how many parts read ahead were taken in whole
+     * (0 on one core): for tests and benchmarks. */
+    size_t *parts_taken;
 } rv_kineto_opts;
 
 /* Parses the file at path. On success returns 0 and *out (new, caller frees

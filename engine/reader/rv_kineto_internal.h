@@ -22,6 +22,17 @@ enum {
     ST_RANGE = RV_JSCAN_RANGE
 };
 
+/* One ac2g flow endpoint, kept until every event has been read. */
+typedef struct rv_kineto__flow {
+    int64_t id;
+    int64_t ts_ns;
+    uint32_t pid, tid;
+    uint8_t ph;   /* 's' or 'f' */
+    uint8_t bp_e; /* "bp": "e": binds to the enclosing slice */
+} rv_kineto__flow;
+
+struct rv_kineto__par; /* rv_kineto_par.c */
+
 typedef struct rv_kineto__reader {
     rv_jscan js; /* input, window, grammar, errors; js.item is the event */
 
@@ -34,7 +45,7 @@ typedef struct rv_kineto__reader {
      * valid before it is interned. */
     rv_buf name, sbuf, fix;
 
-    struct rv_kineto__flow *flows; /* defined in rv_kineto.c */
+    rv_kineto__flow *flows;
     size_t nflows, cap_flows;
     size_t missing_corr;
 
@@ -53,6 +64,9 @@ typedef struct rv_kineto__reader {
      * for collectives that name their group but not its members. */
     uint32_t pgc_name[64], pgc_ranks[64];
     size_t npgc;
+
+    /* Set while the events are read on two cores (rv_kineto_par.c). */
+    struct rv_kineto__par *par;
 } rv_kineto__reader;
 
 /* ---------------------------------------------------------------- scanning */
@@ -187,6 +201,36 @@ int rv_kineto__text_value(rv_kineto__reader *r, int depth, rv_buf *b, int *ok);
 /* Interns s[0..n) (borrowed; NULL: "") into the trace's string table,
  * repairing invalid UTF-8; UINT32_MAX and *rc set on failure. */
 uint32_t rv_kineto__intern(rv_kineto__reader *r, const char *s, size_t n, int *rc);
+
+/* Sets r up empty for opts (borrowed, not NULL): its buffers, a new
+ * trace and shapes scratch; the scanner is the caller's to open. 0 or
+ * RV_ERR_NOMEM (r then needs rv_kineto__reader_free all the same). */
+int rv_kineto__reader_init(rv_kineto__reader *r, const rv_kineto_opts *opts);
+
+/* Frees what r holds, its trace included (NULL it first to keep it). */
+void rv_kineto__reader_free(rv_kineto__reader *r);
+
+/* One element of "traceEvents" at the scanner's position (depth: its
+ * nesting), kept, counted as skipped, or taken as a flow. */
+int rv_kineto__parse_event(rv_kineto__reader *r, int depth);
+
+/* The two-core read (rv_kineto_par.c). */
+
+/* Whether r, its scanner just opened on the input, should read on two
+ * cores; then moves the input to a second scanner that splits it into
+ * parts, starts the helper thread and turns r->js into a feed of those
+ * parts. 0 (either way), or a negative rv_err with r->js.err filled. */
+int rv_kineto__par_start(rv_kineto__reader *r);
+
+/* Stops the helper and frees the parts. NULL-safe on r->par. */
+void rv_kineto__par_stop(rv_kineto__reader *r);
+
+/* In "traceEvents", just past a ',': when the scanner's part is used up
+ * here, takes in the parts read ahead on both cores that follow on whole
+ * and moves the scanner to the first byte left to read. 0: read on at the
+ * next element; 1: read on at the ',' or ']' after an element (a part
+ * closed the array); negative rv_err. */
+int rv_kineto__par_join(rv_kineto__reader *r);
 
 /* An event's "args" object (rv_kineto_args.c), its '{' already eaten,
  * into ev: ids, launch geometry, sync, collective sizes and process

@@ -69,6 +69,44 @@ int rv_shapes_add(rv_trace *t, int32_t event, const rv_shape_arg *args, size_t n
     return 0;
 }
 
+int rv_shapes_append(rv_trace *dst, const rv_trace *src, int32_t event_base)
+{
+    if (!src->nop_shapes)
+        return src->shapes_truncated ? 1 : 0;
+    if (src->shapes_truncated || dst->nop_shapes + src->nop_shapes > MAX_OPS ||
+        dst->nshape_args + src->nshape_args > MAX_ARGS ||
+        dst->nshape_ints + src->nshape_ints > RV_SHAPES_MAX_INTS)
+        return 1;
+    if (grow((void **)&dst->op_shapes, &dst->cap_op_shapes, dst->nop_shapes + src->nop_shapes,
+             sizeof(rv_op_shape), 256) ||
+        grow((void **)&dst->shape_args, &dst->cap_shape_args,
+             dst->nshape_args + src->nshape_args + 1, sizeof(rv_shape_arg), 1024) ||
+        grow((void **)&dst->shape_ints, &dst->cap_shape_ints,
+             dst->nshape_ints + src->nshape_ints + 1, sizeof(int64_t), 4096))
+        return RV_ERR_NOMEM;
+    uint32_t ints_base = (uint32_t)dst->nshape_ints;
+    uint32_t args_base = (uint32_t)dst->nshape_args;
+    if (src->nshape_ints)
+        memcpy(dst->shape_ints + ints_base, src->shape_ints,
+               src->nshape_ints * sizeof(*src->shape_ints));
+    dst->nshape_ints += src->nshape_ints;
+    for (size_t i = 0; i < src->nshape_args; i++) {
+        rv_shape_arg a = src->shape_args[i];
+        a.dims = a.ndims >= 0 ? a.dims + ints_base : 0;
+        a.vals = a.nvals >= 0 ? a.vals + ints_base : 0;
+        dst->shape_args[dst->nshape_args++] = a;
+    }
+    for (size_t i = 0; i < src->nop_shapes; i++) {
+        rv_op_shape o = src->op_shapes[i];
+        o.event += event_base;
+        o.first += args_base;
+        dst->op_shapes[dst->nop_shapes++] = o;
+    }
+    if (dst->shapes_source == RV_SHAPES_NONE)
+        dst->shapes_source = src->shapes_source;
+    return 0;
+}
+
 /* "Tensor(float)" -> "float"; other text unchanged. */
 static void unwrap(const char **s, size_t *n)
 {

@@ -24,6 +24,12 @@
 int rv_shapes_add(rv_trace *t, int32_t event, const rv_shape_arg *args, size_t nargs,
                   const int64_t *ints, size_t nints);
 
+/* Appends every op shape of src to dst, its events moved by event_base
+ * (src's events follow dst's: the reader joining a trace read in parts).
+ * 0; 1 when dst would pass a cap or src was cut by one (dst unchanged: the
+ * caller reads that part again one op at a time); RV_ERR_NOMEM. */
+int rv_shapes_append(rv_trace *dst, const rv_trace *src, int32_t event_base);
+
 /* Bytes per element of a tensor type as Kineto or an ET writes it
  * ("float", "c10::BFloat16", "long int", "Tensor(c10::Half)"); 0 unknown. */
 int rv_shapes_itemsize(const char *s, size_t n);

@@ -80,6 +80,21 @@ const char *rv_strtab_get(const rv_strtab *st, uint32_t id)
     return st->data + st->offsets[id];
 }
 
+size_t rv_strtab_len(const rv_strtab *st, uint32_t id)
+{
+    if (id >= st->count)
+        return 0;
+    size_t next = id + 1 < st->count ? st->offsets[id + 1] : st->len;
+    return next - st->offsets[id] - 1;
+}
+
+void rv_strtab_clear(rv_strtab *st)
+{
+    st->len = 0;
+    st->count = 0;
+    rv_map_clear(&st->index);
+}
+
 void rv_strtab_free(rv_strtab *st)
 {
     if (!st)
@@ -107,6 +122,102 @@ rv_trace *rv_trace_new(void)
         return NULL;
     }
     return t;
+}
+
+static int same_bytes(const void *a, const void *b, size_t n)
+{
+    return n == 0 || memcmp(a, b, n) == 0;
+}
+
+/* Field by field: a device's padding is not set. */
+static int same_devices(const rv_trace *a, const rv_trace *b)
+{
+    if (a->ndevices != b->ndevices)
+        return 0;
+    for (size_t i = 0; i < a->ndevices; i++) {
+        const rv_device *x = &a->devices[i], *y = &b->devices[i];
+        if (x->id != y->id || x->name != y->name || x->num_sms != y->num_sms ||
+            x->compute_major != y->compute_major || x->compute_minor != y->compute_minor ||
+            x->total_mem != y->total_mem)
+            return 0;
+    }
+    return 1;
+}
+
+int rv_trace_same(const rv_trace *a, const rv_trace *b, const char **what)
+{
+    const char *w = NULL;
+    if (a->nevents != b->nevents ||
+        !same_bytes(a->events, b->events, a->nevents * sizeof(rv_event)))
+        w = "events";
+    else if (a->strings.count != b->strings.count || a->strings.len != b->strings.len ||
+             !same_bytes(a->strings.data, b->strings.data, a->strings.len) ||
+             !same_bytes(a->strings.offsets, b->strings.offsets,
+                         a->strings.count * sizeof(uint32_t)))
+        w = "strings";
+    else if (!same_devices(a, b))
+        w = "devices";
+    else if (a->rank != b->rank || a->world_size != b->world_size || a->backend != b->backend ||
+             a->source_format != b->source_format || a->platform_gpu != b->platform_gpu ||
+             a->platform_cpu != b->platform_cpu || a->platform_driver != b->platform_driver ||
+             a->platform_cuda != b->platform_cuda ||
+             a->platform_framework != b->platform_framework || a->job != b->job ||
+             a->power_limit_w != b->power_limit_w || a->base_time_ns != b->base_time_ns)
+        w = "metadata";
+    else if (a->nop_shapes != b->nop_shapes || a->nshape_args != b->nshape_args ||
+             a->nshape_ints != b->nshape_ints || a->shapes_source != b->shapes_source ||
+             a->shapes_truncated != b->shapes_truncated ||
+             !same_bytes(a->op_shapes, b->op_shapes, a->nop_shapes * sizeof(rv_op_shape)) ||
+             !same_bytes(a->shape_args, b->shape_args, a->nshape_args * sizeof(rv_shape_arg)) ||
+             !same_bytes(a->shape_ints, b->shape_ints, a->nshape_ints * sizeof(int64_t)))
+        w = "shapes";
+    else if (a->nmem != b->nmem || a->mem_truncated != b->mem_truncated ||
+             !same_bytes(a->mem, b->mem, a->nmem * sizeof(rv_mem_sample)))
+        w = "memory samples";
+    else if (a->mem_model != b->mem_model || a->mem_weights != b->mem_weights ||
+             a->mem_gradients != b->mem_gradients ||
+             a->mem_optimizer_state != b->mem_optimizer_state ||
+             a->mem_optimizer != b->mem_optimizer || a->et_kernels_fitted != b->et_kernels_fitted)
+        w = "memory model";
+    else if (a->skipped_events != b->skipped_events || a->input_bytes != b->input_bytes)
+        w = "reader counts";
+    if (what)
+        *what = w;
+    return w == NULL;
+}
+
+int rv_trace_reset(rv_trace *t)
+{
+    rv_event *events = t->events;
+    size_t cap_events = t->cap_events;
+    rv_device *devices = t->devices;
+    rv_strtab strings = t->strings;
+    rv_op_shape *op_shapes = t->op_shapes;
+    size_t cap_op_shapes = t->cap_op_shapes;
+    rv_shape_arg *shape_args = t->shape_args;
+    size_t cap_shape_args = t->cap_shape_args;
+    int64_t *shape_ints = t->shape_ints;
+    size_t cap_shape_ints = t->cap_shape_ints;
+    rv_mem_sample *mem = t->mem;
+    size_t cap_mem = t->cap_mem;
+
+    free(devices);
+    memset(t, 0, sizeof(*t));
+    t->events = events;
+    t->cap_events = cap_events;
+    t->op_shapes = op_shapes;
+    t->cap_op_shapes = cap_op_shapes;
+    t->shape_args = shape_args;
+    t->cap_shape_args = cap_shape_args;
+    t->shape_ints = shape_ints;
+    t->cap_shape_ints = cap_shape_ints;
+    t->mem = mem;
+    t->cap_mem = cap_mem;
+    t->strings = strings;
+    rv_strtab_clear(&t->strings);
+    t->rank = RV_NONE;
+    t->world_size = RV_NONE;
+    return rv_strtab_intern(&t->strings, "", 0) == 0 ? 0 : RV_ERR_NOMEM;
 }
 
 void rv_trace_free(rv_trace *t)

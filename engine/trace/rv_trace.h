@@ -174,6 +174,13 @@ typedef struct rv_trace {
 rv_trace *rv_trace_new(void);
 /* Frees the trace and everything it owns. NULL-safe. */
 void rv_trace_free(rv_trace *t);
+/* Whether a and b hold the same trace: events, strings by id, devices,
+ * metadata, shapes, memory samples and the reader's counts. 1, or 0 with
+ * *what (may be NULL) naming the first part that differs. */
+int rv_trace_same(const rv_trace *a, const rv_trace *b, const char **what);
+/* Makes t as rv_trace_new does, keeping the arrays' memory (events,
+ * shapes, memory samples, strings) for reuse. 0 or RV_ERR_NOMEM. */
+int rv_trace_reset(rv_trace *t);
 
 /* Interns s[0..len) and returns its id; UINT32_MAX on OOM or when the table
  * would pass its cap (64M strings / 2 GiB of text). */
@@ -186,6 +193,10 @@ const char *rv_strtab_get(const rv_strtab *st, uint32_t id);
 uint32_t rv_strtab_find(const rv_strtab *st, const char *s, size_t len);
 /* Frees what the table holds and leaves it empty (no "" either). NULL-safe. */
 void rv_strtab_free(rv_strtab *st);
+/* The length of string id (0 for an id not in the table). */
+size_t rv_strtab_len(const rv_strtab *st, uint32_t id);
+/* Empties the table, keeping its memory for reuse. */
+void rv_strtab_clear(rv_strtab *st);
 /* Bytes the table holds (text, offsets, index), for memory accounting. */
 size_t rv_strtab_bytes(const rv_strtab *st);
 

@@ -161,6 +161,12 @@ int rv_jscan_refill(rv_jscan *s)
         return 0;
     s->base += (int64_t)s->end;
     s->pos = s->end = 0;
+    if (s->feed) {
+        int rc = s->feed(s->feed_ctx, s);
+        if (rc == 0)
+            s->eof = 1;
+        return rc;
+    }
     if (!s->gz) {
         size_t n = fread(s->buf, 1, s->cap, s->f);
         if (n == 0) {
@@ -317,6 +323,32 @@ int rv_jscan_open(rv_jscan *s, const void *mem, size_t len, FILE *f, size_t max_
         memcpy(s->buf, magic, nmagic);
         s->end = nmagic;
     }
+    return 0;
+}
+
+int rv_jscan_open_feed(rv_jscan *s, int (*feed)(void *ctx, rv_jscan *s), void *ctx, rv_error *err)
+{
+    memset(s, 0, sizeof(*s));
+    s->err = err;
+    s->item = -1;
+    s->max_input = SIZE_MAX; /* the feed's source keeps the cap */
+    s->feed = feed;
+    s->feed_ctx = ctx;
+    rv_buf_init(&s->key, RV_JSCAN_MAX_KEY);
+    return 0;
+}
+
+int rv_jscan_move(rv_jscan *dst, rv_jscan *src)
+{
+    memcpy(dst, src, sizeof(*dst));
+    if (src->z_init) {
+        if (inflateCopy(&dst->zs, &src->zs) != Z_OK) {
+            memset(dst, 0, sizeof(*dst));
+            return RV_ERR_NOMEM;
+        }
+        inflateEnd(&src->zs);
+    }
+    memset(src, 0, sizeof(*src));
     return 0;
 }
 

@@ -44,6 +44,9 @@ typedef struct rv_jscan {
     unsigned char *raw; /* compressed staging buffer for FILE input */
     void *isal;         /* ISA-L inflate state (owned) when built with it;
                            zs then only stages the compressed input */
+    /* Or a feed (rv_jscan_open_feed): windows handed in by the caller. */
+    int (*feed)(void *ctx, struct rv_jscan *s);
+    void *feed_ctx;
 
     /* Window of decompressed bytes: buf[pos..end) is unread. */
     unsigned char *buf;
@@ -73,6 +76,18 @@ typedef struct rv_jscan {
  * rv_jscan_close must follow. */
 int rv_jscan_open(rv_jscan *s, const void *mem, size_t len, FILE *f, size_t max_input,
                   rv_error *err);
+
+/* Sets s up to scan windows that feed hands in: called with the window
+ * used up (base already moved past it), it points s->buf at the next bytes
+ * (borrowed; s->pos, s->end set, s->base may jump) and returns 1, or 0 at
+ * the end of input, or a negative rv_err it recorded through
+ * rv_jscan_fail_at. The feed owns the input and its caps. Always 0. */
+int rv_jscan_open_feed(rv_jscan *s, int (*feed)(void *ctx, rv_jscan *s), void *ctx, rv_error *err);
+
+/* Moves an open scanner from src to dst (whose old contents are dropped,
+ * not freed): zlib's state points back at its stream, so it is copied
+ * over. src is left closed. 0, or RV_ERR_NOMEM (src then unchanged). */
+int rv_jscan_move(rv_jscan *dst, rv_jscan *src);
 
 /* Frees what s holds (not the input). NULL-safe. */
 void rv_jscan_close(rv_jscan *s);

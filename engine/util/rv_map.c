@@ -2,6 +2,7 @@
 #include "util/rv_map.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "util/rv_error.h"
 
@@ -24,6 +25,15 @@ void rv_map_init(rv_map *m, size_t max)
     m->cap = 0;
     m->n = 0;
     m->max = max;
+}
+
+void rv_map_clear(rv_map *m)
+{
+    if (!m)
+        return;
+    if (m->vals)
+        memset(m->vals, 0, m->cap * sizeof(*m->vals));
+    m->n = 0;
 }
 
 void rv_map_free(rv_map *m)

@@ -32,6 +32,9 @@ void rv_map_init(rv_map *m, size_t max);
 /* Frees the table; m stays usable, empty, with the same cap. NULL-safe. */
 void rv_map_free(rv_map *m);
 
+/* Forgets every entry, keeping the table's memory for reuse. NULL-safe. */
+void rv_map_clear(rv_map *m);
+
 /* Sizes the table for n entries up front, so inserts up to n never
  * rehash. 0, RV_ERR_LIMIT past the cap, RV_ERR_NOMEM. */
 int rv_map_reserve(rv_map *m, size_t n);
