@@ -100,11 +100,11 @@ static size_t find_cut(const unsigned char *b, size_t lo, size_t n)
         size_t q = (size_t)(nl - b), j = q + 1, i = q;
         while (j < n && is_ws(b[j]))
             j++;
-        while (i > 0 && is_ws(b[i - 1]))
+        while (i > lo && is_ws(b[i - 1]))
             i--;
-        if (j < n && b[j] == '{' && i > 0 && b[i - 1] == ',')
+        if (j < n && b[j] == '{' && i > lo && b[i - 1] == ',')
             return j;
-        hi = q;
+        hi = i; /* past the whole run of blanks: each byte is looked at once */
     }
     return 0;
 }
@@ -364,19 +364,21 @@ static int take_in(par *P, part *c)
     }
 
     size_t need = g->nevents + lt->nevents;
-    if (need > g->cap_events &&
-        rv_trace_reserve(g, need > 2 * g->cap_events ? need : 2 * g->cap_events) < 0)
-        return FAIL(d, RV_ERR_NOMEM, "cannot keep event (out_of_memory)");
-    rv_event *e = g->events + g->nevents;
-    memcpy(e, lt->events, lt->nevents * sizeof(*e));
-    for (size_t i = 0; i < lt->nevents; i++) {
-        e[i].name = P->map[e[i].name];
-        e[i].pid = P->map[e[i].pid];
-        e[i].tid = P->map[e[i].tid];
-        e[i].pg = P->map[e[i].pg];
-        e[i].pg_ranks = P->map[e[i].pg_ranks];
+    if (lt->nevents) {
+        if (need > g->cap_events &&
+            rv_trace_reserve(g, need > 2 * g->cap_events ? need : 2 * g->cap_events) < 0)
+            return FAIL(d, RV_ERR_NOMEM, "cannot keep event (out_of_memory)");
+        rv_event *e = g->events + g->nevents;
+        memcpy(e, lt->events, lt->nevents * sizeof(*e));
+        for (size_t i = 0; i < lt->nevents; i++) {
+            e[i].name = P->map[e[i].name];
+            e[i].pid = P->map[e[i].pid];
+            e[i].tid = P->map[e[i].tid];
+            e[i].pg = P->map[e[i].pg];
+            e[i].pg_ranks = P->map[e[i].pg_ranks];
+        }
+        g->nevents = need;
     }
-    g->nevents = need;
 
     for (size_t i = 0; i < lt->nmem; i++)
         if (rv_trace_add_mem(g, &lt->mem[i]) < 0)
@@ -413,6 +415,8 @@ int rv_kineto__par_join(reader *r)
 {
     par *P = r->par;
     rv_jscan *s = &r->js;
+    if (!P->helper_on)
+        return 0; /* no second core after all: the parts are read once, in order */
     /* Only at the end of the document reader's part: its bytes are left
      * as they are, so that a part read again starts where a one-core read
      * stands (just past the ',', the blanks unread). */
