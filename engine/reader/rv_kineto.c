@@ -789,8 +789,10 @@ static int groups_from_ops(reader *r)
     for (size_t i = 0; by_ext.n && i < t->nevents && rc >= 0; i++) {
         rv_event *e = &t->events[i];
         uint32_t j;
-        if (e->external_id < 0 || e->pg || e->seq != RV_NONE || e->peer != RV_NONE ||
-            !is_collective_kernel(t, e) || !rv_map_get(&by_ext, (uint64_t)e->external_id, &j))
+        /* The name test (substring searches) last: few events pass the rest. */
+        if (e->cat != RV_CAT_KERNEL || e->external_id < 0 || e->pg || e->seq != RV_NONE ||
+            e->peer != RV_NONE || !rv_map_get(&by_ext, (uint64_t)e->external_id, &j) ||
+            !is_collective_kernel(t, e))
             continue;
         const rv_event *op = &t->events[j];
         e->pg = op->pg;
