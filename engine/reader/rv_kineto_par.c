@@ -22,9 +22,10 @@
 
 #include "trace/rv_shapes.h"
 
-#define PAR_SLOTS     4                 /* parts in memory at once */
-#define PAR_CHUNK     ((size_t)1 << 19) /* a part's size */
-#define PAR_MIN_INPUT ((size_t)8 << 20) /* smaller inputs stay on one core */
+#define PAR_SLOTS     4                  /* parts in memory at once */
+#define PAR_CHUNK     RV_JSCAN_WINDOW    /* a part's size: one window */
+#define PAR_CARRY     ((size_t)64 << 10) /* at most this much of a part moves to the next */
+#define PAR_MIN_INPUT ((size_t)2 << 20)  /* smaller inputs stay on one core */
 
 enum { SLOT_FREE, SLOT_READY, SLOT_BUSY, SLOT_DONE };
 
@@ -36,8 +37,7 @@ enum {
 };
 
 typedef struct part {
-    unsigned char *store; /* owned copy of the bytes, unless sliced */
-    size_t store_cap;
+    unsigned char *store;   /* owned copy of the bytes, unless sliced */
     const unsigned char *p; /* the bytes (in store or the caller's buffer) */
     size_t len;
     int64_t base;  /* offset of p[0] in the decompressed input */
@@ -60,8 +60,10 @@ typedef struct rv_kineto__par {
     int src_rc, src_done;
     int sliced; /* the input is the caller's plain buffer: parts point into it */
     size_t target;
+    int direct;           /* windows are inflated straight into the parts */
+    size_t store_cap;     /* a part's copy: the carry and a window, or target */
     unsigned char *carry; /* the cut-off tail of the last part made */
-    size_t carry_len;
+    size_t carry_len, carry_cap;
     int next_startable;
     int64_t offset; /* where the next part begins */
 
@@ -139,19 +141,31 @@ static int produce_one(par *P)
         if (P->src_done && !P->carry_len)
             return 0;
         if (!c->store) {
-            c->store = malloc(P->target);
+            c->store = malloc(P->store_cap);
             if (!c->store) {
                 P->src_rc = rv_error_set(&P->src_err, RV_ERR_NOMEM, -1, -1, "out of memory");
                 P->src_done = 1;
                 return 0;
             }
-            c->store_cap = P->target;
         }
         memcpy(c->store, P->carry, P->carry_len);
         n = P->carry_len;
         P->carry_len = 0;
-        while (n < P->target && !P->src_done) {
-            rv_jscan *s = &P->src;
+        rv_jscan *s = &P->src;
+        if (P->direct && s->pos == s->end && !P->src_done) {
+            /* A whole window, inflated (or read) straight into the part. */
+            size_t got = 0;
+            int rc = rv_jscan_refill_into(s, c->store + n, &got);
+            if (rc <= 0) {
+                P->src_rc = rc;
+                P->src_done = 1;
+            }
+            n += got;
+        }
+        /* Then (a part under a window, or a window that came short) up to
+         * the part's size from the source's own window. */
+        size_t fill = P->direct ? RV_JSCAN_WINDOW : P->target;
+        while (n < fill && !P->src_done) {
             if (s->pos == s->end) {
                 int rc = rv_jscan_refill(s);
                 if (rc <= 0) {
@@ -161,8 +175,8 @@ static int produce_one(par *P)
                 }
             }
             size_t take = s->end - s->pos;
-            if (take > P->target - n)
-                take = P->target - n;
+            if (take > fill - n)
+                take = fill - n;
             memcpy(c->store + n, s->buf + s->pos, take);
             s->pos += take;
             n += take;
@@ -170,7 +184,8 @@ static int produce_one(par *P)
         if (n == 0)
             return 0;
         if (!P->src_done) {
-            size_t b = find_cut(c->store, n / 2, n);
+            size_t keep = n / 2 < P->carry_cap ? n / 2 : P->carry_cap - 1;
+            size_t b = find_cut(c->store, n - keep, n);
             if (b) {
                 P->carry_len = n - b;
                 memcpy(P->carry, c->store + b, P->carry_len);
@@ -520,7 +535,11 @@ int rv_kineto__par_start(reader *r)
     P->target = r->opts->chunk_bytes ? r->opts->chunk_bytes : PAR_CHUNK;
     if (P->target < 16)
         P->target = 16;
-    P->carry = malloc(P->target / 2 + 1);
+    /* Parts of a window or more take each window whole, with no copy. */
+    P->direct = P->target >= RV_JSCAN_WINDOW;
+    P->carry_cap = P->direct ? PAR_CARRY : P->target / 2 + 1;
+    P->store_cap = P->direct ? PAR_CARRY + RV_JSCAN_WINDOW : P->target;
+    P->carry = malloc(P->carry_cap);
     pthread_mutex_init(&P->mu, NULL);
     pthread_cond_init(&P->cv, NULL);
     int ok = P->carry != NULL;

@@ -12,7 +12,7 @@
 #include <isa-l/igzip_lib.h>
 #endif
 
-#define WINDOW_BYTES ((size_t)1 << 20) /* one refill of decompressed JSON */
+#define WINDOW_BYTES RV_JSCAN_WINDOW
 #define RAW_BYTES    ((size_t)1 << 20) /* one read of compressed input */
 
 /* ---------------------------------------------------------------- errors */
@@ -219,6 +219,17 @@ int rv_jscan_refill(rv_jscan *s)
             s->err, RV_REASON_INPUT_BYTES,
             FAIL(s, RV_ERR_LIMIT, "input is larger than the %zu-byte cap", s->max_input));
     return 1;
+}
+
+int rv_jscan_refill_into(rv_jscan *s, unsigned char *dst, size_t *n)
+{
+    unsigned char *own = s->buf;
+    s->buf = dst; /* same capacity: the same windows as a scan would see */
+    int rc = rv_jscan_refill(s);
+    *n = rc > 0 ? s->end : 0;
+    s->buf = own;
+    s->pos = s->end;
+    return rc;
 }
 
 /* A gzip member's ISIZE (its last 4 bytes, little-endian), or 0 when it

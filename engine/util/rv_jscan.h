@@ -1,7 +1,7 @@
 /* A streaming JSON scanner over plain or gzip input (gzip is detected by
  * its magic bytes; concatenated members are read as one stream).
  *
- * Decompressed bytes are pulled into one window buffer (1 MiB refills) and
+ * Decompressed bytes are pulled into one window buffer (512 KiB refills) and
  * scanned by recursive descent that never needs more than the current byte:
  * strings are decoded into capped rv_bufs as they stream past and numbers
  * are copied into a fixed token buffer, so a token may straddle a refill
@@ -26,9 +26,10 @@
 #include "util/rv_buf.h"
 #include "util/rv_error.h"
 
-#define RV_JSCAN_MAX_DEPTH  64   /* nesting limit for any value */
-#define RV_JSCAN_MAX_KEY    64   /* longer keys are never ones a caller uses */
-#define RV_JSCAN_MAX_NUMBER 1024 /* longest number token */
+#define RV_JSCAN_MAX_DEPTH  64                  /* nesting limit for any value */
+#define RV_JSCAN_MAX_KEY    64                  /* longer keys are never ones a caller uses */
+#define RV_JSCAN_MAX_NUMBER 1024                /* longest number token */
+#define RV_JSCAN_WINDOW     ((size_t)512 << 10) /* one refill of decompressed bytes */
 
 /* What a numeric conversion found (rv_jscan_dec_u64). ABSENT is for the
  * caller's own use: a value that was not there or was null. */
@@ -101,6 +102,12 @@ static inline int64_t rv_jscan_off(const rv_jscan *s)
 /* Internal to the inline readers below: refills an empty window. 1 when
  * bytes came, 0 at end of input, negative on error. */
 int rv_jscan_refill(rv_jscan *s);
+
+/* For a caller that takes the bytes rather than scanning them: the next
+ * window, read or inflated straight into dst (RV_JSCAN_WINDOW bytes, the
+ * caller's) once s's own window is used up, as rv_jscan_refill would
+ * fill it; *n bytes came, all consumed. Returns as rv_jscan_refill. */
+int rv_jscan_refill_into(rv_jscan *s, unsigned char *dst, size_t *n);
 
 /* The next byte without consuming it, or -1 at end of input / on error. */
 static inline int rv_jscan_peek(rv_jscan *s)

@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "reader/rv_kineto.h"
+#include "util/rv_jscan.h"
 #include "common/rv_test_util.h"
 
 static const char *g_shared; /* NULL when the public traces are absent */
@@ -104,21 +105,28 @@ static int same_both_ways(int how, const void *buf, size_t len, const rv_kineto_
 }
 
 /* Both ways over plain and gzip bytes, as a buffer and as a stream, for
- * several part sizes. Returns the parts taken in. */
-static size_t check_both_ways(const void *buf, size_t len, const rv_kineto_opts *o,
-                              const char *label)
+ * the part sizes chunks[0..n). Returns the parts taken in. */
+static size_t check_sizes(const void *buf, size_t len, const rv_kineto_opts *o, const char *label,
+                          const size_t *chunks, size_t n)
 {
-    static const size_t chunks[] = {16, 61, 300, 1000, 4096, 65536};
     size_t taken = 0, zlen = 0;
     unsigned char *z = gzip_bytes(buf, len, &zlen);
     CU_ASSERT_PTR_NOT_NULL_FATAL(z);
-    for (size_t i = 0; i < sizeof(chunks) / sizeof(chunks[0]); i++)
+    for (size_t i = 0; i < n; i++)
         for (int how = AS_BUFFER; how <= AS_STREAM; how++) {
             CU_ASSERT(same_both_ways(how, buf, len, o, chunks[i], label, &taken));
             CU_ASSERT(same_both_ways(how, z, zlen, o, chunks[i], label, &taken));
         }
     free(z);
     return taken;
+}
+
+/* Small parts, copied out of the scanner's windows. */
+static size_t check_both_ways(const void *buf, size_t len, const rv_kineto_opts *o,
+                              const char *label)
+{
+    static const size_t chunks[] = {16, 61, 300, 1000, 4096, 65536};
+    return check_sizes(buf, len, o, label, chunks, sizeof(chunks) / sizeof(chunks[0]));
 }
 
 /* A trace with everything the reader keeps, in many events: ops with
@@ -279,6 +287,29 @@ static void test_two_cores_synthetic(void)
         CU_ASSERT(same_both_ways(AS_STREAM, raw, len, &plain, 300, label, NULL));
         raw[at] = keep;
     }
+    free(raw);
+
+    /* A few MiB: parts of a whole window, inflated (or read) straight into
+     * the part, as the reader's own choice makes them. */
+    raw = synthetic_trace(16000, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(raw);
+    const size_t windows[] = {RV_JSCAN_WINDOW, 2 * RV_JSCAN_WINDOW};
+    CU_ASSERT(check_sizes(raw, len, &plain, "synthetic, window parts", windows, 2) > 8);
+    for (size_t k = 1; k < 8; k++) {
+        size_t cut = len * k / 8 + k * 37;
+        CU_ASSERT(same_both_ways(AS_STREAM, raw, cut, &plain, RV_JSCAN_WINDOW,
+                                 "synthetic, window parts, cut", NULL));
+        rv_kineto_opts small = {.max_input_bytes = cut};
+        CU_ASSERT(same_both_ways(AS_STREAM, raw, len, &small, RV_JSCAN_WINDOW,
+                                 "synthetic, window parts, input cap", NULL));
+        rv_kineto_opts capped = {.max_events = 1000 * k};
+        CU_ASSERT(same_both_ways(AS_STREAM, raw, len, &capped, RV_JSCAN_WINDOW,
+                                 "synthetic, window parts, event cap", NULL));
+    }
+    free(raw);
+    raw = synthetic_trace(3000, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(raw);
+
     const size_t caps[] = {1, 500, 1789, 2400};
     for (size_t k = 0; k < sizeof(caps) / sizeof(caps[0]); k++) {
         rv_kineto_opts capped = {.max_events = caps[k]};
