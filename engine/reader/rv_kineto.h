@@ -19,10 +19,10 @@ typedef struct rv_kineto_opts {
     size_t max_input_bytes; /* cap on decompressed bytes; 0 = 16 GiB */
     size_t max_events;      /* cap on events kept; 0 = RV_TRACE_MAX_EVENTS */
     /* Reading on two cores (docs/internals/kineto-reader.md, "Two
-     * cores"): 0 lets the reader choose (inputs of 8 MiB and more, on a
+     * cores"): 0 lets the reader choose (inputs of 2 MiB and more, on a
      * machine with two cores or more), 1 keeps it on the caller's thread.
      * chunk_bytes, when set, forces the two-core read with parts of about
-     * that many bytes (the tests' small parts); 0 = 1 MiB. */
+     * that many bytes (the tests' small parts); 0 = one 512 KiB window. */
     int threads;
     size_t chunk_bytes;
     /* When set, receives how many parts read ahead were taken in whole

@@ -1,8 +1,8 @@
-/* Reading "traceEvents" on two cores. The input is cut into parts of
- * about 1 MiB, each ending where a line break between two events lets the
- * next one start at its '{' (",\n  {"). A helper thread and the caller's
- * thread read whole parts ahead, each into a small trace of its own, on
- * the guess that a part starts at an event. The document reader (the
+/* Reading "traceEvents" on two cores. The input is cut into parts of a
+ * 512 KiB window each, each ending just before the '{' of what looks like
+ * the next element of an array of objects ("},\n  {" or "},{"). A helper
+ * thread and the caller's thread read whole parts ahead, each into a small
+ * trace of its own, on the guess that a part starts at an event. The document reader (the
  * caller's, in rv_kineto.c) stays the one authority: when it stands at an
  * event's start exactly where a part begins, that part's reading is what
  * it would have read itself, so it takes the part in (strings interned in
@@ -88,25 +88,30 @@ static int is_ws(unsigned char c)
     return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
-/* The last place in b[lo..n) where an event may start: a '{' that follows
- * a ',' with a line break between them. A line break never lies inside a
- * JSON string, so this is outside any string; whether it is an element of
- * "traceEvents" is the guess the document reader checks. 0 when none. */
+/* The last place in b[lo..n) where an event may start: a '{' after a
+ * '}' and a ',' (blanks between them allowed), as between two elements of
+ * an array of objects, pretty-printed or not. Such bytes may also lie
+ * inside a string or an "args" array; that a part starts at an element of
+ * "traceEvents" is only the guess the document reader checks. Each byte
+ * is looked at once or twice. 0 when none. */
 static size_t find_cut(const unsigned char *b, size_t lo, size_t n)
 {
     size_t hi = n;
     while (hi > lo) {
-        const unsigned char *nl = memrchr(b + lo, '\n', hi - lo);
-        if (!nl)
+        const unsigned char *brace = memrchr(b + lo, '{', hi - lo);
+        if (!brace)
             return 0;
-        size_t q = (size_t)(nl - b), j = q + 1, i = q;
-        while (j < n && is_ws(b[j]))
-            j++;
+        size_t j = (size_t)(brace - b), i = j;
         while (i > lo && is_ws(b[i - 1]))
             i--;
-        if (j < n && b[j] == '{' && i > lo && b[i - 1] == ',')
-            return j;
-        hi = i; /* past the whole run of blanks: each byte is looked at once */
+        if (i > lo && b[i - 1] == ',') {
+            size_t k = i - 1;
+            while (k > lo && is_ws(b[k - 1]))
+                k--;
+            if (k > lo && b[k - 1] == '}')
+                return j;
+        }
+        hi = i < j ? i : j;
     }
     return 0;
 }

@@ -221,6 +221,31 @@ static char *synthetic_trace(size_t events, size_t *len)
     return b;
 }
 
+/* b[0..*len) with the blanks outside strings removed, in place, as a
+ * minified trace is written. */
+static void minify(char *b, size_t *len)
+{
+    size_t o = 0;
+    int in_str = 0, esc = 0;
+    for (size_t i = 0; i < *len; i++) {
+        char c = b[i];
+        if (in_str) {
+            if (esc)
+                esc = 0;
+            else if (c == '\\')
+                esc = 1;
+            else if (c == '"')
+                in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+            continue;
+        }
+        b[o++] = c;
+    }
+    *len = o;
+}
+
 /* Every local fixture, good or bad, reads the same on one core and two. */
 static void test_two_cores_local(void)
 {
@@ -306,6 +331,11 @@ static void test_two_cores_synthetic(void)
         CU_ASSERT(same_both_ways(AS_STREAM, raw, len, &capped, RV_JSCAN_WINDOW,
                                  "synthetic, window parts, event cap", NULL));
     }
+    /* Minified: no line breaks, the cuts fall on "},{". */
+    minify(raw, &len);
+    CU_ASSERT_PTR_NULL(memchr(raw, '\n', len));
+    CU_ASSERT(check_sizes(raw, len, &plain, "synthetic, minified", windows, 1) > 4);
+    CU_ASSERT(check_both_ways(raw, len, &plain, "synthetic, minified") > 100);
     free(raw);
     raw = synthetic_trace(3000, &len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(raw);
