@@ -22,7 +22,7 @@ typedef struct rv_kineto_opts {
      * cores"): 0 lets the reader choose (inputs of 2 MiB and more, on a
      * machine with two cores or more), 1 keeps it on the caller's thread.
      * chunk_bytes, when set, forces the two-core read with parts of about
-     * that many bytes (the tests' small parts); 0 = one 512 KiB window. */
+     * that many bytes (the tests' small parts); 0 = one 256 KiB window. */
     int threads;
     size_t chunk_bytes;
     /* When set, receives how many parts read ahead were taken in whole

@@ -1,5 +1,5 @@
 /* Reading "traceEvents" on two cores. The input is cut into parts of a
- * 512 KiB window each, each ending just before the '{' of what looks like
+ * 256 KiB window each, each ending just before the '{' of what looks like
  * the next element of an array of objects ("},\n  {" or "},{"). A helper
  * thread and the caller's thread read whole parts ahead, each into a small
  * trace of its own, on the guess that a part starts at an event. The document reader (the

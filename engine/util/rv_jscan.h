@@ -1,7 +1,7 @@
 /* A streaming JSON scanner over plain or gzip input (gzip is detected by
  * its magic bytes; concatenated members are read as one stream).
  *
- * Decompressed bytes are pulled into one window buffer (512 KiB refills) and
+ * Decompressed bytes are pulled into one window buffer (256 KiB refills) and
  * scanned by recursive descent that never needs more than the current byte:
  * strings are decoded into capped rv_bufs as they stream past and numbers
  * are copied into a fixed token buffer, so a token may straddle a refill
@@ -29,7 +29,7 @@
 #define RV_JSCAN_MAX_DEPTH  64                  /* nesting limit for any value */
 #define RV_JSCAN_MAX_KEY    64                  /* longer keys are never ones a caller uses */
 #define RV_JSCAN_MAX_NUMBER 1024                /* longest number token */
-#define RV_JSCAN_WINDOW     ((size_t)512 << 10) /* one refill of decompressed bytes */
+#define RV_JSCAN_WINDOW     ((size_t)256 << 10) /* one refill of decompressed bytes */
 
 /* What a numeric conversion found (rv_jscan_dec_u64). ABSENT is for the
  * caller's own use: a value that was not there or was null. */
