@@ -242,22 +242,32 @@ static int read_short(reader *r, int depth, char *out, size_t *len, int *have)
     return 0;
 }
 
+int rv_kineto__flows_room(reader *r, size_t more)
+{
+    size_t need = r->nflows + more;
+    if (need <= r->cap_flows)
+        return 0;
+    if (need > r->max_events)
+        return rv_error_tag(r->js.err, RV_REASON_EVENTS,
+                            FAIL(r, RV_ERR_LIMIT, "more than %zu flow events", r->max_events));
+    size_t cap = r->cap_flows ? r->cap_flows * 2 : 1024;
+    while (cap < need)
+        cap *= 2;
+    if (cap > r->max_events)
+        cap = r->max_events;
+    flow *fl = realloc(r->flows, cap * sizeof(*fl));
+    if (!fl)
+        return FAIL(r, RV_ERR_NOMEM, "out of memory for flow events");
+    r->flows = fl;
+    r->cap_flows = cap;
+    return 0;
+}
+
 static int add_flow(reader *r, const evscan *s)
 {
-    int rc = 0;
-    if (r->nflows == r->cap_flows) {
-        if (r->cap_flows >= r->max_events)
-            return rv_error_tag(r->js.err, RV_REASON_EVENTS,
-                                FAIL(r, RV_ERR_LIMIT, "more than %zu flow events", r->max_events));
-        size_t cap = r->cap_flows ? r->cap_flows * 2 : 1024;
-        if (cap > r->max_events)
-            cap = r->max_events;
-        flow *fl = realloc(r->flows, cap * sizeof(*fl));
-        if (!fl)
-            return FAIL(r, RV_ERR_NOMEM, "out of memory for flow events");
-        r->flows = fl;
-        r->cap_flows = cap;
-    }
+    int rc = rv_kineto__flows_room(r, 1);
+    if (rc < 0)
+        return rc;
     flow *fl = &r->flows[r->nflows];
     fl->id = s->flow_id;
     fl->ts_ns = s->ts_ns;

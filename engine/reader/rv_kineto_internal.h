@@ -210,6 +210,10 @@ int rv_kineto__reader_init(rv_kineto__reader *r, const rv_kineto_opts *opts);
 /* Frees what r holds, its trace included (NULL it first to keep it). */
 void rv_kineto__reader_free(rv_kineto__reader *r);
 
+/* Room for more flows (r->flows grows by doubling, up to the events'
+ * cap). 0, or RV_ERR_LIMIT past the cap, RV_ERR_NOMEM. */
+int rv_kineto__flows_room(rv_kineto__reader *r, size_t more);
+
 /* One element of "traceEvents" at the scanner's position (depth: its
  * nesting), kept, counted as skipped, or taken as a flow. */
 int rv_kineto__parse_event(rv_kineto__reader *r, int depth);

@@ -405,19 +405,8 @@ static int take_in(par *P, part *c)
             return FAIL(d, RV_ERR_NOMEM, "cannot keep a memory event (out_of_memory)");
 
     if (l->nflows) {
-        size_t nf = d->nflows + l->nflows;
-        if (nf > d->cap_flows) {
-            size_t cap = d->cap_flows ? d->cap_flows : 1024;
-            while (cap < nf)
-                cap *= 2;
-            if (cap > d->max_events)
-                cap = d->max_events;
-            rv_kineto__flow *fl = realloc(d->flows, cap * sizeof(*fl));
-            if (!fl)
-                return FAIL(d, RV_ERR_NOMEM, "out of memory for flow events");
-            d->flows = fl;
-            d->cap_flows = cap;
-        }
+        if ((rc = rv_kineto__flows_room(d, l->nflows)) < 0)
+            return rc;
         for (size_t i = 0; i < l->nflows; i++) {
             rv_kineto__flow f = l->flows[i];
             f.pid = P->map[f.pid];

@@ -27,42 +27,15 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* Every field of two traces equal; string ids may differ only if the
- * strings are equal (they do not: the table order is kept). */
+/* Every field of two traces equal (rv_trace_same), saying which part
+ * differs when one does. */
 static int traces_equal(const rv_trace *a, const rv_trace *b)
 {
-    if (a->nevents != b->nevents || a->ndevices != b->ndevices ||
-        a->strings.count != b->strings.count)
-        return 0;
-    for (uint32_t i = 0; i < a->strings.count; i++)
-        if (strcmp(rv_trace_str(a, i), rv_trace_str(b, i)) != 0)
-            return 0;
-    /* Field by field: struct padding is not part of the value. */
-    for (size_t i = 0; i < a->nevents; i++) {
-        const rv_event *x = &a->events[i], *y = &b->events[i];
-        if (x->ts_ns != y->ts_ns || x->dur_ns != y->dur_ns || x->correlation != y->correlation ||
-            x->external_id != y->external_id || x->bytes != y->bytes ||
-            x->wait_event_corr != y->wait_event_corr || x->name != y->name || x->pid != y->pid ||
-            x->tid != y->tid || x->device != y->device || x->stream != y->stream ||
-            x->wait_stream != y->wait_stream || memcmp(x->grid, y->grid, sizeof(x->grid)) ||
-            memcmp(x->block, y->block, sizeof(x->block)) || x->registers != y->registers ||
-            x->shared_mem != y->shared_mem || x->cat != y->cat || x->sync_kind != y->sync_kind)
-            return 0;
-    }
-    for (size_t i = 0; i < a->ndevices; i++) {
-        const rv_device *x = &a->devices[i], *y = &b->devices[i];
-        if (x->id != y->id || x->name != y->name || x->num_sms != y->num_sms ||
-            x->compute_major != y->compute_major || x->compute_minor != y->compute_minor ||
-            x->total_mem != y->total_mem)
-            return 0;
-    }
-    return a->rank == b->rank && a->world_size == b->world_size && a->backend == b->backend &&
-           a->source_format == b->source_format && a->platform_gpu == b->platform_gpu &&
-           a->platform_cpu == b->platform_cpu && a->platform_driver == b->platform_driver &&
-           a->platform_cuda == b->platform_cuda && a->platform_framework == b->platform_framework &&
-           a->job == b->job && a->power_limit_w == b->power_limit_w &&
-           a->base_time_ns == b->base_time_ns && a->skipped_events == b->skipped_events &&
-           a->input_bytes == b->input_bytes;
+    const char *what = NULL;
+    int same = rv_trace_same(a, b, &what);
+    if (!same)
+        fprintf(stderr, "\n  the traces differ in their %s\n", what);
+    return same;
 }
 
 static void roundtrip_file(const char *path, size_t *nfiles)
