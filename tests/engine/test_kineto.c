@@ -772,7 +772,7 @@ static void test_gzip_plain_identical(void)
     CU_ASSERT(traces_equal(a, c));
     CU_ASSERT(traces_equal(a, d));
     CU_ASSERT_EQUAL(a->input_bytes, len);
-    CU_ASSERT(len > 30u << 20); /* crosses many 1 MiB refills */
+    CU_ASSERT(len > 30u << 20); /* crosses many 256 KiB refills */
     /* The event array was sized once from the announced size. */
     CU_ASSERT(b->cap_events >= b->nevents && b->cap_events == len / 200);
 
@@ -822,7 +822,7 @@ static void test_truncation(void)
         CU_ASSERT_PTR_NULL(t);
         CU_ASSERT_EQUAL(e.offset, (int64_t)cuts[i]);
         CU_ASSERT_PTR_NOT_NULL(strstr(e.message, "end of input"));
-        /* Same through a stream (1 MiB refills). */
+        /* Same through a stream (256 KiB refills). */
         FILE *f = fmemopen(plain, cuts[i], "rb");
         rc = rv_kineto_read_stream(f, NULL, &t, &e);
         fclose(f);
