@@ -238,7 +238,7 @@ static void release_below(par *P, uint64_t k)
 
 /* Reads part c as a run of "traceEvents" elements starting at its first
  * byte, into its own trace. Runs on either thread, without the lock. */
-static void read_part(par *P, part *c)
+static void read_part(part *c)
 {
     reader *r = &c->rd;
     c->end = END_STOP;
@@ -255,7 +255,6 @@ static void read_part(par *P, part *c)
         return;
     r->js.base = c->base;
     r->js.item_name = "event";
-    (void)P;
     for (;;) {
         r->js.item = (int64_t)c->elements;
         /* Depth 2, as in {"traceEvents": [...]}; a bare array's events sit
@@ -292,7 +291,7 @@ static void *helper_main(void *arg)
             if (c->state == SLOT_READY && c->startable) {
                 c->state = SLOT_BUSY;
                 pthread_mutex_unlock(&P->mu);
-                read_part(P, c);
+                read_part(c);
                 pthread_mutex_lock(&P->mu);
                 c->state = SLOT_DONE;
                 pthread_cond_broadcast(&P->cv);
@@ -333,7 +332,7 @@ static void await_part(par *P, uint64_t k)
             mine->state = SLOT_BUSY;
         pthread_mutex_unlock(&P->mu);
         if (mine) {
-            read_part(P, mine);
+            read_part(mine);
             pthread_mutex_lock(&P->mu);
             mine->state = SLOT_DONE;
             pthread_cond_broadcast(&P->cv);
@@ -551,8 +550,6 @@ int rv_kineto__par_start(reader *r)
     P->next_startable = 0;
     rv_jscan_open_feed(&r->js, feed, P, err);
     r->js.item_name = "event";
-    r->js.size_hint = P->src.size_hint;
-    r->js.max_input = P->src.max_input;
     r->par = P;
     P->helper_on = pthread_create(&P->helper, NULL, helper_main, P) == 0;
     return 0;
